@@ -1,0 +1,54 @@
+package chart
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCDF(t *testing.T) {
+	s := CDF("x", []float64{3, 1, 2, 2})
+	wantX := []float64{1, 2, 2, 3}
+	wantY := []float64{0.25, 0.5, 0.75, 1}
+	for i := range wantX {
+		if s.X[i] != wantX[i] || s.Y[i] != wantY[i] {
+			t.Fatalf("point %d = (%v,%v), want (%v,%v)", i, s.X[i], s.Y[i], wantX[i], wantY[i])
+		}
+	}
+}
+
+func TestSave(t *testing.T) {
+	dir := t.TempDir()
+	p := &Plot{Title: "t", XLabel: "x", YLabel: "y", Series: []Series{CDF("a", []float64{1, 2, 3})}}
+	tests := []struct {
+		file  string
+		magic []byte
+		err   bool
+	}{
+		{"a.svg", []byte("<?xml"), false},
+		{"a.png", []byte("\x89PNG"), false},
+		{"a.gif", nil, true},
+	}
+	for _, tc := range tests {
+		path := filepath.Join(dir, tc.file)
+		err := p.Save(path)
+		if (err != nil) != tc.err {
+			t.Fatalf("%s: err = %v, want error %v", tc.file, err, tc.err)
+		}
+		if tc.err {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, tc.magic) {
+			t.Errorf("%s starts %q, want %q", tc.file, b[:8], tc.magic)
+		}
+	}
+	bad := &Plot{Series: []Series{{Name: "bad", X: []float64{1}, Y: nil}}}
+	if err := bad.Save(filepath.Join(dir, "b.svg")); err == nil {
+		t.Error("mismatched series saved without error")
+	}
+}

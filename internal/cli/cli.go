@@ -1,0 +1,200 @@
+// Package cli turns pkie's command lines into library calls and prints the
+// results for people or, with --json, for programs. It holds no logic of its
+// own beyond flag parsing and formatting.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	ExitOK       = 0
+	ExitNegative = 1 // the check ran and the answer is "no" (e.g. not trusted)
+	ExitUsage    = 2 // bad usage or an operational error
+)
+
+// Env is what a command may touch of the outside world. Tests build their own.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// OSEnv returns the process's real environment.
+func OSEnv() *Env {
+	return &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}
+
+// command is one subcommand. run returns an error to report; an *exitError
+// carries a specific exit code.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *Env, args []string) error
+}
+
+// commands lists every subcommand. Each lives in its own file.
+func commands() []command {
+	return []command{
+		{"demo", "run an offline topology of sites, notaries and a MitM, and show the MitM caught", runDemo},
+		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
+	}
+}
+
+// exitError asks Main to exit with code after printing msg (if any).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// usageError reports bad usage: exit code 2.
+func usageError(format string, a ...any) error {
+	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, a...)}
+}
+
+// negative reports a completed check whose answer is no: exit code 1, no
+// extra message (the command already printed its result).
+func negative() error { return &exitError{code: ExitNegative} }
+
+// Main runs the subcommand named by args[0] and returns the process exit code.
+func Main(ctx context.Context, env *Env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			return Main(ctx, env, []string{args[1], "--help"})
+		}
+		printHelp(env.Stdout)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, env, args[1:])
+		if err == nil {
+			return ExitOK
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, ee.msg)
+			}
+			return ee.code
+		}
+		fmt.Fprintf(env.Stderr, "pkie %s: %v\n", c.name, err)
+		return ExitUsage
+	}
+	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])
+	return ExitUsage
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintln(w, "pkie trusts a TLS certificate on more evidence than one CA signature.")
+	fmt.Fprintln(w, "\nUsage: pkie <command> [flags] [args]\n\nCommands:")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun \"pkie <command> --help\" for a command's flags.")
+}
+
+// newFlags returns a FlagSet that reports errors instead of exiting and
+// prints usage to env.Stderr.
+func newFlags(env *Env, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("pkie "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "Usage: pkie %s %s\n\nFlags:\n", name, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, allowing flags after positional arguments
+// ("pkie check example.com --json"), which people type all the time.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError("%v", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// splitHostPort parses HOST[:PORT] with a default port, accepting bracketed
+// IPv6 literals ("[::1]:8443") and bare ones ("::1").
+func splitHostPort(s string, defPort int) (string, int, error) {
+	host, port := s, ""
+	switch {
+	case strings.HasPrefix(s, "["):
+		h, p, ok := strings.Cut(s[1:], "]")
+		if !ok || (p != "" && !strings.HasPrefix(p, ":")) {
+			return "", 0, fmt.Errorf("malformed address %q", s)
+		}
+		host, port = h, strings.TrimPrefix(p, ":")
+	case strings.Count(s, ":") == 1:
+		host, port, _ = strings.Cut(s, ":")
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("empty host in %q", s)
+	}
+	if port == "" {
+		return host, defPort, nil
+	}
+	n, err := parsePort(port)
+	return host, n, err
+}
+
+func parsePort(p string) (int, error) {
+	n := 0
+	if p == "" || len(p) > 5 {
+		return 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
+	}
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n < 1 || n > 65535 {
+		return 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
+	}
+	return n, nil
+}

@@ -1,0 +1,331 @@
+// Package probe fetches a TLS server's certificate chain the way a notary or
+// a scanner sees it: it observes, it does not validate. Every connection goes
+// through an address guard so that a service probing on behalf of others
+// cannot be pointed at loopback, private or otherwise internal addresses
+// (server-side request forgery), and the guard is applied to the address
+// actually dialled, so a DNS answer that changes between check and use
+// (rebinding) cannot slip past it.
+package probe
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds connect plus handshake, as the Convergence notary
+// evaluated in the seed paper was configured (2 s).
+const DefaultTimeout = 2 * time.Second
+
+// Target is what a client wants to reach.
+type Target struct {
+	Host       string     // DNS name or IP literal to connect to
+	Port       int        // TCP port
+	ServerName string     // SNI name; empty means Host (unless Host is an IP)
+	IP         netip.Addr // optional pinned address: skips DNS
+}
+
+// String returns host:port.
+func (t Target) String() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// SNI returns the server name to send.
+func (t Target) SNI() string {
+	if t.ServerName != "" {
+		return t.ServerName
+	}
+	if _, err := netip.ParseAddr(t.Host); err == nil {
+		return ""
+	}
+	return t.Host
+}
+
+// Validate reports whether t names something probeable.
+func (t Target) Validate() error {
+	if t.Host == "" {
+		return errors.New("target has no host")
+	}
+	if len(t.Host) > 253 {
+		return fmt.Errorf("target host is %d bytes long; a DNS name has at most 253", len(t.Host))
+	}
+	if t.Port < 1 || t.Port > 65535 {
+		return fmt.Errorf("target port %d is out of range 1-65535", t.Port)
+	}
+	return nil
+}
+
+// Timings are the phases of one probe.
+type Timings struct {
+	DNS       time.Duration `json:"dns_ns"`
+	Connect   time.Duration `json:"connect_ns"`
+	Handshake time.Duration `json:"handshake_ns"`
+	Total     time.Duration `json:"total_ns"`
+}
+
+// Observation is what one vantage point saw of a target at one time.
+type Observation struct {
+	Target      Target
+	Addr        netip.AddrPort // the address actually dialled
+	Chain       [][]byte       // DER certificates as sent, leaf first
+	SHA256      [32]byte       // of the leaf DER
+	SHA1        [20]byte       // of the leaf DER (Convergence compatibility)
+	Version     uint16         // TLS version negotiated
+	CipherSuite uint16
+	Time        time.Time // when the handshake finished
+	Timings     Timings
+	Vantage     string
+}
+
+// FingerprintSHA1 renders the leaf's SHA-1 the Convergence way:
+// uppercase hex pairs joined by colons.
+func (o *Observation) FingerprintSHA1() string { return ColonHex(o.SHA1[:]) }
+
+// ColonHex renders b as uppercase hex pairs joined by colons ("AB:CD:…").
+func ColonHex(b []byte) string {
+	h := strings.ToUpper(hex.EncodeToString(b))
+	var sb strings.Builder
+	for i := 0; i < len(h); i += 2 {
+		if i > 0 {
+			sb.WriteByte(':')
+		}
+		sb.WriteString(h[i : i+2])
+	}
+	return sb.String()
+}
+
+// ParseColonHex parses a colon-separated hex fingerprint of n bytes, in any
+// letter case.
+func ParseColonHex(s string, n int) ([]byte, error) {
+	if len(s) != 3*n-1 {
+		return nil, fmt.Errorf("fingerprint %q: want %d colon-separated hex bytes", truncate(s, 80), n)
+	}
+	out := make([]byte, n)
+	for i := 0; i < n; i++ {
+		if i > 0 && s[3*i-1] != ':' {
+			return nil, fmt.Errorf("fingerprint %q: byte %d is not followed by ':'", truncate(s, 80), i)
+		}
+		if _, err := hex.Decode(out[i:i+1], []byte(s[3*i:3*i+2])); err != nil {
+			return nil, fmt.Errorf("fingerprint %q: %q is not hex", truncate(s, 80), s[3*i:3*i+2])
+		}
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Lookup resolves a host to the addresses to try, with ports. Tests and the
+// testbed supply their own to map names onto loopback listeners; nil means
+// DNS with the target's port.
+type Lookup func(ctx context.Context, host string, port int) ([]netip.AddrPort, error)
+
+// Options configure a Prober. The zero value is a safe default.
+type Options struct {
+	Timeout      time.Duration // connect + handshake; 0 means DefaultTimeout
+	AllowPrivate bool          // allow loopback, private and other internal addresses
+	Lookup       Lookup        // nil means DNS
+	Vantage      string        // label recorded in observations
+	MinVersion   uint16        // 0 means TLS 1.2
+	MaxVersion   uint16        // 0 means TLS 1.3
+}
+
+// Prober fetches certificate chains. It is safe for concurrent use.
+type Prober struct {
+	opts Options
+}
+
+// New returns a Prober.
+func New(opts Options) *Prober {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MinVersion == 0 {
+		opts.MinVersion = tls.VersionTLS12
+	}
+	if opts.MaxVersion == 0 {
+		opts.MaxVersion = tls.VersionTLS13
+	}
+	return &Prober{opts: opts}
+}
+
+// Error kinds a caller may test for with errors.Is.
+var (
+	ErrForbiddenAddress = errors.New("address is not public")
+	ErrResolve          = errors.New("cannot resolve host")
+	ErrConnect          = errors.New("cannot connect")
+	ErrTimeout          = errors.New("timed out")
+	ErrHandshake        = errors.New("TLS handshake failed")
+)
+
+// Probe connects to t, completes a TLS handshake without validating the
+// certificate and returns what it saw.
+func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	obs := &Observation{Target: t, Vantage: p.opts.Vantage}
+
+	addrs, err := p.resolve(ctx, t)
+	obs.Timings.DNS = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	var conn net.Conn
+	var lastErr error
+	d := net.Dialer{}
+	connStart := time.Now()
+	for _, a := range addrs {
+		if err := p.allowed(a.Addr()); err != nil {
+			lastErr = err
+			continue
+		}
+		c, err := d.DialContext(ctx, "tcp", a.String())
+		if err != nil {
+			lastErr = classify(ctx, fmt.Errorf("%w to %s: %w", ErrConnect, a, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		// Check the address of the socket itself as well: it is what the
+		// kernel connected to, whatever resolved it.
+		if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			rap := ra.AddrPort()
+			if err := p.allowed(rap.Addr()); err != nil {
+				c.Close()
+				lastErr = err
+				continue
+			}
+			obs.Addr = netip.AddrPortFrom(rap.Addr().Unmap(), rap.Port())
+		}
+		conn = c
+		break
+	}
+	obs.Timings.Connect = time.Since(connStart)
+	if conn == nil {
+		if lastErr == nil {
+			lastErr = fmt.Errorf("%w: %s has no addresses", ErrResolve, t.Host)
+		}
+		return nil, lastErr
+	}
+	defer conn.Close()
+
+	hsStart := time.Now()
+	tc := tls.Client(conn, &tls.Config{
+		ServerName:         t.SNI(),
+		InsecureSkipVerify: true, // observing, not validating
+		MinVersion:         p.opts.MinVersion,
+		MaxVersion:         p.opts.MaxVersion,
+	})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, classify(ctx, fmt.Errorf("%w with %s: %w", ErrHandshake, obs.Addr, err))
+	}
+	now := time.Now()
+	obs.Timings.Handshake = now.Sub(hsStart)
+	obs.Timings.Total = now.Sub(start)
+	obs.Time = now
+	st := tc.ConnectionState()
+	if len(st.PeerCertificates) == 0 {
+		return nil, fmt.Errorf("%w with %s: server sent no certificate", ErrHandshake, obs.Addr)
+	}
+	for _, c := range st.PeerCertificates {
+		obs.Chain = append(obs.Chain, c.Raw)
+	}
+	obs.SHA256 = sha256.Sum256(obs.Chain[0])
+	obs.SHA1 = sha1.Sum(obs.Chain[0])
+	obs.Version = st.Version
+	obs.CipherSuite = st.CipherSuite
+	return obs, nil
+}
+
+func (p *Prober) resolve(ctx context.Context, t Target) ([]netip.AddrPort, error) {
+	if t.IP.IsValid() {
+		return []netip.AddrPort{netip.AddrPortFrom(t.IP.Unmap(), uint16(t.Port))}, nil
+	}
+	if p.opts.Lookup != nil {
+		addrs, err := p.opts.Lookup(ctx, t.Host, t.Port)
+		if err != nil {
+			return nil, classify(ctx, fmt.Errorf("%w %s: %w", ErrResolve, t.Host, err))
+		}
+		return addrs, nil
+	}
+	if ip, err := netip.ParseAddr(t.Host); err == nil {
+		return []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(t.Port))}, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", t.Host)
+	if err != nil {
+		return nil, classify(ctx, fmt.Errorf("%w %s: %w", ErrResolve, t.Host, err))
+	}
+	out := make([]netip.AddrPort, len(ips))
+	for i, ip := range ips {
+		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(t.Port))
+	}
+	return out, nil
+}
+
+func (p *Prober) allowed(a netip.Addr) error {
+	if p.opts.AllowPrivate {
+		return nil
+	}
+	if reason := NonPublic(a); reason != "" {
+		return fmt.Errorf("%w: refusing to connect to %s (%s); a notary probes only public addresses unless told to allow private ones", ErrForbiddenAddress, a, reason)
+	}
+	return nil
+}
+
+var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+// NonPublic returns why a is not a public unicast address ("loopback",
+// "private", …), or "" if it is public.
+func NonPublic(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case !a.IsValid():
+		return "invalid"
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsPrivate():
+		return "private"
+	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
+		return "link-local"
+	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
+		return "multicast"
+	case a.Is4() && sharedSpace.Contains(a):
+		return "shared address space"
+	case a.Is4() && a.As4()[0] == 0:
+		return "this-network"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "broadcast"
+	}
+	return ""
+}
+
+// classify turns context deadline errors into ErrTimeout so callers can tell
+// "slow" from "refused".
+func classify(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
+}
