@@ -46,7 +46,6 @@ type command struct {
 // commands lists every subcommand. Each lives in its own file.
 func commands() []command {
 	return []command{
-		{"demo", "run an offline topology of sites, notaries and a MitM, and show the MitM caught", runDemo},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 	}
 }

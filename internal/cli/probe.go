@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/pkie/pkie/probe"
+)
+
+func runProbe(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "probe", "[flags] HOST[:PORT]")
+	sni := fs.String("sni", "", "SNI name to send (default: the host)")
+	ip := fs.String("ip", "", "connect to this IP instead of resolving the host")
+	timeout := fs.Duration("timeout", probe.DefaultTimeout, "connect + handshake timeout")
+	allowPrivate := fs.Bool("allow-private", false, "allow loopback, private and other non-public addresses")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one HOST[:PORT], got %d arguments", len(pos))
+	}
+	host, port, err := splitHostPort(pos[0], 443)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	t := probe.Target{Host: host, Port: port, ServerName: *sni}
+	if *ip != "" {
+		a, err := netip.ParseAddr(*ip)
+		if err != nil {
+			return usageError("--ip %q is not an IP address", *ip)
+		}
+		t.IP = a
+	}
+	obs, err := probe.New(probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate}).Probe(ctx, t)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, observationJSON(obs))
+	}
+	fmt.Fprintf(env.Stdout, "target      %s (sni %q) via %s\n", t, t.SNI(), obs.Addr)
+	fmt.Fprintf(env.Stdout, "tls         %s, %s\n", tls.VersionName(obs.Version), tls.CipherSuiteName(obs.CipherSuite))
+	fmt.Fprintf(env.Stdout, "sha256      %s\n", hex.EncodeToString(obs.SHA256[:]))
+	fmt.Fprintf(env.Stdout, "sha1        %s\n", obs.FingerprintSHA1())
+	fmt.Fprintf(env.Stdout, "timings     dns %s, connect %s, handshake %s, total %s\n",
+		ms(obs.Timings.DNS), ms(obs.Timings.Connect), ms(obs.Timings.Handshake), ms(obs.Timings.Total))
+	for i, der := range obs.Chain {
+		subj := "(unparseable)"
+		if c, err := x509.ParseCertificate(der); err == nil {
+			subj = c.Subject.String() + "  issued by " + c.Issuer.String()
+		}
+		fmt.Fprintf(env.Stdout, "chain[%d]    %s\n", i, subj)
+	}
+	return nil
+}
+
+// ObservationJSON is the JSON form of a probe observation.
+type ObservationJSON struct {
+	Host        string        `json:"host"`
+	Port        int           `json:"port"`
+	SNI         string        `json:"sni"`
+	Addr        string        `json:"addr"`
+	Time        time.Time     `json:"time"`
+	TLSVersion  string        `json:"tls_version"`
+	CipherSuite string        `json:"cipher_suite"`
+	SHA256      string        `json:"sha256"`
+	SHA1        string        `json:"sha1"`
+	Chain       []string      `json:"chain"`
+	Timings     probe.Timings `json:"timings"`
+}
+
+func observationJSON(o *probe.Observation) ObservationJSON {
+	j := ObservationJSON{
+		Host: o.Target.Host, Port: o.Target.Port, SNI: o.Target.SNI(), Addr: o.Addr.String(), Time: o.Time,
+		TLSVersion: tls.VersionName(o.Version), CipherSuite: tls.CipherSuiteName(o.CipherSuite),
+		SHA256: hex.EncodeToString(o.SHA256[:]), SHA1: o.FingerprintSHA1(), Timings: o.Timings,
+	}
+	for _, der := range o.Chain {
+		j.Chain = append(j.Chain, base64.StdEncoding.EncodeToString(der))
+	}
+	return j
+}
+
+// ms renders d in milliseconds with two decimals.
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
