@@ -1,0 +1,259 @@
+package ctlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// KeyList is a published sorted tree as an auditor reads it: its keys in
+// stored order. *sortedtree.Tree is one.
+type KeyList interface {
+	Size() uint64
+	Key(i uint64) [32]byte
+}
+
+// AuditCheck is one audit finding.
+type AuditCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// AuditReport is the outcome of an audit. The audit passed if every check
+// is OK.
+type AuditReport struct {
+	LogSize    uint64       `json:"log_size"`
+	SortedSize uint64       `json:"sorted_size"`
+	SortedRoot string       `json:"sorted_root"`
+	Checks     []AuditCheck `json:"checks"`
+}
+
+// OK reports whether every check passed.
+func (r *AuditReport) OK() bool {
+	for _, c := range r.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(r.Checks) > 0
+}
+
+func (r *AuditReport) add(name string, err error) bool {
+	c := AuditCheck{Name: name, OK: err == nil}
+	if err != nil {
+		c.Detail = err.Error()
+	}
+	r.Checks = append(r.Checks, c)
+	return err == nil
+}
+
+// forever is the maximum age an auditor allows: it checks history, not
+// freshness.
+const forever = 100 * 365 * 24 * time.Hour
+
+// CheckSortedOrder checks that tree's keys strictly ascend (sorted, no
+// duplicates) and returns the RFC 6962 root of the keys in stored order,
+// computed here rather than trusted from the file.
+func CheckSortedOrder(tree KeyList) ([32]byte, error) {
+	f := &compact.RangeFactory{Hash: hasher.HashChildren}
+	r := f.NewEmptyRange(0)
+	var prev [32]byte
+	var firstErr error
+	for i := uint64(0); i < tree.Size(); i++ {
+		k := tree.Key(i)
+		if i > 0 && firstErr == nil {
+			switch c := bytes.Compare(prev[:], k[:]); {
+			case c == 0:
+				firstErr = fmt.Errorf("key %d duplicates key %d (%x)", i, i-1, k[:8])
+			case c > 0:
+				firstErr = fmt.Errorf("key %d (%x…) sorts before key %d (%x…)", i, k[:8], i-1, prev[:8])
+			}
+		}
+		prev = k
+		lh := sortedtree.LeafHash(k)
+		if err := r.Append(lh[:], nil); err != nil {
+			return [32]byte{}, err
+		}
+	}
+	root, err := rootOf(r)
+	if err != nil {
+		return root, err
+	}
+	return root, firstErr
+}
+
+// CheckSameSet checks that tree holds exactly the keys in logKeys (any
+// order, no duplicates expected in logKeys).
+func CheckSameSet(tree KeyList, logKeys [][32]byte) error {
+	want := slices.Clone(logKeys)
+	slices.SortFunc(want, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	if uint64(len(want)) != tree.Size() {
+		return fmt.Errorf("tree holds %d keys, the log's first %d certificates", tree.Size(), len(want))
+	}
+	got := make([][32]byte, tree.Size())
+	for i := range got {
+		got[i] = tree.Key(uint64(i))
+	}
+	slices.SortFunc(got, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	for i := range want {
+		if got[i] != want[i] {
+			if bytes.Compare(got[i][:], want[i][:]) < 0 {
+				return fmt.Errorf("tree holds %x…, which the log never logged", got[i][:8])
+			}
+			return fmt.Errorf("tree lacks logged certificate %x…", want[i][:8])
+		}
+	}
+	return nil
+}
+
+// AuditOptions select what Audit checks. Zero values mean the log's own
+// latest data.
+type AuditOptions struct {
+	TreePath         string // the published sorted tree; default the log's
+	SortedCheckpoint []byte // the signed root to audit; default the latest
+	Previous         []byte // a log checkpoint seen earlier; default the one before the latest
+	Now              time.Time
+}
+
+// Audit checks a published sorted tree against the log: its signature and
+// origin, keys sorted without duplicates, root recomputed from the keys,
+// the same set of keys as the log's first Size certificates, its signed root
+// appended to the log and included under the latest log checkpoint, and
+// that checkpoint consistent with the previous one.
+func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
+	rep := &AuditReport{}
+	if o.Now.IsZero() {
+		o.Now = l.now()
+	}
+	if o.TreePath == "" {
+		o.TreePath = filepath.Join(l.dir, SortedTreeFile)
+	}
+	var err error
+	if o.SortedCheckpoint == nil {
+		if o.SortedCheckpoint, err = l.SortedCheckpoint(ctx); err != nil {
+			return nil, fmt.Errorf("%w (run \"pkie log build\" first)", err)
+		}
+	}
+	logCPs, err := l.Checkpoints(ctx, false, 2)
+	if err != nil {
+		return nil, err
+	}
+	if len(logCPs) == 0 {
+		return nil, errNoCheckpoint
+	}
+	latest := logCPs[len(logCPs)-1]
+	if o.Previous == nil && len(logCPs) == 2 {
+		o.Previous = logCPs[0]
+	}
+
+	scp, err := checkpoint.Open(o.SortedCheckpoint, l.verifier, l.SortedOrigin(), forever, forever, o.Now)
+	if !rep.add("sorted checkpoint signed by the log", err) {
+		return rep, nil
+	}
+	rep.SortedSize, rep.SortedRoot = scp.Size, hex.EncodeToString(scp.Root[:])
+
+	tree, err := sortedtree.Open(o.TreePath)
+	if rep.add("sorted tree file opens", err) {
+		defer tree.Close()
+		if rep.add("tree size matches checkpoint", sizeMatch(tree.Size(), scp.Size)) {
+			root, err := CheckSortedOrder(tree)
+			rep.add("keys sorted without duplicates", err)
+			if err == nil && root != scp.Root {
+				err = fmt.Errorf("keys hash to %x, checkpoint signs %x", root, scp.Root)
+			}
+			rep.add("root recomputed from keys matches checkpoint", err)
+			keys, err := readKeys(ctx, l.db, 0, scp.Size)
+			if err == nil {
+				err = CheckSameSet(tree, keys)
+			}
+			rep.add("same set as the log's certificates", err)
+		}
+	}
+
+	lcp, err := checkpoint.Open(latest, l.verifier, l.origin, forever, forever, o.Now)
+	if !rep.add("log checkpoint signed by the log", err) {
+		return rep, nil
+	}
+	rep.LogSize = lcp.Size
+	rep.add("sorted root appended to the log", l.checkExtended(ctx, o.SortedCheckpoint, lcp))
+
+	if o.Previous != nil {
+		rep.add("log checkpoint consistent with the previous one", l.checkConsistent(ctx, o.Previous, lcp, o.Now))
+	}
+	return rep, nil
+}
+
+func sizeMatch(got, want uint64) error {
+	if got != want {
+		return fmt.Errorf("tree holds %d keys, checkpoint says %d", got, want)
+	}
+	return nil
+}
+
+// checkExtended checks that msg is a SortedRootEntry leaf included in the
+// log tree lcp.
+func (l *Log) checkExtended(ctx context.Context, msg []byte, lcp *checkpoint.Checkpoint) error {
+	idx, ok, err := l.SortedEntry(ctx, msg)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("the sorted checkpoint is not in the log")
+	}
+	if idx >= lcp.Size {
+		return fmt.Errorf("sorted root at index %d is past the log checkpoint's size %d", idx, lcp.Size)
+	}
+	es, err := l.Entries(ctx, idx, idx+1)
+	if err != nil || len(es) != 1 {
+		return fmt.Errorf("reading entry %d: %v", idx, err)
+	}
+	lf, err := ParseLeaf(es[0].LeafInput)
+	if err != nil {
+		return err
+	}
+	if lf.Type != SortedRootEntry || !bytes.Equal(lf.Data, msg) {
+		return fmt.Errorf("entry %d is not this sorted root", idx)
+	}
+	p, err := l.InclusionProof(ctx, idx, lcp.Size)
+	if err != nil {
+		return err
+	}
+	lh := LeafHash(es[0].LeafInput)
+	return proof.VerifyInclusion(hasher, idx, lcp.Size, lh[:], p, lcp.Root[:])
+}
+
+func (l *Log) checkConsistent(ctx context.Context, prevMsg []byte, lcp *checkpoint.Checkpoint, now time.Time) error {
+	prev, err := checkpoint.Open(prevMsg, l.verifier, l.origin, forever, forever, now)
+	if err != nil {
+		return fmt.Errorf("previous checkpoint: %w", err)
+	}
+	if prev.Size > lcp.Size {
+		return fmt.Errorf("log shrank from %d to %d leaves", prev.Size, lcp.Size)
+	}
+	p, err := l.ConsistencyProof(ctx, prev.Size, lcp.Size)
+	if err != nil {
+		return err
+	}
+	return proof.VerifyConsistency(hasher, prev.Size, lcp.Size, p, prev.Root[:], lcp.Root[:])
+}
+
+// VerifierFromKey parses a note verifier key.
+func VerifierFromKey(vkey string) (note.Verifier, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return nil, fmt.Errorf("ctlog: verifier key: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,237 @@
+package ctlog
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/feed"
+)
+
+// MaxAddChainBytes bounds an add-chain request body.
+const MaxAddChainBytes = 1 << 20
+
+// HandlerOptions bound the log's HTTP API.
+type HandlerOptions struct {
+	MaxInFlight int           // concurrent requests; zero means 64
+	Timeout     time.Duration // per request; zero means 30s
+}
+
+// Handler serves the log's HTTP API (docs/api-proofs.md):
+//
+//	POST /v1/log/add-chain                      {"chain": [base64 DER, ...]} or PEM
+//	GET  /v1/log/checkpoint                     signed note
+//	GET  /v1/log/proof/inclusion?index=I&size=N {"index","size","hashes"}
+//	GET  /v1/log/proof/consistency?first=M&second=N {"hashes"}
+//	GET  /v1/log/entries?start=S&end=E          {"entries": [...]}
+//	GET  /v1/log/sct?key=HEX                    {"index","sct"}
+//	GET  /v1/sorted/checkpoint, /v1/sorted/keys (package feed)
+//	GET  /v1/sorted/tree                        the published sorted tree file
+func (l *Log) Handler(o HandlerOptions) http.Handler {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 64
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/log/add-chain", l.handleAddChain)
+	mux.HandleFunc("GET /v1/log/checkpoint", func(w http.ResponseWriter, r *http.Request) {
+		msg, err := l.Checkpoint(r.Context())
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(msg)
+	})
+	mux.HandleFunc("GET /v1/log/proof/inclusion", func(w http.ResponseWriter, r *http.Request) {
+		idx, err1 := queryUint(r, "index")
+		size, err2 := queryUint(r, "size")
+		if err := errors.Join(err1, err2); err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		p, err := l.InclusionProof(r.Context(), idx, size)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, map[string]any{"index": idx, "size": size, "hashes": p})
+	})
+	mux.HandleFunc("GET /v1/log/proof/consistency", func(w http.ResponseWriter, r *http.Request) {
+		a, err1 := queryUint(r, "first")
+		b, err2 := queryUint(r, "second")
+		if err := errors.Join(err1, err2); err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		p, err := l.ConsistencyProof(r.Context(), a, b)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, map[string]any{"first": a, "second": b, "hashes": p})
+	})
+	mux.HandleFunc("GET /v1/log/entries", func(w http.ResponseWriter, r *http.Request) {
+		a, err1 := queryUint(r, "start")
+		b, err2 := queryUint(r, "end")
+		if err := errors.Join(err1, err2); err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		es, err := l.Entries(r.Context(), a, b)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, map[string]any{"entries": es})
+	})
+	mux.HandleFunc("GET /v1/log/sct", func(w http.ResponseWriter, r *http.Request) {
+		var key [32]byte
+		s := r.URL.Query().Get("key")
+		if b, err := hex.DecodeString(s); err != nil || len(b) != 32 {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("key must be 64 hex digits"))
+			return
+		} else {
+			copy(key[:], b)
+		}
+		sct, idx, ok, err := l.LookupSCT(r.Context(), key)
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, err)
+			return
+		}
+		if !ok {
+			httpError(w, http.StatusNotFound, errors.New("certificate not logged"))
+			return
+		}
+		writeJSON(w, map[string]any{"index": idx, "sct": sct})
+	})
+	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(l.Feed())))
+	mux.HandleFunc("GET /v1/sorted/tree", func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(filepath.Join(l.dir, SortedTreeFile))
+		if err != nil {
+			httpError(w, http.StatusNotFound, errors.New("no sorted tree built yet"))
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, SortedTreeFile, fi.ModTime(), f)
+	})
+	return limit(mux, o.MaxInFlight, o.Timeout)
+}
+
+func (l *Log) handleAddChain(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAddChainBytes))
+	if err != nil {
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", MaxAddChainBytes))
+		return
+	}
+	chain, err := ParseAddChainRequest(body)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	res, err := l.AddChain(r.Context(), chain)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	writeJSON(w, AddChainResponse{Index: res.Index, Key: hex.EncodeToString(res.Key[:]), SCT: res.SCT, Duplicate: res.Duplicate})
+}
+
+// AddChainResponse is the answer to add-chain.
+type AddChainResponse struct {
+	Index     uint64 `json:"index"`
+	Key       string `json:"key"`
+	SCT       *SCT   `json:"sct"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// ParseAddChainRequest reads an add-chain body: JSON {"chain": [base64
+// DER, ...]} (RFC 6962's add-chain), PEM, or one DER certificate.
+func ParseAddChainRequest(body []byte) ([][]byte, error) {
+	t := strings.TrimSpace(string(body[:min(len(body), 16)]))
+	if strings.HasPrefix(t, "{") {
+		var req struct {
+			Chain []string `json:"chain"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("ctlog: malformed add-chain JSON: %w", err)
+		}
+		if len(req.Chain) == 0 {
+			return nil, errors.New("ctlog: add-chain JSON has an empty chain")
+		}
+		if len(req.Chain) > MaxChainCerts {
+			return nil, fmt.Errorf("ctlog: chain of %d certificates, at most %d accepted", len(req.Chain), MaxChainCerts)
+		}
+		chain := make([][]byte, len(req.Chain))
+		for i, s := range req.Chain {
+			der, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, fmt.Errorf("ctlog: chain[%d] is not base64: %w", i, err)
+			}
+			chain[i] = der
+		}
+		return chain, nil
+	}
+	return ParseChain(body)
+}
+
+func queryUint(r *http.Request, name string) (uint64, error) {
+	s := r.URL.Query().Get(name)
+	n, err := strconv.ParseUint(s, 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q is not a non-negative integer", name, s)
+	}
+	return n, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+// limit bounds concurrency (503 beyond max) and time per request.
+func limit(h http.Handler, max int, timeout time.Duration) http.Handler {
+	sem := make(chan struct{}, max)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			httpError(w, http.StatusServiceUnavailable, errors.New("too many requests in flight"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// NewHTTPServer wraps h with the timeouts every pkie server uses.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+}

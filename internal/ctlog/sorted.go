@@ -1,0 +1,169 @@
+package ctlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// SortedBuild describes one sorted-tree build.
+type SortedBuild struct {
+	Checkpoint []byte   // the signed sorted-tree checkpoint
+	Size       uint64   // keys in the sorted tree
+	Root       [32]byte // its root
+	EntryIndex uint64   // where the signed root was appended to the log
+	TreePath   string   // the published tree file
+	TreeBytes  int64
+}
+
+// BuildSorted builds the sorted tree over every certificate logged so far,
+// writes it to the log directory, signs its root and appends the signed
+// root to the log (the extended tree). It runs even if nothing changed, so
+// the sorted checkpoint's timestamp stays fresh for verifiers' maximum age.
+func (l *Log) BuildSorted(ctx context.Context) (*SortedBuild, error) {
+	l.buildMu.Lock()
+	defer l.buildMu.Unlock()
+	// Read the keys inside the write transaction that appends the signed
+	// root: a concurrent build in another process then cannot append an
+	// older sorted root after a newer one.
+	a, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer a.rollback()
+	n, err := queryCertCount(ctx, a.tx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := readKeys(ctx, a.tx, 0, n)
+	if err != nil {
+		return nil, err
+	}
+	t := sortedtree.Build(keys)
+	defer t.Close()
+	if t.Size() != uint64(len(keys)) {
+		// The log never stores a certificate twice; a smaller tree means
+		// the store is corrupt.
+		return nil, fmt.Errorf("ctlog: %d logged certificates gave a sorted tree of %d keys", len(keys), t.Size())
+	}
+	path := filepath.Join(l.dir, SortedTreeFile)
+	tmp := fmt.Sprintf("%s.tmp-%x", path, randBytes(6))
+	if err := t.WriteFile(tmp); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("ctlog: writing sorted tree: %w", err)
+	}
+	fi, err := os.Stat(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("ctlog: %w", err)
+	}
+	now := l.now()
+	cp := checkpoint.Checkpoint{Origin: l.SortedOrigin(), Size: t.Size(), Root: t.Root(), Time: now}
+	msg, err := checkpoint.Sign(cp, l.signer)
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("ctlog: signing sorted checkpoint: %w", err)
+	}
+	idx, err := a.append(&Leaf{Timestamp: uint64(now.UnixMilli()), Type: SortedRootEntry, Data: msg})
+	if err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	if _, err := a.tx.ExecContext(ctx, `INSERT INTO checkpoints (kind, size, ts, note, entry) VALUES (?, ?, ?, ?, ?)`,
+		kindSorted, int64(cp.Size), now.UnixMilli(), msg, int64(idx)); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("ctlog: storing sorted checkpoint: %w", err)
+	}
+	// Publish the file before the checkpoint that names it commits, so a
+	// reader never sees a checkpoint whose tree is not there yet. A crash
+	// in between leaves a tree newer than the checkpoint; the next build
+	// replaces it.
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("ctlog: %w", err)
+	}
+	if err := a.commit(); err != nil {
+		return nil, err
+	}
+	return &SortedBuild{Checkpoint: msg, Size: cp.Size, Root: cp.Root, EntryIndex: idx, TreePath: path, TreeBytes: fi.Size()}, nil
+}
+
+func readKeys(ctx context.Context, q querier, start, end uint64) ([][32]byte, error) {
+	rows, err := q.QueryContext(ctx, `SELECT key FROM certs WHERE seq >= ? AND seq < ? ORDER BY seq`, int64(start), int64(end))
+	if err != nil {
+		return nil, fmt.Errorf("ctlog: reading keys: %w", err)
+	}
+	defer rows.Close()
+	out := make([][32]byte, 0, end-start)
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		if len(b) != 32 {
+			return nil, fmt.Errorf("ctlog: stored key of %d bytes", len(b))
+		}
+		out = append(out, [32]byte(b))
+	}
+	return out, rows.Err()
+}
+
+// SortedCheckpoint returns the latest signed sorted-tree checkpoint.
+func (l *Log) SortedCheckpoint(ctx context.Context) ([]byte, error) {
+	return l.latestCheckpoint(ctx, kindSorted)
+}
+
+// SortedEntry returns the log index at which a sorted checkpoint was
+// appended.
+func (l *Log) SortedEntry(ctx context.Context, msg []byte) (uint64, bool, error) {
+	var idx int64
+	err := l.db.QueryRowContext(ctx, `SELECT entry FROM checkpoints WHERE kind = ? AND note = ?`, kindSorted, msg).Scan(&idx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("ctlog: %w", err)
+	}
+	return uint64(idx), true, nil
+}
+
+// Feed is the log's sorted-tree feed for provers: the latest sorted
+// checkpoint and the certificate keys in log order.
+func (l *Log) Feed() feed.Source { return logFeed{l} }
+
+type logFeed struct{ l *Log }
+
+func (f logFeed) LatestCheckpoint(ctx context.Context) ([]byte, error) {
+	m, err := f.l.SortedCheckpoint(ctx)
+	if errors.Is(err, errNoCheckpoint) {
+		return nil, feed.ErrNoCheckpoint
+	}
+	return m, err
+}
+
+func (f logFeed) Keys(ctx context.Context, start uint64, count int) ([][32]byte, error) {
+	return readKeys(ctx, f.l.db, start, start+uint64(max(0, min(count, feed.MaxKeys))))
+}
+
+// Run builds the sorted tree every interval until ctx ends.
+func (l *Log) Run(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := l.BuildSorted(ctx); err != nil && ctx.Err() == nil && logf != nil {
+				logf("building sorted tree: %v", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,206 @@
+// Package feed is how a trusted third party that publishes a sorted Merkle
+// tree (the CT log's tree of certificate hashes, the revocation authority's
+// tree of revoked keys) hands it to provers: its latest signed checkpoint,
+// and its 32-byte keys in the order they were first published.
+//
+// Both trees only grow, so a key's position in publication order never
+// changes: a prover that holds the first n keys asks only for keys n and up,
+// rebuilds the sorted tree and checks the rebuilt root against the signed
+// checkpoint before it serves a single proof. The checkpoint's size is the
+// number of keys it covers, and those are exactly the first Size keys of the
+// feed.
+//
+// The wire protocol is two HTTP GETs under a base URL:
+//
+//	GET {base}/checkpoint              the signed note, text/plain
+//	GET {base}/keys?start=S&count=N    N*32 bytes, application/octet-stream
+//
+// A keys response may hold fewer keys than asked for (at most MaxKeys, and
+// none past the end); it never holds a partial key.
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// MaxKeys bounds one keys response: 65,536 keys are 2 MiB.
+const MaxKeys = 1 << 16
+
+// MaxCheckpointBytes bounds a checkpoint response. A checkpoint with one
+// signature is under 300 bytes; the slack allows a few cosignatures.
+const MaxCheckpointBytes = 16 << 10
+
+// Source is what a trusted third party publishes.
+type Source interface {
+	// LatestCheckpoint returns the latest signed checkpoint (a signed note).
+	LatestCheckpoint(ctx context.Context) ([]byte, error)
+	// Keys returns up to count keys starting at position start in
+	// publication order; fewer (possibly none) at the end of the feed.
+	Keys(ctx context.Context, start uint64, count int) ([][32]byte, error)
+}
+
+// ErrNoCheckpoint is returned by a Source that has not signed anything yet.
+var ErrNoCheckpoint = errors.New("feed: no checkpoint published yet")
+
+// Handler serves src under the prefix it is mounted at (use
+// http.StripPrefix): "/checkpoint" and "/keys".
+func Handler(src Source) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, r *http.Request) {
+		cp, err := src.LatestCheckpoint(r.Context())
+		if errors.Is(err, ErrNoCheckpoint) {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			http.Error(w, "reading checkpoint failed", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(cp)
+	})
+	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
+		start, count, err := parseKeysQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		keys, err := src.Keys(r.Context(), start, count)
+		if err != nil {
+			http.Error(w, "reading keys failed", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(32*len(keys)))
+		buf := make([]byte, 0, 32*len(keys))
+		for _, k := range keys {
+			buf = append(buf, k[:]...)
+		}
+		w.Write(buf)
+	})
+	return mux
+}
+
+// parseKeysQuery reads start and count, defaulting count to MaxKeys and
+// clamping it there.
+func parseKeysQuery(q url.Values) (start uint64, count int, err error) {
+	s := q.Get("start")
+	if s == "" {
+		return 0, 0, errors.New("missing start")
+	}
+	start, err = strconv.ParseUint(s, 10, 63)
+	if err != nil {
+		return 0, 0, fmt.Errorf("start %q is not a non-negative integer", s)
+	}
+	count = MaxKeys
+	if c := q.Get("count"); c != "" {
+		n, err := strconv.ParseUint(c, 10, 31)
+		if err != nil || n == 0 {
+			return 0, 0, fmt.Errorf("count %q is not a positive integer", c)
+		}
+		count = int(min(n, MaxKeys))
+	}
+	return start, count, nil
+}
+
+// Client reads a feed over HTTP. It implements Source.
+type Client struct {
+	// Base is the feed's base URL, e.g. "http://127.0.0.1:8080/v1/sorted".
+	Base string
+	// HTTP is the client to use; nil means http.DefaultClient. Set a
+	// timeout on it: the feed is untrusted until the checkpoint verifies.
+	HTTP *http.Client
+}
+
+func (c *Client) get(ctx context.Context, path string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.Base, "/")+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("feed: %w", err)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("feed: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("feed: reading %s: %w", req.URL, err)
+	}
+	if resp.StatusCode == http.StatusNotFound && path == "/checkpoint" {
+		return nil, ErrNoCheckpoint
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("feed: %s: %s: %s", req.URL, resp.Status, strings.TrimSpace(string(body[:min(len(body), 200)])))
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("feed: %s: response larger than %d bytes", req.URL, limit)
+	}
+	return body, nil
+}
+
+// LatestCheckpoint fetches the signed checkpoint. The caller must verify it.
+func (c *Client) LatestCheckpoint(ctx context.Context) ([]byte, error) {
+	return c.get(ctx, "/checkpoint", MaxCheckpointBytes)
+}
+
+// Keys fetches up to count keys from position start.
+func (c *Client) Keys(ctx context.Context, start uint64, count int) ([][32]byte, error) {
+	count = max(1, min(count, MaxKeys))
+	body, err := c.get(ctx, fmt.Sprintf("/keys?start=%d&count=%d", start, count), 32*MaxKeys)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeKeys(body, count)
+}
+
+// DecodeKeys splits a keys response into keys, rejecting a partial key or
+// more than max keys.
+func DecodeKeys(body []byte, max int) ([][32]byte, error) {
+	if len(body)%32 != 0 {
+		return nil, fmt.Errorf("feed: keys response of %d bytes is not a whole number of 32-byte keys", len(body))
+	}
+	if len(body)/32 > max {
+		return nil, fmt.Errorf("feed: keys response holds %d keys, asked for at most %d", len(body)/32, max)
+	}
+	keys := make([][32]byte, len(body)/32)
+	for i := range keys {
+		copy(keys[i][:], body[32*i:])
+	}
+	return keys, nil
+}
+
+// FetchAll reads keys [start, end) from src in MaxKeys batches, calling
+// progress (if non-nil) after each batch.
+func FetchAll(ctx context.Context, src Source, start, end uint64, progress func(done, total uint64)) ([][32]byte, error) {
+	if end < start {
+		return nil, fmt.Errorf("feed: end %d before start %d", end, start)
+	}
+	out := make([][32]byte, 0, end-start)
+	for pos := start; pos < end; {
+		keys, err := src.Keys(ctx, pos, int(min(end-pos, MaxKeys)))
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("feed: ends at %d keys, checkpoint promised %d", pos, end)
+		}
+		out = append(out, keys...)
+		pos += uint64(len(keys))
+		if progress != nil {
+			progress(pos-start, end-start)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,244 @@
+// Package prover holds the provers of the two proof-based PKI enhancements
+// (CT log presence / absence and revocation) and the client-side verifiers
+// that check what they send.
+//
+// A Prover mirrors one trusted third party's sorted tree. It syncs over HTTP
+// (package feed): it fetches the latest signed checkpoint, verifies its
+// signature against the TTP's pinned key, its origin and its age, fetches
+// only the keys published since its last sync, rebuilds the tree and checks
+// that the rebuilt root is the signed one before it serves anything. A
+// prover is never trusted by clients: every Response carries the TTP's
+// signed checkpoint, and VerifyCT and VerifyRevocation check it, the proof
+// and the checkpoint's freshness against keys the client pinned. The
+// freshness check is what defeats replay (seed 004 §7): an old "not
+// revoked" proof carries an old checkpoint, which a verifier with a maximum
+// age rejects once the TTP has had time to publish the revocation.
+package prover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// PKIE names, as they appear in responses and on the command line.
+const (
+	CT         = "ct"
+	Revocation = "revocation"
+)
+
+// Config configures a Prover.
+type Config struct {
+	PKIE     string        // CT or Revocation
+	Feed     feed.Source   // the TTP's feed
+	Verifier note.Verifier // the TTP's pinned key
+	// Origin is the checkpoint origin to accept. Empty means the default
+	// for the PKIE: the key's name plus "/sorted" for CT (the log's sorted
+	// tree), the key's name for revocation.
+	Origin string
+	// MaxAge rejects a TTP checkpoint older than this at sync: a prover
+	// should not relay what clients will refuse. Zero means 24h.
+	MaxAge time.Duration
+	Skew   time.Duration // allowed clock skew for future timestamps; zero means 1 minute
+	Now    func() time.Time
+	// Progress, if set, is told how many of the new keys have arrived.
+	Progress func(done, total uint64)
+}
+
+// DefaultOrigin returns the checkpoint origin a PKIE's TTP key signs.
+func DefaultOrigin(pkie string, v note.Verifier) string {
+	if pkie == CT {
+		return v.Name() + "/sorted"
+	}
+	return v.Name()
+}
+
+// Prover serves proofs from a verified mirror of a TTP's sorted tree.
+type Prover struct {
+	cfg Config
+
+	syncMu sync.Mutex // one sync at a time
+
+	mu       sync.RWMutex
+	tree     *sortedtree.Tree
+	cpMsg    []byte
+	cp       *checkpoint.Checkpoint
+	lastSync time.Time
+	lastErr  error
+}
+
+// New returns a prover with an empty mirror; call Sync before serving.
+func New(cfg Config) (*Prover, error) {
+	if cfg.PKIE != CT && cfg.PKIE != Revocation {
+		return nil, fmt.Errorf("prover: unknown PKIE %q", cfg.PKIE)
+	}
+	if cfg.Feed == nil || cfg.Verifier == nil {
+		return nil, errors.New("prover: a feed and a pinned TTP key are required")
+	}
+	if cfg.Origin == "" {
+		cfg.Origin = DefaultOrigin(cfg.PKIE, cfg.Verifier)
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = 24 * time.Hour
+	}
+	if cfg.Skew == 0 {
+		cfg.Skew = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Prover{cfg: cfg}, nil
+}
+
+// PKIE returns the prover's PKIE name.
+func (p *Prover) PKIE() string { return p.cfg.PKIE }
+
+// SyncResult describes one sync.
+type SyncResult struct {
+	Size     uint64    `json:"size"`
+	NewKeys  uint64    `json:"new_keys"`
+	Time     time.Time `json:"checkpoint_time"`
+	Duration time.Duration
+}
+
+// Sync brings the mirror up to the TTP's latest checkpoint. On any error
+// the mirror keeps serving what it had (whose checkpoint verifiers will
+// judge by age).
+func (p *Prover) Sync(ctx context.Context) (*SyncResult, error) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	start := time.Now()
+	res, err := p.sync(ctx)
+	p.mu.Lock()
+	p.lastErr = err
+	if err == nil {
+		p.lastSync = p.cfg.Now()
+	}
+	p.mu.Unlock()
+	if res != nil {
+		res.Duration = time.Since(start)
+	}
+	return res, err
+}
+
+func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
+	msg, err := p.cfg.Feed.LatestCheckpoint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prover %s: fetching checkpoint: %w", p.cfg.PKIE, err)
+	}
+	cp, err := checkpoint.Open(msg, p.cfg.Verifier, p.cfg.Origin, p.cfg.MaxAge, p.cfg.Skew, p.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("prover %s: TTP checkpoint rejected: %w", p.cfg.PKIE, err)
+	}
+	p.mu.RLock()
+	old, oldCP := p.tree, p.cp
+	p.mu.RUnlock()
+	var have uint64
+	if old != nil {
+		have = old.Size()
+	}
+	if oldCP != nil && cp.Time.Before(oldCP.Time) {
+		return nil, fmt.Errorf("prover %s: TTP checkpoint of %s is older than the one held (%s)", p.cfg.PKIE,
+			cp.Time.UTC().Format(time.RFC3339), oldCP.Time.UTC().Format(time.RFC3339))
+	}
+	if cp.Size < have {
+		return nil, fmt.Errorf("prover %s: TTP tree shrank from %d to %d keys", p.cfg.PKIE, have, cp.Size)
+	}
+	tree := old
+	if cp.Size > have || old == nil {
+		fresh, err := feed.FetchAll(ctx, p.cfg.Feed, have, cp.Size, p.cfg.Progress)
+		if err != nil {
+			return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+		}
+		var keys [][32]byte
+		if old != nil {
+			keys = old.AppendKeys(make([][32]byte, 0, cp.Size))
+		}
+		keys = append(slices.Clip(keys), fresh...)
+		tree = sortedtree.Build(keys)
+	}
+	if tree.Size() != cp.Size {
+		return nil, fmt.Errorf("prover %s: feed gave %d distinct keys, checkpoint signs %d", p.cfg.PKIE, tree.Size(), cp.Size)
+	}
+	if tree.Root() != cp.Root {
+		return nil, fmt.Errorf("prover %s: rebuilt root %x does not match the signed root %x; not serving it", p.cfg.PKIE, tree.Root(), cp.Root)
+	}
+	p.mu.Lock()
+	p.tree, p.cp, p.cpMsg = tree, cp, msg
+	p.mu.Unlock()
+	return &SyncResult{Size: cp.Size, NewKeys: cp.Size - have, Time: cp.Time}, nil
+}
+
+// Run syncs every interval until ctx ends, reporting errors to logf.
+func (p *Prover) Run(ctx context.Context, interval time.Duration, logf func(format string, a ...any)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := p.Sync(ctx); err != nil && logf != nil && ctx.Err() == nil {
+				logf("%v", err)
+			}
+		}
+	}
+}
+
+// ErrNotSynced is returned by Prove before the first successful sync.
+var ErrNotSynced = errors.New("prover: not synced with its TTP yet")
+
+// Prove returns a presence or absence proof for key, bundled with the
+// signed checkpoint it verifies against.
+func (p *Prover) Prove(key [32]byte) (*Response, error) {
+	p.mu.RLock()
+	tree, msg := p.tree, p.cpMsg
+	p.mu.RUnlock()
+	if tree == nil {
+		return nil, ErrNotSynced
+	}
+	pr, err := tree.Prove(key)
+	if err != nil {
+		return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+	}
+	bin, err := pr.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+	}
+	return &Response{Version: ResponseVersion, PKIE: p.cfg.PKIE, Key: key, Present: pr.Present(),
+		Checkpoint: string(msg), Proof: bin}, nil
+}
+
+// Status is a prover's sync state.
+type Status struct {
+	PKIE           string    `json:"pkie"`
+	Origin         string    `json:"origin"`
+	Synced         bool      `json:"synced"`
+	Size           uint64    `json:"size"`
+	CheckpointTime time.Time `json:"checkpoint_time,omitzero"`
+	LastSync       time.Time `json:"last_sync,omitzero"`
+	LastError      string    `json:"last_error,omitempty"`
+}
+
+// Status reports the prover's sync state.
+func (p *Prover) Status() Status {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s := Status{PKIE: p.cfg.PKIE, Origin: p.cfg.Origin, Synced: p.tree != nil, LastSync: p.lastSync}
+	if p.cp != nil {
+		s.Size, s.CheckpointTime = p.cp.Size, p.cp.Time
+	}
+	if p.lastErr != nil {
+		s.LastError = p.lastErr.Error()
+	}
+	return s
+}

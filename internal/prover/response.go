@@ -1,0 +1,93 @@
+package prover
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pkie/pkie/internal/ctlog"
+)
+
+// ResponseVersion is the version of the Response JSON.
+const ResponseVersion = 1
+
+// MaxResponseBytes bounds a response a client will read. A proof at 100×
+// the seed's scale is under 2 KB; the checkpoint under 1 KB.
+const MaxResponseBytes = 64 << 10
+
+// Response is what a prover sends: the TTP's signed checkpoint and a
+// proof against it. Its trust comes from the checkpoint's signature, never
+// from the prover that relays it.
+type Response struct {
+	Version int    `json:"version"`
+	PKIE    string `json:"pkie"`
+	// Key is the key proven: SHA-256 of the certificate DER for CT, the
+	// revocation key (package revocation) for revocation.
+	Key Key `json:"key"`
+	// Present is the prover's claim; verifiers trust only the proof.
+	Present bool `json:"present"`
+	// Checkpoint is the TTP's signed note.
+	Checkpoint string `json:"checkpoint"`
+	// Proof is the sortedtree proof in its binary encoding.
+	Proof []byte `json:"proof"`
+	// SCT is the log's signed timestamp for a certificate absent from the
+	// sorted tree, when the log has one: the client accepts the absence if
+	// the SCT is younger than the maximum merge delay.
+	SCT *ctlog.SCT `json:"sct,omitempty"`
+}
+
+// Key is a 32-byte key, hex in JSON.
+type Key [32]byte
+
+// MarshalText renders the key in hex.
+func (k Key) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(k[:])), nil }
+
+// UnmarshalText parses 64 hex digits.
+func (k *Key) UnmarshalText(b []byte) error {
+	kk, err := ParseKey(string(b))
+	*k = kk
+	return err
+}
+
+// ParseKey parses a key of 64 hex digits.
+func ParseKey(s string) (Key, error) {
+	var k Key
+	if len(s) != 64 {
+		return k, fmt.Errorf("key must be 64 hex digits, got %d characters", len(s))
+	}
+	if _, err := hex.Decode(k[:], []byte(s)); err != nil {
+		return k, fmt.Errorf("key is not hex: %w", err)
+	}
+	return k, nil
+}
+
+// ParseResponse decodes a prover response, checking its shape (not its
+// trust: that is VerifyCT's and VerifyRevocation's job).
+func ParseResponse(b []byte) (*Response, error) {
+	if len(b) > MaxResponseBytes {
+		return nil, fmt.Errorf("prover: response of %d bytes exceeds %d", len(b), MaxResponseBytes)
+	}
+	var r Response
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("prover: malformed response: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("prover: trailing data after response")
+	}
+	if r.Version != ResponseVersion {
+		return nil, fmt.Errorf("prover: response version %d, want %d", r.Version, ResponseVersion)
+	}
+	if r.PKIE != CT && r.PKIE != Revocation {
+		return nil, fmt.Errorf("prover: response for unknown PKIE %q", r.PKIE)
+	}
+	if r.Checkpoint == "" || len(r.Proof) == 0 {
+		return nil, errors.New("prover: response lacks a checkpoint or a proof")
+	}
+	if r.SCT != nil && len(r.SCT.Signature) != 64 {
+		return nil, fmt.Errorf("prover: SCT signature of %d bytes, want 64", len(r.SCT.Signature))
+	}
+	return &r, nil
+}

@@ -1,0 +1,221 @@
+package prover
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/ctlog"
+)
+
+// SCTSource finds the log's SCT for a certificate key; ok is false if the
+// log never saw it.
+type SCTSource func(ctx context.Context, key [32]byte) (sct *ctlog.SCT, ok bool, err error)
+
+// ServerOptions configure the proof API.
+type ServerOptions struct {
+	CT         *Prover // nil: no CT endpoint
+	Revocation *Prover // nil: no revocation endpoint
+	// SCTs looks up SCTs for certificates absent from the sorted tree (the
+	// log's /v1/log/sct, via LogSCTs). Nil: absence proofs carry no SCT.
+	SCTs SCTSource
+	// MaxInFlight bounds concurrent requests; more get 503. Zero means 256.
+	MaxInFlight int
+	// Timeout bounds one request, SCT lookup included. Zero means 5s.
+	Timeout time.Duration
+}
+
+// Handler serves the proof API (docs/api-proofs.md):
+//
+//	GET /v1/ct/proof?key=HEX | ?cert=BASE64URL(DER)
+//	GET /v1/revocation/proof?key=HEX
+//	GET /v1/status
+func Handler(o ServerOptions) http.Handler {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 256
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	sem := make(chan struct{}, o.MaxInFlight)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/ct/proof", func(w http.ResponseWriter, r *http.Request) {
+		serveProof(w, r, o.CT, o.SCTs)
+	})
+	mux.HandleFunc("GET /v1/revocation/proof", func(w http.ResponseWriter, r *http.Request) {
+		serveProof(w, r, o.Revocation, nil)
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		var st []Status
+		for _, p := range []*Prover{o.CT, o.Revocation} {
+			if p != nil {
+				st = append(st, p.Status())
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"provers": st})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			writeError(w, http.StatusServiceUnavailable, "too many requests in flight")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
+		defer cancel()
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+		mux.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func serveProof(w http.ResponseWriter, r *http.Request, p *Prover, scts SCTSource) {
+	if p == nil {
+		writeError(w, http.StatusNotFound, "this server has no prover for that PKIE")
+		return
+	}
+	key, err := requestKey(r, p.PKIE())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp, err := p.Prove(key)
+	if errors.Is(err, ErrNotSynced) {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if !resp.Present && scts != nil {
+		// Best effort: without an SCT the client simply cannot accept
+		// the absence, which is the safe side.
+		if sct, ok, err := scts(r.Context(), key); err == nil && ok {
+			resp.SCT = sct
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// requestKey reads ?key=HEX, or for CT ?cert=BASE64URL of the DER.
+func requestKey(r *http.Request, pkie string) ([32]byte, error) {
+	q := r.URL.Query()
+	if s := q.Get("key"); s != "" {
+		k, err := ParseKey(s)
+		return k, err
+	}
+	if s := q.Get("cert"); s != "" && pkie == CT {
+		if len(s) > 96<<10 {
+			return [32]byte{}, errors.New("cert parameter too long")
+		}
+		der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+		if err != nil {
+			return [32]byte{}, fmt.Errorf("cert is not unpadded base64url: %w", err)
+		}
+		return ctlog.CertKey(der), nil
+	}
+	if pkie == CT {
+		return [32]byte{}, errors.New("missing key (64 hex digits: SHA-256 of the certificate DER) or cert parameter")
+	}
+	return [32]byte{}, errors.New("missing key (64 hex digits: the revocation key)")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// Client asks a prover server for proofs.
+type Client struct {
+	Base string       // e.g. "http://127.0.0.1:8443"
+	HTTP *http.Client // nil: a client with a 5 s timeout
+}
+
+var defaultHTTP = &http.Client{Timeout: 5 * time.Second}
+
+// CT fetches the CT proof for a certificate key (SHA-256 of its DER).
+func (c *Client) CT(ctx context.Context, key [32]byte) (*Response, error) {
+	return c.get(ctx, "/v1/ct/proof?key="+Key(key).String())
+}
+
+// Revocation fetches the revocation proof for a revocation key.
+func (c *Client) Revocation(ctx context.Context, key [32]byte) (*Response, error) {
+	return c.get(ctx, "/v1/revocation/proof?key="+Key(key).String())
+}
+
+// String renders the key in hex.
+func (k Key) String() string { b, _ := k.MarshalText(); return string(b) }
+
+func (c *Client) get(ctx context.Context, path string) (*Response, error) {
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.Base, "/")+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("prover: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("prover: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("prover: reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		json.Unmarshal(body, &e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return nil, fmt.Errorf("prover: %s: %s", req.URL.Path, e.Error)
+	}
+	return ParseResponse(body)
+}
+
+// LogSCTs returns an SCTSource that asks the log at base (its /v1/log/sct
+// endpoint).
+func LogSCTs(base string, hc *http.Client) SCTSource {
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	return func(ctx context.Context, key [32]byte) (*ctlog.SCT, bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/log/sct?key="+Key(key).String(), nil)
+		if err != nil {
+			return nil, false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, false, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			return nil, false, nil
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, false, fmt.Errorf("log SCT lookup: %s", resp.Status)
+		}
+		var out struct {
+			SCT *ctlog.SCT `json:"sct"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&out); err != nil || out.SCT == nil {
+			return nil, false, fmt.Errorf("log SCT lookup: malformed response")
+		}
+		return out.SCT, true, nil
+	}
+}

@@ -1,0 +1,135 @@
+package prover
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// Pin is what a client trusts about one TTP: its key, the checkpoint
+// origin it signs, and how old a signed root may be.
+type Pin struct {
+	Verifier note.Verifier
+	Origin   string        // empty: DefaultOrigin for the PKIE
+	MaxAge   time.Duration // reject checkpoints older than this; required
+	Skew     time.Duration // allow checkpoints this far in the future; zero means 1 minute
+}
+
+// ParsePin builds a Pin from a note verifier key.
+func ParsePin(vkey string, maxAge time.Duration) (Pin, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return Pin{}, fmt.Errorf("prover: pinned key: %w", err)
+	}
+	return Pin{Verifier: v, MaxAge: maxAge}, nil
+}
+
+func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Checkpoint, error) {
+	if p.Verifier == nil {
+		return nil, errors.New("no pinned key")
+	}
+	if p.MaxAge <= 0 {
+		return nil, errors.New("no maximum checkpoint age configured")
+	}
+	origin := p.Origin
+	if origin == "" {
+		origin = DefaultOrigin(pkie, p.Verifier)
+	}
+	skew := p.Skew
+	if skew == 0 {
+		skew = time.Minute
+	}
+	return checkpoint.Open([]byte(msg), p.Verifier, origin, p.MaxAge, skew, now)
+}
+
+// Result is what a verified response asserts.
+type Result struct {
+	PKIE           string    `json:"pkie"`
+	Present        bool      `json:"present"` // the proof shows the key in the tree
+	TreeSize       uint64    `json:"tree_size"`
+	CheckpointTime time.Time `json:"checkpoint_time"`
+	// For CT: the certificate is logged (present, or absent with an SCT
+	// younger than the maximum merge delay).
+	Logged  bool      `json:"logged,omitempty"`
+	SCTTime time.Time `json:"sct_time,omitzero"`
+	// For revocation: the certificate is revoked (present).
+	Revoked bool `json:"revoked,omitempty"`
+}
+
+func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time) (*Result, *checkpoint.Checkpoint, error) {
+	if r.PKIE != pkie {
+		return nil, nil, fmt.Errorf("response is for %q, not %q", r.PKIE, pkie)
+	}
+	if r.Key != key {
+		return nil, nil, fmt.Errorf("response proves key %x…, not %x…", r.Key[:8], key[:8])
+	}
+	cp, err := pin.open(pkie, r.Checkpoint, now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s checkpoint rejected: %w", pkie, err)
+	}
+	var pr sortedtree.Proof
+	if err := pr.UnmarshalBinary(r.Proof); err != nil {
+		return nil, nil, fmt.Errorf("%s proof: %w", pkie, err)
+	}
+	present, err := pr.Verify(key, cp.Size, cp.Root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s proof does not verify against the signed root: %w", pkie, err)
+	}
+	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, CheckpointTime: cp.Time}, cp, nil
+}
+
+// VerifyCT checks a CT prover's response for the certificate der against
+// the log's pinned key. The certificate is logged if the proof shows its
+// hash in the sorted tree, or if it is absent but the response carries the
+// log's SCT for it no older than mmd, the log's maximum merge delay (seed
+// 004 §5.1): the log promised to merge it and has not had to yet. Any
+// other outcome is an error saying why.
+func VerifyCT(der []byte, r *Response, pin Pin, mmd time.Duration, now time.Time) (*Result, error) {
+	key := sha256.Sum256(der)
+	res, _, err := verifyProof(r, key, CT, pin, now)
+	if err != nil {
+		return nil, err
+	}
+	if res.Present {
+		res.Logged = true
+		return res, nil
+	}
+	if r.SCT == nil {
+		return res, errors.New("certificate is absent from the log's sorted tree and has no SCT")
+	}
+	if err := ctlog.VerifySCT(pin.Verifier, der, r.SCT); err != nil {
+		return res, fmt.Errorf("certificate is absent from the log's sorted tree and its SCT is invalid: %w", err)
+	}
+	res.SCTTime = r.SCT.Time()
+	skew := pin.Skew
+	if skew == 0 {
+		skew = time.Minute
+	}
+	if res.SCTTime.After(now.Add(skew)) {
+		return res, fmt.Errorf("certificate's SCT is dated %s, in the future", res.SCTTime.UTC().Format(time.RFC3339))
+	}
+	if age := now.Sub(res.SCTTime); age > mmd {
+		return res, fmt.Errorf("certificate is absent from the log's sorted tree although its SCT is %s old, beyond the %s maximum merge delay", age.Round(time.Second), mmd)
+	}
+	res.Logged = true
+	return res, nil
+}
+
+// VerifyRevocation checks a revocation prover's response for a revocation
+// key (package revocation) against the authority's pinned key. It returns
+// the result whatever the answer; Result.Revoked says it.
+func VerifyRevocation(key [32]byte, r *Response, pin Pin, now time.Time) (*Result, error) {
+	res, _, err := verifyProof(r, key, Revocation, pin, now)
+	if err != nil {
+		return nil, err
+	}
+	res.Revoked = res.Present
+	return res, nil
+}

@@ -1,0 +1,432 @@
+// Package revocation is pkie's revocation authority: the trusted third
+// party of RITM-style revocation (seed 004 §5.2). It ingests X.509 CRLs,
+// whose signatures it checks against their issuers, and plain serial lists,
+// and publishes a sorted Merkle tree (package sortedtree) of the revoked
+// (issuer key identifier, serial) keys with a signed, timestamped root
+// (package checkpoint). A presence proof in that tree means revoked; an
+// absence proof means not revoked as of the checkpoint's time.
+//
+// It republishes on every update, and periodically (Refresh) even without
+// one, so that verifiers can demand a fresh root and an old "not revoked"
+// proof cannot be replayed past a revocation for longer than their maximum
+// age. Revocations are never withdrawn: the key set only grows, which is
+// what lets provers sync incrementally through package feed.
+//
+// State lives in one SQLite file (WAL, synchronous=FULL) in the authority's
+// directory, so a restart loses nothing committed.
+package revocation
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// Files in an authority directory.
+const (
+	DBFile   = "revocation.db"
+	KeyFile  = "revocation.key" // note signer key, 0600
+	PubFile  = "revocation.pub"
+	TreeFile = "revoked.tree"
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS revoked (
+	seq    INTEGER PRIMARY KEY,
+	key    BLOB NOT NULL UNIQUE,
+	issuer BLOB NOT NULL,
+	serial BLOB NOT NULL,
+	source TEXT NOT NULL,
+	added  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS crls (
+	digest      BLOB PRIMARY KEY,
+	issuer      BLOB NOT NULL,
+	number      TEXT,
+	this_update INTEGER NOT NULL,
+	entries     INTEGER NOT NULL,
+	added       INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+	id   INTEGER PRIMARY KEY,
+	size INTEGER NOT NULL,
+	ts   INTEGER NOT NULL,
+	note BLOB NOT NULL
+);
+`
+
+// Options configure an opened authority.
+type Options struct {
+	Now func() time.Time // nil means time.Now
+}
+
+// Authority is an open revocation authority directory. Its methods are safe
+// for concurrent use.
+type Authority struct {
+	db       *sql.DB
+	dir      string
+	signer   note.Signer
+	verifier note.Verifier
+	vkey     string
+	now      func() time.Time
+	mu       sync.Mutex // serializes publishing in this process
+}
+
+// Init creates an authority in dir whose checkpoints carry origin, with a
+// fresh Ed25519 key, and publishes the empty tree. It returns the verifier
+// key clients pin and refuses a directory that already holds a key.
+func Init(dir, origin string) (vkey string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("revocation: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, KeyFile)); err == nil {
+		return "", fmt.Errorf("revocation: %s already holds a key; refusing to replace it", dir)
+	}
+	skey, vkey, err := checkpoint.GenerateKey(origin)
+	if err != nil {
+		return "", fmt.Errorf("revocation: origin %q: %w", origin, err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, KeyFile), []byte(skey+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	a, err := Open(dir, Options{})
+	if err != nil {
+		return "", err
+	}
+	defer a.Close()
+	if _, err := a.Publish(context.Background()); err != nil {
+		return "", err
+	}
+	return vkey, nil
+}
+
+// Open opens an authority directory created by Init.
+func Open(dir string, o Options) (*Authority, error) {
+	skey, err := os.ReadFile(filepath.Join(dir, KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("revocation: reading the key (run \"pkie revocation init\" first?): %w", err)
+	}
+	signer, err := note.NewSigner(strings.TrimSpace(string(skey)))
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %s: %w", KeyFile, err)
+	}
+	vb, err := os.ReadFile(filepath.Join(dir, PubFile))
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	vkey := strings.TrimSpace(string(vb))
+	verifier, err := note.NewVerifier(vkey)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %s: %w", PubFile, err)
+	}
+	if verifier.Name() != signer.Name() || verifier.KeyHash() != signer.KeyHash() {
+		return nil, fmt.Errorf("revocation: %s and %s hold different keys", KeyFile, PubFile)
+	}
+	path := filepath.Join(dir, DBFile)
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: opening %s: %w", path, err)
+	}
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("revocation: creating schema in %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Authority{db: db, dir: dir, signer: signer, verifier: verifier, vkey: vkey, now: now}, nil
+}
+
+// Close closes the database.
+func (a *Authority) Close() error { return a.db.Close() }
+
+// Origin is the authority's checkpoint origin.
+func (a *Authority) Origin() string { return a.signer.Name() }
+
+// VerifierKey is the note verifier key clients pin.
+func (a *Authority) VerifierKey() string { return a.vkey }
+
+// Verifier is the authority's note verifier.
+func (a *Authority) Verifier() note.Verifier { return a.verifier }
+
+// Revocation is one revoked (issuer, serial) pair.
+type Revocation struct {
+	IssuerKeyID []byte
+	Serial      *big.Int
+}
+
+// Update is the outcome of an ingest.
+type Update struct {
+	Added      int       `json:"added"`      // keys new to the tree
+	Already    int       `json:"already"`    // keys that were already revoked
+	Size       uint64    `json:"size"`       // revoked keys after the update
+	Checkpoint string    `json:"checkpoint"` // the checkpoint published after it
+	Published  time.Time `json:"published"`  // its timestamp
+}
+
+// AddCRL ingests a CRL (DER or PEM) after checking issuer signed it, then
+// republishes. Ingesting the same CRL twice adds nothing.
+func (a *Authority) AddCRL(ctx context.Context, data []byte, issuer *x509.Certificate) (*Update, error) {
+	crl, err := ParseCRL(data, issuer)
+	if err != nil {
+		return nil, err
+	}
+	kid, err := IssuerKeyID(issuer)
+	if err != nil {
+		return nil, err
+	}
+	revs := make([]Revocation, 0, len(crl.RevokedCertificateEntries))
+	for _, e := range crl.RevokedCertificateEntries {
+		revs = append(revs, Revocation{IssuerKeyID: kid, Serial: e.SerialNumber})
+	}
+	digest := sha256.Sum256(crl.Raw)
+	number := ""
+	if crl.Number != nil {
+		number = crl.Number.String()
+	}
+	return a.add(ctx, revs, "crl:"+fmt.Sprintf("%x", digest[:8]), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO crls (digest, issuer, number, this_update, entries, added) VALUES (?, ?, ?, ?, ?, ?)`,
+			digest[:], kid, number, crl.ThisUpdate.UnixMilli(), len(revs), a.now().UnixMilli())
+		return err
+	})
+}
+
+// AddSerials revokes serials of the CA with the given key identifier (see
+// IssuerKeyID), then republishes.
+func (a *Authority) AddSerials(ctx context.Context, issuerKeyID []byte, serials []*big.Int, source string) (*Update, error) {
+	revs := make([]Revocation, len(serials))
+	for i, s := range serials {
+		revs[i] = Revocation{IssuerKeyID: issuerKeyID, Serial: s}
+	}
+	return a.add(ctx, revs, "serials:"+source, nil)
+}
+
+func (a *Authority) add(ctx context.Context, revs []Revocation, source string, extra func(*sql.Tx) error) (*Update, error) {
+	type row struct {
+		key    [32]byte
+		kid    []byte
+		serial []byte
+	}
+	rows := make([]row, len(revs))
+	for i, r := range revs {
+		k, err := Key(r.IssuerKeyID, r.Serial)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i, err)
+		}
+		rows[i] = row{k, r.IssuerKeyID, r.Serial.Bytes()}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	defer tx.Rollback()
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq)+1, 0) FROM revoked`).Scan(&seq); err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO revoked (seq, key, issuer, serial, source, added) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	up := &Update{}
+	now := a.now().UnixMilli()
+	for _, r := range rows {
+		res, err := ins.ExecContext(ctx, seq, r.key[:], r.kid, r.serial, source, now)
+		if err != nil {
+			return nil, fmt.Errorf("revocation: storing: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			seq++
+			up.Added++
+		} else {
+			up.Already++
+		}
+	}
+	if extra != nil {
+		if err := extra(tx); err != nil {
+			return nil, fmt.Errorf("revocation: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("revocation: committing: %w", err)
+	}
+	p, err := a.publishLocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	up.Size, up.Checkpoint, up.Published = p.Size, string(p.Checkpoint), p.Time
+	return up, nil
+}
+
+// Published describes one publication of the tree.
+type Published struct {
+	Checkpoint []byte
+	Size       uint64
+	Root       [32]byte
+	Time       time.Time
+	TreePath   string
+}
+
+// Publish builds the tree of every revoked key, writes it to the
+// directory and signs and stores a fresh checkpoint. Run it periodically so
+// the checkpoint stays younger than verifiers' maximum age.
+func (a *Authority) Publish(ctx context.Context) (*Published, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.publishLocked(ctx)
+}
+
+func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
+	// One write transaction from reading the keys to storing the
+	// checkpoint: two publishers (a server and a CLI ingest) then cannot
+	// store checkpoints out of order.
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	defer tx.Rollback()
+	n, err := count(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := readKeys(ctx, tx, 0, n)
+	if err != nil {
+		return nil, err
+	}
+	t := sortedtree.Build(keys)
+	defer t.Close()
+	if t.Size() != uint64(len(keys)) {
+		return nil, fmt.Errorf("revocation: %d stored keys gave a tree of %d", len(keys), t.Size())
+	}
+	path := filepath.Join(a.dir, TreeFile)
+	tmp := fmt.Sprintf("%s.tmp-%x", path, randBytes(6))
+	if err := t.WriteFile(tmp); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("revocation: writing tree: %w", err)
+	}
+	now := a.now()
+	cp := checkpoint.Checkpoint{Origin: a.Origin(), Size: t.Size(), Root: t.Root(), Time: now}
+	msg, err := checkpoint.Sign(cp, a.signer)
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("revocation: signing checkpoint: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (size, ts, note) VALUES (?, ?, ?)`, int64(cp.Size), now.UnixMilli(), msg); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("revocation: storing checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("revocation: committing: %w", err)
+	}
+	return &Published{Checkpoint: msg, Size: cp.Size, Root: cp.Root, Time: now, TreePath: path}, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func count(ctx context.Context, q querier) (uint64, error) {
+	var n int64
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(seq)+1, 0) FROM revoked`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("revocation: %w", err)
+	}
+	return uint64(n), nil
+}
+
+// Size returns the number of revoked keys.
+func (a *Authority) Size(ctx context.Context) (uint64, error) { return count(ctx, a.db) }
+
+func readKeys(ctx context.Context, q querier, start, end uint64) ([][32]byte, error) {
+	rows, err := q.QueryContext(ctx, `SELECT key FROM revoked WHERE seq >= ? AND seq < ? ORDER BY seq`, int64(start), int64(end))
+	if err != nil {
+		return nil, fmt.Errorf("revocation: reading keys: %w", err)
+	}
+	defer rows.Close()
+	out := make([][32]byte, 0, end-start)
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		if len(b) != 32 {
+			return nil, fmt.Errorf("revocation: stored key of %d bytes", len(b))
+		}
+		out = append(out, [32]byte(b))
+	}
+	return out, rows.Err()
+}
+
+// Checkpoint returns the latest signed checkpoint.
+func (a *Authority) Checkpoint(ctx context.Context) ([]byte, error) {
+	var msg []byte
+	err := a.db.QueryRowContext(ctx, `SELECT note FROM checkpoints ORDER BY id DESC LIMIT 1`).Scan(&msg)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, feed.ErrNoCheckpoint
+	}
+	if err != nil {
+		return nil, fmt.Errorf("revocation: reading checkpoint: %w", err)
+	}
+	return msg, nil
+}
+
+// Feed is the authority's feed for provers.
+func (a *Authority) Feed() feed.Source { return authFeed{a} }
+
+type authFeed struct{ a *Authority }
+
+func (f authFeed) LatestCheckpoint(ctx context.Context) ([]byte, error) { return f.a.Checkpoint(ctx) }
+
+func (f authFeed) Keys(ctx context.Context, start uint64, count int) ([][32]byte, error) {
+	return readKeys(ctx, f.a.db, start, start+uint64(max(0, min(count, feed.MaxKeys))))
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := fmt.Sprintf("%s.tmp-%x", path, randBytes(6))
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return fmt.Errorf("revocation: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("revocation: %w", err)
+	}
+	return nil
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}

@@ -1,0 +1,88 @@
+package revocation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pkie/pkie/internal/feed"
+)
+
+// Handler serves the authority's read-only HTTP API (docs/api-proofs.md):
+//
+//	GET /v1/revocation/checkpoint          the latest signed note
+//	GET /v1/sorted/checkpoint, /v1/sorted/keys   the feed for provers
+//	GET /v1/sorted/tree                    the published tree file
+//
+// Ingest is not exposed over HTTP: it happens through the directory
+// ("pkie revocation add-crl"), where the operator controls access.
+func (a *Authority) Handler() http.Handler {
+	mux := http.NewServeMux()
+	cp := func(w http.ResponseWriter, r *http.Request) {
+		msg, err := a.Checkpoint(r.Context())
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(msg)
+	}
+	mux.HandleFunc("GET /v1/revocation/checkpoint", cp)
+	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(a.Feed())))
+	mux.HandleFunc("GET /v1/sorted/tree", func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(filepath.Join(a.dir, TreeFile))
+		if err != nil {
+			httpError(w, http.StatusNotFound, errors.New("no tree published yet"))
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, TreeFile, fi.ModTime(), f)
+	})
+	sem := make(chan struct{}, 64)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			httpError(w, http.StatusServiceUnavailable, errors.New("too many requests in flight"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		mux.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// Run republishes every interval until ctx ends, so the checkpoint stays
+// fresh even when nothing is revoked.
+func (a *Authority) Run(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := a.Publish(ctx); err != nil && ctx.Err() == nil && logf != nil {
+				logf("republishing: %v", err)
+			}
+		}
+	}
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
