@@ -1,0 +1,57 @@
+package notary
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are one notary's Prometheus metrics, in a registry of its own so
+// that several notaries in one process (the testbed, the demo) stay apart.
+type metrics struct {
+	reg          *prometheus.Registry
+	requests     *prometheus.CounterVec
+	cacheHits    prometheus.Counter
+	cacheMisses  prometheus.Counter
+	inflight     prometheus.Gauge
+	probeSeconds prometheus.Histogram
+	probeErrors  prometheus.Counter
+	overloaded   prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_notary_requests_total", Help: "Requests answered, by API and HTTP status.",
+		}, []string{"api", "code"}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_cache_hits_total", Help: "Checks answered from the observation history without a probe.",
+		}),
+		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_cache_misses_total", Help: "Checks that needed a probe of the target.",
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pkie_notary_probes_in_flight", Help: "Outbound probes in progress.",
+		}),
+		probeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pkie_notary_probe_duration_seconds", Help: "Time to probe a target (resolve, connect, handshake).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 13),
+		}),
+		probeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_probe_errors_total", Help: "Probes that failed.",
+		}),
+		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_overloaded_total", Help: "Requests refused with 503 because the notary was at its concurrency bound.",
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.cacheHits, m.cacheMisses, m.inflight, m.probeSeconds, m.probeErrors, m.overloaded,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,255 @@
+// Package notary is a certificate notary: it probes TLS targets from its own
+// network path and vouches, with a signature, for the certificate it saw. A
+// man-in-the-middle on a client's path cannot also sit on the paths of
+// several notaries, so agreement among notaries is evidence the client saw
+// the real certificate (Perspectives, Convergence).
+//
+// The notary speaks the Convergence wire API exactly, so existing Convergence
+// clients work unchanged, and a v1 JSON API with SHA-256 fingerprints,
+// separate SNI names and Ed25519 signatures. It keeps an observation history
+// (package store): a request whose fingerprint matches what the notary saw
+// recently is answered from the history without a probe; a miss or a
+// mismatch probes the target and records what it saw. Identical concurrent
+// probes coalesce into one, outbound probes are bounded, and a full queue
+// answers 503 at once rather than letting latency grow without bound.
+package notary
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkie/pkie/internal/store"
+	"github.com/pkie/pkie/probe"
+	"golang.org/x/sync/singleflight"
+)
+
+// Config configures a Notary.
+type Config struct {
+	Identity *Identity
+	History  store.History
+	Prober   *probe.Prober
+
+	// MaxAge is how long an observation answers a matching request without a
+	// new probe. Convergence let cache entries live for months, relying on
+	// mismatches to refresh them; a shorter default bounds how long a notary
+	// vouches for a certificate a site has since replaced. 0 means 24 h.
+	MaxAge time.Duration
+	// MaxProbes bounds outbound probes in flight; 0 means 64.
+	MaxProbes int
+	// MaxQueue bounds probes waiting for a slot; beyond it requests get 503
+	// at once. 0 means 4 × MaxProbes.
+	MaxQueue int
+	// MaxRequests bounds requests being handled at once; 0 means 4096.
+	MaxRequests int
+
+	Logger *slog.Logger     // nil discards
+	Now    func() time.Time // nil means time.Now
+}
+
+// Notary serves the notary APIs. Create it with New.
+type Notary struct {
+	cfg     Config
+	now     func() time.Time
+	log     *slog.Logger
+	flight  singleflight.Group
+	sem     chan struct{}
+	queued  atomic.Int64
+	reqs    chan struct{}
+	metrics *metrics
+	signed  signedCache
+}
+
+// New returns a Notary.
+func New(cfg Config) (*Notary, error) {
+	if cfg.Identity == nil || cfg.History == nil || cfg.Prober == nil {
+		return nil, errors.New("notary: Config needs Identity, History and Prober")
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 24 * time.Hour
+	}
+	if cfg.MaxProbes <= 0 {
+		cfg.MaxProbes = 64
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 4 * cfg.MaxProbes
+	}
+	if cfg.MaxRequests <= 0 {
+		cfg.MaxRequests = 4096
+	}
+	n := &Notary{
+		cfg:     cfg,
+		now:     cfg.Now,
+		log:     cfg.Logger,
+		sem:     make(chan struct{}, cfg.MaxProbes),
+		reqs:    make(chan struct{}, cfg.MaxRequests),
+		metrics: newMetrics(),
+	}
+	if n.now == nil {
+		n.now = time.Now
+	}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	n.signed.init(4096)
+	return n, nil
+}
+
+// Identity returns the notary's keys.
+func (n *Notary) Identity() *Identity { return n.cfg.Identity }
+
+// Handler returns the notary's HTTP handler: the Convergence API under
+// /target/, the v1 API under /v1/, /metrics and /healthz.
+func (n *Notary) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/target/", n.handleTarget)
+	mux.HandleFunc("/v1/", n.handleV1)
+	mux.Handle("/metrics", n.metrics.handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("ok\n"))
+	})
+	return n.limit(mux)
+}
+
+// limit bounds concurrent requests: beyond MaxRequests the notary answers
+// 503 at once.
+func (n *Notary) limit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case n.reqs <- struct{}{}:
+			defer func() { <-n.reqs }()
+			h.ServeHTTP(w, r)
+		default:
+			n.metrics.overloaded.Inc()
+			w.Header().Set("Retry-After", "1")
+			httpError(w, http.StatusServiceUnavailable, "notary overloaded: too many requests in progress")
+		}
+	})
+}
+
+// NewServer returns an http.Server for h with the notary's certificate and
+// the timeouts and size caps a public server needs.
+func NewServer(id *Identity, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    8 << 10,
+		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelError),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{id.TLS}, MinVersion: tls.VersionTLS12},
+	}
+}
+
+// ServeTLS serves the notary over HTTPS on ln until ctx ends.
+func (n *Notary) ServeTLS(ctx context.Context, ln net.Listener) error {
+	srv := NewServer(n.cfg.Identity, n.Handler())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	err := srv.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// errOverloaded means the probe queue is full.
+var errOverloaded = errors.New("notary overloaded: probe queue full")
+
+// observe probes t (coalescing identical concurrent probes), records what it
+// saw and returns it. The record is committed before observe returns, so
+// every answer given is durable.
+func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*probe.Observation, error) {
+	key := k.Host + "\x00" + strconv.Itoa(k.Port) + "\x00" + k.SNI + "\x00" + t.IP.String()
+	ch := n.flight.DoChan(key, func() (any, error) {
+		select {
+		case n.sem <- struct{}{}:
+		default:
+			if n.queued.Add(1) > int64(n.cfg.MaxQueue) {
+				n.queued.Add(-1)
+				return nil, errOverloaded
+			}
+			n.sem <- struct{}{}
+			n.queued.Add(-1)
+		}
+		defer func() { <-n.sem }()
+		n.metrics.inflight.Inc()
+		defer n.metrics.inflight.Dec()
+		// The probe is shared by every request coalesced onto it, so one
+		// requester giving up must not cancel it for the others.
+		pctx := context.WithoutCancel(ctx)
+		start := time.Now()
+		obs, err := n.cfg.Prober.Probe(pctx, t)
+		n.metrics.probeSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			n.metrics.probeErrors.Inc()
+			return nil, err
+		}
+		if err := n.cfg.History.Observe(pctx, k, obs.SHA256, obs.SHA1, obs.Time); err != nil {
+			return nil, fmt.Errorf("recording observation: %w", err)
+		}
+		return obs, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*probe.Observation), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// probeStatus maps a probe failure to the HTTP status the notary answers.
+func probeStatus(err error) int {
+	switch {
+	case errors.Is(err, probe.ErrForbiddenAddress):
+		return http.StatusForbidden
+	case errors.Is(err, errOverloaded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusServiceUnavailable
+}
+
+// signedCache remembers signed answers keyed by what they sign, so a cache
+// hit costs a history lookup and no RSA signature (2 ms of CPU each).
+type signedCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string][]byte
+}
+
+func (c *signedCache) init(max int) { c.max, c.m = max, make(map[string][]byte) }
+
+func (c *signedCache) get(k string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[k]
+	return b, ok
+}
+
+func (c *signedCache) put(k string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		// Dropping everything is crude but bounded and O(1) amortised; the
+		// cache refills from hot targets at one signature each.
+		clear(c.m)
+	}
+	c.m[k] = b
+}

@@ -1,0 +1,226 @@
+package notary
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/store"
+	"github.com/pkie/pkie/probe"
+)
+
+// V1SignaturePrefix is prepended to an answer's bytes before Ed25519
+// signing, so a v1 signature can never be mistaken for one over other data.
+const V1SignaturePrefix = "pkie notary v1 answer\n"
+
+// maxV1Body caps a v1 request body.
+const maxV1Body = 8 << 10
+
+// V1Request asks a notary about a target. SHA256 is optional: without it
+// the notary reports what it sees.
+type V1Request struct {
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	SNI    string `json:"sni,omitempty"`
+	IP     string `json:"ip,omitempty"`
+	SHA256 string `json:"sha256,omitempty"` // hex of the leaf certificate DER's SHA-256
+}
+
+// V1Answer is what a notary signs.
+type V1Answer struct {
+	Notary     string     `json:"notary"`
+	Host       string     `json:"host"`
+	Port       int        `json:"port"`
+	SNI        string     `json:"sni,omitempty"`
+	SignedAt   time.Time  `json:"signed_at"`
+	ObservedAt time.Time  `json:"observed_at"` // when the current certificate was last seen
+	Probed     bool       `json:"probed"`      // observed for this request rather than from history
+	Current    string     `json:"current_sha256"`
+	Match      *bool      `json:"match,omitempty"` // present when the request carried a fingerprint
+	History    []V1Record `json:"history"`
+}
+
+// V1Record is one certificate in a target's history.
+type V1Record struct {
+	SHA256    string    `json:"sha256"`
+	SHA1      string    `json:"sha1"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// V1Response carries the answer's exact signed bytes and the signature.
+type V1Response struct {
+	Answer    json.RawMessage `json:"answer"`
+	Signature string          `json:"signature"` // base64 Ed25519 over V1SignaturePrefix + Answer
+}
+
+// VerifyV1 checks a v1 response against the notary's public key and returns
+// the answer.
+func VerifyV1(pub ed25519.PublicKey, resp *V1Response) (*V1Answer, error) {
+	sig, err := base64.StdEncoding.DecodeString(resp.Signature)
+	if err != nil {
+		return nil, fmt.Errorf("v1 signature is not base64: %w", err)
+	}
+	if !ed25519.Verify(pub, append([]byte(V1SignaturePrefix), resp.Answer...), sig) {
+		return nil, errors.New("v1 signature does not verify")
+	}
+	var a V1Answer
+	if err := json.Unmarshal(resp.Answer, &a); err != nil {
+		return nil, fmt.Errorf("v1 answer: %w", err)
+	}
+	return &a, nil
+}
+
+func (n *Notary) handleV1(w http.ResponseWriter, r *http.Request) {
+	code := n.serveV1(w, r)
+	n.metrics.requests.WithLabelValues("v1", strconv.Itoa(code)).Inc()
+}
+
+func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
+	switch r.URL.Path {
+	case "/v1/key":
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET")
+			httpError(w, http.StatusMethodNotAllowed, "use GET")
+			return http.StatusMethodNotAllowed
+		}
+		writeJSON(w, http.StatusOK, map[string]string{
+			"notary":  n.cfg.Identity.Name,
+			"ed25519": base64.StdEncoding.EncodeToString(n.cfg.Identity.V1.Public().(ed25519.PublicKey)),
+		})
+		return http.StatusOK
+	case "/v1/check":
+	default:
+		httpError(w, http.StatusNotFound, "no such endpoint; see /v1/check and /v1/key")
+		return http.StatusNotFound
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		httpError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
+		return http.StatusMethodNotAllowed
+	}
+	var req V1Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxV1Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", maxV1Body))
+			return http.StatusRequestEntityTooLarge
+		}
+		httpError(w, http.StatusBadRequest, "malformed JSON request: "+err.Error())
+		return http.StatusBadRequest
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		httpError(w, http.StatusBadRequest, "trailing data after the JSON request")
+		return http.StatusBadRequest
+	}
+	t, want, err := req.parse()
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest
+	}
+	k := store.Key{Host: t.Host, Port: t.Port, SNI: t.ServerName}
+	ctx := r.Context()
+	recs, err := n.cfg.History.Lookup(ctx, k)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "history unavailable")
+		return http.StatusInternalServerError
+	}
+	probed := false
+	cur, ok := store.Current(recs)
+	// Without a fingerprint to compare, or when an IP is pinned (the history
+	// is per name, not per address), the answer must come from a probe.
+	if !ok || want == nil || t.IP.IsValid() || cur.SHA256 != *want || n.now().Sub(cur.Last) > n.cfg.MaxAge {
+		n.metrics.cacheMisses.Inc()
+		obs, err := n.observe(ctx, k, t)
+		if err != nil {
+			code := probeStatus(err)
+			httpError(w, code, "cannot verify "+t.String()+": "+err.Error())
+			return code
+		}
+		if recs, err = n.cfg.History.Lookup(ctx, k); err != nil {
+			httpError(w, http.StatusInternalServerError, "history unavailable")
+			return http.StatusInternalServerError
+		}
+		probed = true
+		cur = store.Record{SHA256: obs.SHA256, SHA1: obs.SHA1, Last: obs.Time}
+	} else {
+		n.metrics.cacheHits.Inc()
+	}
+	ans := V1Answer{
+		Notary: n.cfg.Identity.Name, Host: t.Host, Port: t.Port, SNI: t.ServerName,
+		SignedAt: n.now().UTC(), ObservedAt: cur.Last.UTC(), Probed: probed,
+		Current: hex.EncodeToString(cur.SHA256[:]),
+	}
+	if want != nil {
+		m := cur.SHA256 == *want
+		ans.Match = &m
+	}
+	for _, rec := range recs {
+		ans.History = append(ans.History, V1Record{
+			SHA256: hex.EncodeToString(rec.SHA256[:]), SHA1: hex.EncodeToString(rec.SHA1[:]),
+			FirstSeen: rec.First.UTC(), LastSeen: rec.Last.UTC(),
+		})
+	}
+	ab, err := json.Marshal(ans)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "encoding answer failed")
+		return http.StatusInternalServerError
+	}
+	sig := ed25519.Sign(n.cfg.Identity.V1, append([]byte(V1SignaturePrefix), ab...))
+	writeJSON(w, http.StatusOK, V1Response{Answer: ab, Signature: base64.StdEncoding.EncodeToString(sig)})
+	return http.StatusOK
+}
+
+func (req *V1Request) parse() (probe.Target, *[32]byte, error) {
+	t := probe.Target{Host: strings.ToLower(req.Host), Port: req.Port, ServerName: strings.ToLower(req.SNI)}
+	if err := ValidHost(t.Host); err != nil {
+		return t, nil, err
+	}
+	if t.ServerName != "" {
+		if err := ValidHost(t.ServerName); err != nil {
+			return t, nil, fmt.Errorf("sni: %w", err)
+		}
+	}
+	if t.Port < 1 || t.Port > 65535 {
+		return t, nil, fmt.Errorf("port %d is out of range 1-65535", t.Port)
+	}
+	if req.IP != "" {
+		ip, err := netip.ParseAddr(req.IP)
+		if err != nil {
+			return t, nil, fmt.Errorf("ip %q is not an IP address", clip(req.IP))
+		}
+		t.IP = ip
+	}
+	if req.SHA256 == "" {
+		return t, nil, nil
+	}
+	b, err := hex.DecodeString(req.SHA256)
+	if err != nil || len(b) != 32 {
+		return t, nil, fmt.Errorf("sha256 %q is not 64 hex digits", clip(req.SHA256))
+	}
+	var want [32]byte
+	copy(want[:], b)
+	return t, &want, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "encoding failed")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
