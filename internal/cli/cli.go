@@ -46,7 +46,9 @@ type command struct {
 // commands lists every subcommand. Each lives in its own file.
 func commands() []command {
 	return []command{
+		{"notary", "run a notary: init | serve | bundle", runNotary},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
+		{"bench", "measure pkie against the seed papers (bench proofs, ...)", runBench},
 	}
 }
 

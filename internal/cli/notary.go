@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/store"
+	"github.com/pkie/pkie/probe"
+)
+
+func runNotary(ctx context.Context, env *Env, args []string) error {
+	sub := map[string]func(context.Context, *Env, []string) error{
+		"init": notaryInit, "serve": notaryServe, "bundle": notaryBundle,
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(env.Stderr, "Usage: pkie notary init|serve|bundle [flags]\n\n"+
+			"  init     create a data directory with the notary's keys\n"+
+			"  serve    serve the Convergence and v1 APIs over HTTPS\n"+
+			"  bundle   print the Convergence .notary bundle clients install")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return nil
+		}
+		return usageError("want a subcommand: init, serve or bundle")
+	}
+	return sub[args[0]](ctx, env, args[1:])
+}
+
+// defaultDataDir is $XDG_DATA_HOME/pkie/notary (~/.local/share/pkie/notary).
+func defaultDataDir(env *Env, role string) string {
+	base := env.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "."
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "pkie", role)
+}
+
+func notaryInit(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "notary init", "[--data DIR] [--name NAME] [--host H]...")
+	data := fs.String("data", defaultDataDir(env, "notary"), "data directory")
+	name := fs.String("name", "", "notary name (default: the first --host)")
+	var hosts stringList
+	fs.Var(&hosts, "host", "host name or IP the notary is reached at (repeatable; default localhost, 127.0.0.1)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(hosts) == 0 {
+		hosts = stringList{"localhost", "127.0.0.1"}
+	}
+	if *name == "" {
+		*name = hosts[0]
+	}
+	id, err := notary.NewIdentity(*name, hosts)
+	if err != nil {
+		return err
+	}
+	if err := id.Save(*data); err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"data": *data, "name": *name, "certificate": string(id.CertPEM)})
+	}
+	fmt.Fprintf(env.Stdout, "notary %q initialised in %s (keys 0600)\nnext: pkie notary serve --data %s --listen :8443\n", *name, *data, *data)
+	return nil
+}
+
+func notaryServe(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "notary serve", "[flags]")
+	data := fs.String("data", defaultDataDir(env, "notary"), "data directory (from pkie notary init)")
+	listen := fs.String("listen", ":8443", "HTTPS listen address (Convergence and v1 APIs, /metrics, /healthz)")
+	dsn := fs.String("db", "", "history store: postgres://… to share with other notaries (default: SQLite in the data directory)")
+	allowPrivate := fs.Bool("allow-private", false, "allow probing loopback, private and other non-public addresses")
+	maxAge := fs.Duration("max-age", 24*time.Hour, "how long an observation answers without a new probe")
+	timeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "probe connect + handshake timeout")
+	maxProbes := fs.Int("max-probes", 64, "outbound probes in flight at most")
+	maxQueue := fs.Int("max-queue", 256, "probes waiting at most; beyond it requests get 503 at once")
+	bounceListen := fs.String("bounce-listen", "", "also serve a plain-HTTP CONNECT bouncer on this address")
+	var bounceAllow stringList
+	fs.Var(&bounceAllow, "bounce-allow", "host:port of a notary the bouncer may CONNECT to (repeatable)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	id, err := notary.LoadIdentity(*data)
+	if err != nil {
+		return err
+	}
+	if *dsn == "" {
+		*dsn = filepath.Join(*data, notary.FileHistory)
+	}
+	h, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	n, err := notary.New(notary.Config{
+		Identity: id, History: h, MaxAge: *maxAge, MaxProbes: *maxProbes, MaxQueue: *maxQueue, Logger: logger,
+		Prober: probe.New(probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate, Vantage: id.Name}),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	if *bounceListen != "" {
+		if len(bounceAllow) == 0 {
+			return usageError("--bounce-listen needs at least one --bounce-allow host:port")
+		}
+		bl, err := net.Listen("tcp", *bounceListen)
+		if err != nil {
+			return err
+		}
+		logger.Info("bouncer listening", "addr", bl.Addr().String(), "allow", strings.Join(bounceAllow, ","))
+		go func() { errc <- notary.ServeBouncer(ctx, bl, notary.NewBouncer(bounceAllow, 0)) }()
+	}
+	logger.Info("notary listening", "name", id.Name, "addr", ln.Addr().String(), "store", storeKind(*dsn), "allow_private", *allowPrivate)
+	// The address line lets scripts and tests that pass port 0 find the port.
+	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	go func() { errc <- n.ServeTLS(ctx, ln) }()
+	err = <-errc
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func storeKind(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres") {
+		return "postgres"
+	}
+	return "sqlite:" + dsn
+}
+
+func notaryBundle(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "notary bundle", "--host H [--ssl-port P] [--http-port P] [flags]")
+	data := fs.String("data", defaultDataDir(env, "notary"), "data directory")
+	host := fs.String("host", "", "host name clients connect to (required)")
+	sslPort := fs.Int("ssl-port", 443, "HTTPS port of the notary API")
+	httpPort := fs.Int("http-port", 80, "plain-HTTP port of the bouncer (0 if none)")
+	name := fs.String("name", "", "display name (default: the notary's name)")
+	region := fs.String("region", "", "region or country code, e.g. US")
+	location := fs.String("location", "", "URL the bundle is published at (bundle_location)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *host == "" {
+		return usageError("--host is required")
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"--ssl-port", *sslPort}, {"--http-port", *httpPort}} {
+		if p.v < 0 || p.v > 65535 || (p.name == "--ssl-port" && p.v == 0) {
+			return usageError("%s %s is out of range", p.name, strconv.Itoa(p.v))
+		}
+	}
+	id, err := notary.LoadIdentity(*data)
+	if err != nil {
+		return err
+	}
+	b, err := id.Bundle(*host, *sslPort, *httpPort, *name, *region, *location).MarshalIndent()
+	if err != nil {
+		return err
+	}
+	_, err = env.Stdout.Write(b)
+	return err
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/probe"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code := Main(t.Context(), env, args)
+	return code, out.String(), errb.String()
+}
+
+// TestNotaryKillLosesNothing answers checks from a real notary process,
+// kills it with SIGKILL, restarts it on the same data directory and finds
+// every answered observation in its history.
+func TestNotaryKillLosesNothing(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "notary")
+	if code, _, errs := runCLI(t, "notary", "init", "--data", data, "--name", "n1"); code != 0 {
+		t.Fatalf("init: %d %s", code, errs)
+	}
+	for _, f := range []string{"notary.key", "v1.key"} {
+		st, err := os.Stat(filepath.Join(data, f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: mode %v err %v, want 0600", f, st.Mode().Perm(), err)
+		}
+	}
+	if code, _, errs := runCLI(t, "notary", "init", "--data", data); code != 2 || !strings.Contains(errs, "refusing to overwrite") {
+		t.Fatalf("second init: %d %s", code, errs)
+	}
+
+	ca, _ := testbed.NewRootCA("Root", testbed.ECDSAP256)
+	var sites []*testbed.Site
+	for i := 0; i < 3; i++ {
+		leaf, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"site.test"}})
+		s, err := testbed.StartSite("site.test", leaf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		sites = append(sites, s)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	target := func(s *testbed.Site) string {
+		return "/target/127.0.0.1+" + strings.TrimPrefix(s.Addr.String(), "127.0.0.1:")
+	}
+
+	c := startChild(t, "notary", "serve", "--data", data, "--listen", "127.0.0.1:0", "--allow-private")
+	addr := c.waitLine(t, "listening ")
+	for _, s := range sites {
+		sum := sha1.Sum(s.Leaf().Cert.Raw)
+		resp, err := client.Post("https://"+addr+target(s), "application/x-www-form-urlencoded", strings.NewReader("fingerprint="+probe.ColonHex(sum[:])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("check: %d", resp.StatusCode)
+		}
+	}
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	c.cmd.Wait()
+
+	c = startChild(t, "notary", "serve", "--data", data, "--listen", "127.0.0.1:0", "--allow-private")
+	addr = c.waitLine(t, "listening ")
+	for _, s := range sites {
+		resp, err := client.Get("https://" + addr + target(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sum := sha1.Sum(s.Leaf().Cert.Raw)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), probe.ColonHex(sum[:])) {
+			t.Fatalf("after kill -9: %d %s", resp.StatusCode, b)
+		}
+	}
+}
+
+func TestNotaryBundle(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "notary")
+	runCLI(t, "notary", "init", "--data", data, "--name", "n1")
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--host", "notary.example", "--ssl-port", "8443", "--http-port", "8080", "--region", "US"}, 0, `"ssl_port": 8443`},
+		{[]string{}, 2, "--host is required"},
+		{[]string{"--host", "x", "--ssl-port", "70000"}, 2, "out of range"},
+	}
+	for _, tc := range tests {
+		code, out, errs := runCLI(t, append([]string{"notary", "bundle", "--data", data}, tc.args...)...)
+		if code != tc.code || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("%v: code %d out %s err %s", tc.args, code, out, errs)
+		}
+		if code == 0 {
+			var b struct {
+				Version int `json:"version"`
+				Hosts   []struct {
+					Certificate string `json:"certificate"`
+				} `json:"hosts"`
+			}
+			if err := json.Unmarshal([]byte(out), &b); err != nil || b.Version != 1 || !strings.Contains(b.Hosts[0].Certificate, "BEGIN CERTIFICATE") {
+				t.Errorf("bundle %s: %v", out, err)
+			}
+		}
+	}
+	if code, _, errs := runCLI(t, "notary", "serve", "--data", filepath.Join(t.TempDir(), "none")); code != 2 || !strings.Contains(errs, "notary init") {
+		t.Errorf("serve without init: %d %s", code, errs)
+	}
+}
