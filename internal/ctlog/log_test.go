@@ -1,0 +1,352 @@
+package ctlog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/transparency-dev/merkle/proof"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// newTestLog creates a log in a temporary directory.
+func newTestLog(t *testing.T) *Log {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := Init(dir, "pkie.test/log"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// issue returns n leaf chains from a fresh testbed hierarchy.
+func issue(t testing.TB, n int) (*testbed.CA, [][][]byte) {
+	t.Helper()
+	root, err := testbed.NewRootCA("Log Test Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inter, err := root.NewIntermediate("Log Test CA", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := make([][][]byte, n)
+	for i := range chains {
+		leaf, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{"site.test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains[i] = leaf.Chain
+	}
+	return inter, chains
+}
+
+func TestAddChainSCT(t *testing.T) {
+	ctx := context.Background()
+	l := newTestLog(t)
+	_, chains := issue(t, 3)
+	var first *AddResult
+	for i, c := range chains {
+		res, err := l.AddChain(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Index != uint64(i) || res.Duplicate {
+			t.Fatalf("chain %d: index %d duplicate %v", i, res.Index, res.Duplicate)
+		}
+		if err := VerifySCT(l.Verifier(), c[0], res.SCT); err != nil {
+			t.Fatalf("chain %d: %v", i, err)
+		}
+		if i == 0 {
+			first = res
+		}
+	}
+	// An SCT does not transfer to another certificate or time.
+	if err := VerifySCT(l.Verifier(), chains[1][0], first.SCT); err == nil {
+		t.Error("SCT of chain 0 verified for chain 1")
+	}
+	moved := *first.SCT
+	moved.Timestamp++
+	if err := VerifySCT(l.Verifier(), chains[0][0], &moved); err == nil {
+		t.Error("SCT with a changed timestamp verified")
+	}
+	// Resubmission returns the original entry.
+	again, err := l.AddChain(ctx, chains[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.Index != 0 || again.SCT.Timestamp != first.SCT.Timestamp || !bytes.Equal(again.SCT.Signature, first.SCT.Signature) {
+		t.Errorf("resubmission: %+v, want the original %+v", again, first)
+	}
+	if n, _ := l.Size(ctx); n != 3 {
+		t.Errorf("size %d after a duplicate, want 3", n)
+	}
+	// PEM input, and a bad chain.
+	var pemChain []byte
+	for _, der := range chains[2] {
+		pemChain = append(pemChain, "-----BEGIN CERTIFICATE-----\n"...)
+		pemChain = append(pemChain, []byte(b64lines(der))...)
+		pemChain = append(pemChain, "-----END CERTIFICATE-----\n"...)
+	}
+	parsed, err := ParseAddChainRequest(pemChain)
+	if err != nil || len(parsed) != len(chains[2]) || !bytes.Equal(parsed[0], chains[2][0]) {
+		t.Fatalf("PEM chain parsed to %d certs, %v", len(parsed), err)
+	}
+	for _, bad := range [][][]byte{{}, {[]byte("not a certificate")}, {chains[0][0], []byte{0x30, 0x00}}} {
+		if _, err := l.AddChain(ctx, bad); err == nil {
+			t.Errorf("chain %q accepted", bad)
+		}
+	}
+}
+
+func b64lines(der []byte) string {
+	s := base64Std(der)
+	var b bytes.Buffer
+	for len(s) > 64 {
+		b.WriteString(s[:64] + "\n")
+		s = s[64:]
+	}
+	b.WriteString(s + "\n")
+	return b.String()
+}
+
+func TestRootsRestriction(t *testing.T) {
+	ca, chains := issue(t, 1)
+	_, other := issue(t, 1)
+	dir := t.TempDir()
+	if _, err := Init(dir, "pkie.test/log"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir, Options{Roots: ca.Pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.AddChain(context.Background(), chains[0]); err != nil {
+		t.Errorf("chain to an accepted root refused: %v", err)
+	}
+	if _, err := l.AddChain(context.Background(), other[0]); err == nil {
+		t.Error("chain to another root accepted")
+	}
+}
+
+func TestInclusionAndConsistencyProofs(t *testing.T) {
+	ctx := context.Background()
+	l := newTestLog(t)
+	_, chains := issue(t, 21)
+	var leafHashes [][32]byte
+	var roots [][32]byte
+	for _, c := range chains {
+		res, err := l.AddChain(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := (&Leaf{Timestamp: res.SCT.Timestamp, Type: X509Entry, Data: c[0]}).Marshal()
+		leafHashes = append(leafHashes, LeafHash(in))
+		r, err := l.RootAt(ctx, uint64(len(leafHashes)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, r)
+	}
+	// The latest checkpoint signs the latest root.
+	msg, err := l.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := checkpoint.Open(msg, l.Verifier(), l.Origin(), time.Hour, time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Size != 21 || cp.Root != roots[20] {
+		t.Fatalf("checkpoint size %d root %x, want 21 %x", cp.Size, cp.Root, roots[20])
+	}
+	for size := uint64(1); size <= 21; size++ {
+		for idx := uint64(0); idx < size; idx++ {
+			p, err := l.InclusionProof(ctx, idx, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := proof.VerifyInclusion(hasher, idx, size, leafHashes[idx][:], p, roots[size-1][:]); err != nil {
+				t.Fatalf("inclusion of %d in %d: %v", idx, size, err)
+			}
+		}
+		for first := uint64(1); first <= size; first++ {
+			p, err := l.ConsistencyProof(ctx, first, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := proof.VerifyConsistency(hasher, first, size, p, roots[first-1][:], roots[size-1][:]); err != nil {
+				t.Fatalf("consistency %d→%d: %v", first, size, err)
+			}
+		}
+	}
+	if _, err := l.InclusionProof(ctx, 0, 22); err == nil {
+		t.Error("proof for a size beyond the log")
+	}
+}
+
+func TestBuildSortedExtendedTree(t *testing.T) {
+	ctx := context.Background()
+	l := newTestLog(t)
+	_, chains := issue(t, 9)
+	if _, err := l.AddChains(ctx, chains[:5]); err != nil {
+		t.Fatal(err)
+	}
+	b1, err := l.BuildSorted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b1.Size != 5 || b1.EntryIndex != 5 {
+		t.Fatalf("build: size %d entry %d, want 5 and 5", b1.Size, b1.EntryIndex)
+	}
+	if _, err := l.AddChains(ctx, chains[5:]); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := l.BuildSorted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2.Size != 9 || b2.EntryIndex != 10 {
+		t.Fatalf("build: size %d entry %d, want 9 and 10", b2.Size, b2.EntryIndex)
+	}
+	// The signed sorted root is the log's leaf at EntryIndex.
+	es, err := l.Entries(ctx, b2.EntryIndex, b2.EntryIndex+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := ParseLeaf(es[0].LeafInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lf.Type != SortedRootEntry || !bytes.Equal(lf.Data, b2.Checkpoint) {
+		t.Fatalf("entry %d: type %#x, data %q", b2.EntryIndex, lf.Type, lf.Data)
+	}
+	scp, err := checkpoint.Open(lf.Data, l.Verifier(), l.SortedOrigin(), time.Hour, time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sorted tree holds SHA-256 of every logged certificate.
+	keys := make([][32]byte, len(chains))
+	for i, c := range chains {
+		keys[i] = sha256.Sum256(c[0])
+	}
+	want := sortedtree.Build(slices.Clone(keys))
+	if scp.Root != want.Root() || scp.Size != 9 {
+		t.Fatalf("sorted checkpoint root %x size %d, want %x 9", scp.Root, scp.Size, want.Root())
+	}
+	tr, err := sortedtree.Open(b2.TreePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if tr.Root() != want.Root() {
+		t.Error("published tree file has another root")
+	}
+	rep, err := l.Audit(ctx, AuditOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("audit of an honest log failed: %+v", rep.Checks)
+	}
+	// The feed gives the keys in log order.
+	got, err := l.Feed().Keys(ctx, 3, 100)
+	if err != nil || len(got) != 6 || got[0] != keys[3] {
+		t.Fatalf("feed keys from 3: %d keys, %v", len(got), err)
+	}
+}
+
+type keySlice [][32]byte
+
+func (k keySlice) Size() uint64          { return uint64(len(k)) }
+func (k keySlice) Key(i uint64) [32]byte { return k[i] }
+
+func TestAuditChecks(t *testing.T) {
+	k := func(b byte) [32]byte { return [32]byte{b} }
+	good := keySlice{k(1), k(2), k(3)}
+	root, err := CheckSortedOrder(good)
+	if err != nil || root != sortedtree.Build(good).Root() {
+		t.Fatalf("sorted keys: root %x err %v", root, err)
+	}
+	for name, bad := range map[string]keySlice{
+		"unsorted":   {k(1), k(3), k(2)},
+		"duplicated": {k(1), k(2), k(2), k(3)},
+	} {
+		if _, err := CheckSortedOrder(bad); err == nil {
+			t.Errorf("%s tree passed the order check", name)
+		}
+	}
+	for name, tc := range map[string]struct {
+		tree keySlice
+		log  [][32]byte
+	}{
+		"extra key":   {keySlice{k(1), k(2), k(3)}, [][32]byte{k(1), k(2)}},
+		"missing key": {keySlice{k(1), k(2)}, [][32]byte{k(1), k(2), k(3)}},
+		"swapped key": {keySlice{k(1), k(2), k(4)}, [][32]byte{k(3), k(2), k(1)}},
+	} {
+		if err := CheckSameSet(tc.tree, tc.log); err == nil {
+			t.Errorf("%s: set mismatch not caught", name)
+		}
+	}
+	if err := CheckSameSet(good, [][32]byte{k(3), k(1), k(2)}); err != nil {
+		t.Errorf("same set in another order: %v", err)
+	}
+}
+
+// TestAuditTamperedTree rewrites the published file: two keys swapped, one
+// key replaced by a certificate the log never saw. The audit must fail.
+func TestAuditTamperedTree(t *testing.T) {
+	ctx := context.Background()
+	l := newTestLog(t)
+	_, chains := issue(t, 6)
+	if _, err := l.AddChains(ctx, chains); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.BuildSorted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(b.TreePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keysAt = 64 // sortedtree file format v1: keys follow a 64-byte header
+	for name, tamper := range map[string]func([]byte){
+		"swapped keys": func(f []byte) {
+			a, c := f[keysAt:keysAt+32], f[keysAt+32:keysAt+64]
+			tmp := bytes.Clone(a)
+			copy(a, c)
+			copy(c, tmp)
+		},
+		"duplicated key": func(f []byte) { copy(f[keysAt+32:keysAt+64], f[keysAt:keysAt+32]) },
+		"foreign key":    func(f []byte) { f[keysAt+5*32+31] ^= 1 },
+	} {
+		f := bytes.Clone(orig)
+		tamper(f)
+		path := filepath.Join(t.TempDir(), "tampered.tree")
+		if err := os.WriteFile(path, f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := l.Audit(ctx, AuditOptions{TreePath: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() {
+			t.Errorf("%s: audit passed: %+v", name, rep.Checks)
+		}
+	}
+}
