@@ -1,0 +1,203 @@
+package consensus
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// edit returns the fixture bundle as a generic map, changed by f, as JSON.
+func edit(t *testing.T, f func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(readFixture(t, "notary-a.notary"), &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func host0(m map[string]any) map[string]any { return m["hosts"].([]any)[0].(map[string]any) }
+
+func TestParseBundle(t *testing.T) {
+	certB := host0(func() map[string]any {
+		var m map[string]any
+		json.Unmarshal(readFixture(t, "notary-b.notary"), &m)
+		return m
+	}())["certificate"].(string)
+	tests := []struct {
+		name    string
+		data    []byte
+		wantErr string // "" = valid
+	}{
+		{"valid", readFixture(t, "notary-a.notary"), ""},
+		{"valid single host", readFixture(t, "notary-b.notary"), ""},
+		{"unknown fields ignored", edit(t, func(m map[string]any) { m["future"] = true }), ""},
+		{"http_port zero means no bouncing", edit(t, func(m map[string]any) { host0(m)["http_port"] = 0 }), ""},
+		{"empty", []byte(""), "not valid JSON"},
+		{"not json", []byte("hosts: []"), "not valid JSON"},
+		{"array", []byte("[]"), "not valid JSON"},
+		{"trailing data", append(readFixture(t, "notary-b.notary"), []byte(`{"x":1}`)...), "data after its JSON object"},
+		{"version 2", edit(t, func(m map[string]any) { m["version"] = 2 }), "version 2 is not supported"},
+		{"version missing", edit(t, func(m map[string]any) { delete(m, "version") }), "version 0 is not supported"},
+		{"no name", edit(t, func(m map[string]any) { m["name"] = " " }), "has no name"},
+		{"no hosts", edit(t, func(m map[string]any) { m["hosts"] = []any{} }), "lists no hosts"},
+		{"too many hosts", edit(t, func(m map[string]any) {
+			hs := []any{}
+			for range 33 {
+				hs = append(hs, host0(m))
+			}
+			m["hosts"] = hs
+		}), "at most 32"},
+		{"empty host", edit(t, func(m map[string]any) { host0(m)["host"] = "" }), "empty host name"},
+		{"host with path", edit(t, func(m map[string]any) { host0(m)["host"] = "a.test/x" }), "not a host name"},
+		{"ssl port 0", edit(t, func(m map[string]any) { host0(m)["ssl_port"] = 0 }), "ssl_port 0 is out of range"},
+		{"ssl port 70000", edit(t, func(m map[string]any) { host0(m)["ssl_port"] = 70000 }), "ssl_port 70000 is out of range"},
+		{"http port negative", edit(t, func(m map[string]any) { host0(m)["http_port"] = -1 }), "http_port -1 is out of range"},
+		{"port as string", edit(t, func(m map[string]any) { host0(m)["ssl_port"] = "443" }), "not valid JSON"},
+		{"certificate not PEM", edit(t, func(m map[string]any) { host0(m)["certificate"] = "MIIB" }), "not PEM"},
+		{"certificate wrong block", edit(t, func(m map[string]any) {
+			host0(m)["certificate"] = strings.ReplaceAll(certB, "CERTIFICATE", "PRIVATE KEY")
+		}), `is "PRIVATE KEY"`},
+		{"two certificates", edit(t, func(m map[string]any) { host0(m)["certificate"] = certB + certB }), "more than one PEM block"},
+		{"garbage DER", edit(t, func(m map[string]any) {
+			host0(m)["certificate"] = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+		}), "does not parse"},
+		{"ECDSA key", readFixture(t, "ecdsa.notary.bad"), "sign with RSA"},
+		{"RSA-1024 key", readFixture(t, "rsa1024.notary.bad"), "1024 bits"},
+		{"oversized", make([]byte, maxBundleSize+1), "at most"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := ParseBundle(tt.data)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("ParseBundle: %v", err)
+				}
+				for _, h := range b.Hosts {
+					if h.Cert() == nil || h.PublicKey() == nil {
+						t.Fatalf("host %s has no parsed certificate", h.Host)
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ParseBundle error = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestBundleMarshalRoundTrip(t *testing.T) {
+	b, err := ParseBundle(readFixture(t, "notary-a.notary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := ParseBundle(out)
+	if err != nil {
+		t.Fatalf("re-parsing marshalled bundle: %v\n%s", err, out)
+	}
+	if b2.Name != b.Name || len(b2.Hosts) != 2 || b2.Hosts[1].Host != "notary-a2.test" || b2.Region != "US" ||
+		!b2.Hosts[0].Cert().Equal(b.Hosts[0].Cert()) {
+		t.Fatalf("round trip changed the bundle: %+v", b2)
+	}
+	h, err := NewHost("n.test", 4443, 0, b.Hosts[0].Cert())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.HTTPAddr() != "" || h.SSLAddr() != "n.test:4443" {
+		t.Fatalf("addresses: %q %q", h.HTTPAddr(), h.SSLAddr())
+	}
+}
+
+func TestLoadDir(t *testing.T) {
+	t.Run("fixtures", func(t *testing.T) {
+		bs, err := LoadDir("testdata")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 2 || bs[0].Name != "notary-a" || bs[1].Name != "notary-b" {
+			t.Fatalf("loaded %d bundles, want notary-a and notary-b (in name order, *.notary only)", len(bs))
+		}
+	})
+	t.Run("malformed file is named", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "a.notary"), readFixture(t, "notary-a.notary"), 0o644)
+		os.WriteFile(filepath.Join(dir, "broken.notary"), []byte(`{"version":1,`), 0o644)
+		_, err := LoadDir(dir)
+		if err == nil || !strings.Contains(err.Error(), "broken.notary") || !strings.Contains(err.Error(), "not valid JSON") {
+			t.Fatalf("LoadDir error = %v, want it to name broken.notary", err)
+		}
+	})
+	t.Run("same notary twice", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "a.notary"), readFixture(t, "notary-a.notary"), 0o644)
+		os.WriteFile(filepath.Join(dir, "copy.notary"), readFixture(t, "notary-a.notary"), 0o644)
+		_, err := LoadDir(dir)
+		if err == nil || !strings.Contains(err.Error(), "vote twice") {
+			t.Fatalf("LoadDir error = %v, want a duplicate-notary error", err)
+		}
+	})
+	t.Run("missing dir", func(t *testing.T) {
+		_, err := LoadDir(filepath.Join(t.TempDir(), "nope"))
+		if err == nil || !strings.Contains(err.Error(), "notaries directory") {
+			t.Fatalf("LoadDir error = %v", err)
+		}
+	})
+	t.Run("empty dir", func(t *testing.T) {
+		bs, err := LoadDir(t.TempDir())
+		if err != nil || len(bs) != 0 {
+			t.Fatalf("LoadDir = %d, %v", len(bs), err)
+		}
+	})
+}
+
+func FuzzParseBundle(f *testing.F) {
+	for _, n := range []string{"notary-a.notary", "notary-b.notary", "ecdsa.notary.bad", "rsa1024.notary.bad"} {
+		f.Add(readFixture(f, n))
+	}
+	f.Add([]byte(`{"version":1,"name":"x","hosts":[{"host":"h","ssl_port":1,"certificate":""}]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := ParseBundle(data)
+		if err != nil {
+			if b != nil {
+				t.Fatal("bundle returned with an error")
+			}
+			return
+		}
+		// A bundle that parses must be usable: every host pinned to an
+		// RSA key, and its rendering must parse again.
+		for _, h := range b.Hosts {
+			if h.PublicKey() == nil {
+				t.Fatalf("host %q has no RSA key", h.Host)
+			}
+		}
+		out, err := b.Marshal()
+		if err != nil {
+			t.Fatalf("Marshal of a parsed bundle: %v", err)
+		}
+		if _, err := ParseBundle(out); err != nil {
+			t.Fatalf("re-parse: %v", err)
+		}
+	})
+}

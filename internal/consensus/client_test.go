@@ -1,0 +1,364 @@
+package consensus
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/probe"
+)
+
+// testNotary is a small real HTTPS server speaking the Convergence wire
+// API from a fixed history, signing as the specification says. It lets the
+// client be tested against each way a notary can answer.
+type testNotary struct {
+	t       *testing.T
+	key     *rsa.PrivateKey // serves TLS with a certificate for this key
+	signer  *rsa.PrivateKey // signs answers (normally key)
+	cert    *x509.Certificate
+	ln      net.Listener
+	srv     *http.Server
+	mu      sync.Mutex
+	history map[string][]Entry // "host+port" -> entries
+	current map[string][20]byte
+	mode    string // "", "503", "400", "500", "tamper", "nofp", "huge", "slow", "nosig"
+	hits    atomic.Int32
+}
+
+func selfSigned(t testing.TB, key *rsa.PrivateKey, cn string) *x509.Certificate {
+	t.Helper()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), DNSNames: []string{cn}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func startTestNotary(t *testing.T, key *rsa.PrivateKey) *testNotary {
+	t.Helper()
+	n := &testNotary{t: t, key: key, signer: key, cert: selfSigned(t, key, "notary.test"),
+		history: map[string][]Entry{}, current: map[string][20]byte{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ln = ln
+	n.srv = &http.Server{Handler: http.HandlerFunc(n.serve), ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{n.cert.Raw}, PrivateKey: key}}}}
+	go n.srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { n.srv.Close() })
+	return n
+}
+
+func (n *testNotary) port() int { return n.ln.Addr().(*net.TCPAddr).Port }
+
+// sees records that the notary observes fp at target, seen for observed.
+func (n *testNotary) sees(target string, fp [20]byte, observed time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now().Truncate(time.Second)
+	n.history[target] = append(n.history[target], Entry{Fingerprint: fp, Start: now.Add(-observed), Finish: now})
+	n.current[target] = fp
+}
+
+func (n *testNotary) bundle(t *testing.T, name string) *Bundle {
+	t.Helper()
+	h, err := NewHost("127.0.0.1", n.port(), 0, n.cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Bundle{Version: 1, Name: name, Hosts: []Host{h}}
+}
+
+func (n *testNotary) serve(w http.ResponseWriter, r *http.Request) {
+	n.hits.Add(1)
+	target, ok := strings.CutPrefix(r.URL.Path, "/target/")
+	if r.Method != http.MethodPost || !ok || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+		http.Error(w, "bad request shape", http.StatusBadRequest)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	fpb, err := probe.ParseColonHex(r.PostForm.Get("fingerprint"), 20)
+	if err != nil || r.PostForm.Get("fingerprint") != strings.ToUpper(r.PostForm.Get("fingerprint")) {
+		http.Error(w, "malformed fingerprint", http.StatusBadRequest)
+		return
+	}
+	var fp [20]byte
+	copy(fp[:], fpb)
+	n.mu.Lock()
+	mode, hist, cur, known := n.mode, append([]Entry(nil), n.history[target]...), n.current[target], len(n.history[target]) > 0
+	n.mu.Unlock()
+	switch mode {
+	case "503", "400", "500":
+		code := map[string]int{"503": 503, "400": 400, "500": 500}[mode]
+		http.Error(w, "forced "+mode, code)
+		return
+	case "slow":
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		return
+	}
+	if !known {
+		http.Error(w, "cannot reach target", http.StatusServiceUnavailable)
+		return
+	}
+	if mode == "nofp" {
+		hist = nil
+	}
+	var list bytes.Buffer
+	list.WriteString("[")
+	for i, e := range hist {
+		if i > 0 {
+			list.WriteString(",")
+		}
+		fmt.Fprintf(&list, `{"timestamp":{"start":"%d","finish":"%d"},"fingerprint":"%s"}`, e.Start.Unix(), e.Finish.Unix(), probe.ColonHex(e.Fingerprint[:]))
+	}
+	list.WriteString("]")
+	body := independentSign(n.t, n.signer, list.String())
+	switch mode {
+	case "tamper":
+		body = bytes.Replace(body, []byte(`"start":"`), []byte(`"start":"1`), 1)
+	case "huge":
+		body = append(bytes.Repeat([]byte(" "), maxAnswerBody), body...)
+	case "nosig":
+		body = []byte(`{"fingerprintList":` + list.String() + `}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if cur == fp {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusConflict)
+	}
+	w.Write(body)
+}
+
+func TestQuery(t *testing.T) {
+	k, other := rsaKeys(t)
+	n := startTestNotary(t, k)
+	good := [20]byte{0xAA, 1}
+	bad := [20]byte{0xBB, 2}
+	n.sees("site.test+443", good, 48*time.Hour)
+	c := &Client{}
+	defer c.CloseIdleConnections()
+
+	tests := []struct {
+		name       string
+		mode       string
+		signer     *rsa.PrivateKey
+		host       string
+		fp         [20]byte
+		want       Vote
+		wantStatus int
+		wantReason string
+	}{
+		{"yes", "", k, "site.test", good, Yes, 200, "same certificate"},
+		{"no", "", k, "site.test", bad, No, 409, "different certificate"},
+		{"notary cannot reach target", "", k, "unknown.test", good, StandAside, 503, "503"},
+		{"overloaded", "503", k, "site.test", good, StandAside, 503, "503"},
+		{"bad request", "400", k, "site.test", good, StandAside, 400, "rejected the request (400)"},
+		{"server error", "500", k, "site.test", good, StandAside, 500, "unexpected status 500"},
+		{"tampered answer", "tamper", k, "site.test", good, StandAside, 200, "does not verify"},
+		{"signed by another key", "", other, "site.test", good, StandAside, 200, "does not verify"},
+		{"missing signature", "nosig", k, "site.test", good, StandAside, 200, "no signature"},
+		{"200 without the fingerprint", "nofp", k, "site.test", good, StandAside, 200, "does not list the fingerprint"},
+		{"oversized answer", "huge", k, "site.test", good, StandAside, 200, "exceeds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n.mu.Lock()
+			n.mode, n.signer = tt.mode, tt.signer
+			n.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a := c.Query(ctx, n.bundle(t, "n1"), tt.host, 443, tt.fp)
+			if a.Vote != tt.want || a.Status != tt.wantStatus || !strings.Contains(a.Reason, tt.wantReason) {
+				t.Fatalf("Query = %s %d %q; want %s %d containing %q", a.Vote, a.Status, a.Reason, tt.want, tt.wantStatus, tt.wantReason)
+			}
+			if a.Notary != "n1" || a.RoundTrip <= 0 {
+				t.Fatalf("answer metadata: %+v", a)
+			}
+			if a.Vote == Yes && (a.Observed < 47*time.Hour || len(a.History) != 1) {
+				t.Fatalf("yes without the observed span: %+v", a)
+			}
+			if (a.Vote != StandAside || tt.mode == "tamper") && a.SigCheck <= 0 {
+				t.Fatalf("signature check not timed: %+v", a)
+			}
+		})
+	}
+}
+
+func TestQueryPinAndReplicas(t *testing.T) {
+	k, other := rsaKeys(t)
+	n := startTestNotary(t, k)
+	fp := [20]byte{7}
+	n.sees("site.test+8443", fp, time.Hour)
+	c := &Client{}
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+
+	t.Run("pin mismatch", func(t *testing.T) {
+		wrong, err := NewHost("127.0.0.1", n.port(), 0, selfSigned(t, other, "impostor.test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := c.Query(ctx, &Bundle{Version: 1, Name: "pinned", Hosts: []Host{wrong}}, "site.test", 8443, fp)
+		if a.Vote != StandAside || !strings.Contains(a.Reason, "pin mismatch") || n.hits.Load() != 0 {
+			t.Fatalf("Query through a wrong pin = %s %q (notary hits %d)", a.Vote, a.Reason, n.hits.Load())
+		}
+	})
+	t.Run("first replica down", func(t *testing.T) {
+		dead, _ := net.Listen("tcp", "127.0.0.1:0")
+		deadPort := dead.Addr().(*net.TCPAddr).Port
+		dead.Close()
+		h1, _ := NewHost("127.0.0.1", deadPort, 0, n.cert)
+		h2, _ := NewHost("127.0.0.1", n.port(), 0, n.cert)
+		a := c.Query(ctx, &Bundle{Version: 1, Name: "replicated", Hosts: []Host{h1, h2}}, "site.test", 8443, fp)
+		if a.Vote != Yes || a.Host != h2.SSLAddr() {
+			t.Fatalf("Query = %s from %s (%q), want yes from %s", a.Vote, a.Host, a.Reason, h2.SSLAddr())
+		}
+	})
+	t.Run("all replicas down", func(t *testing.T) {
+		dead, _ := net.Listen("tcp", "127.0.0.1:0")
+		deadPort := dead.Addr().(*net.TCPAddr).Port
+		dead.Close()
+		h1, _ := NewHost("127.0.0.1", deadPort, 0, n.cert)
+		a := c.Query(ctx, &Bundle{Version: 1, Name: "down", Hosts: []Host{h1}}, "site.test", 8443, fp)
+		if a.Vote != StandAside || !strings.Contains(a.Reason, "unreachable") {
+			t.Fatalf("Query = %s %q", a.Vote, a.Reason)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		n.mu.Lock()
+		n.mode = "slow"
+		n.mu.Unlock()
+		defer func() { n.mu.Lock(); n.mode = ""; n.mu.Unlock() }()
+		ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		a := c.Query(ctx, n.bundle(t, "slow"), "site.test", 8443, fp)
+		if a.Vote != StandAside || !strings.Contains(a.Reason, "timed out") {
+			t.Fatalf("Query = %s %q, want a timed-out stand-aside", a.Vote, a.Reason)
+		}
+	})
+}
+
+// connectRelay is a minimal Convergence bouncer: CONNECT to allowed
+// addresses only. It records the targets it relayed.
+type connectRelay struct {
+	ln      net.Listener
+	allowed string
+	mu      sync.Mutex
+	relayed []string
+}
+
+func startRelay(t *testing.T, allowed string) *connectRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &connectRelay{ln: ln, allowed: allowed}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.handle(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return r
+}
+
+func (r *connectRelay) handle(c net.Conn) {
+	defer c.Close()
+	req, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
+	if req.Method != http.MethodConnect || req.Host != r.allowed {
+		io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	up, err := net.Dial("tcp", req.Host)
+	if err != nil {
+		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	defer up.Close()
+	r.mu.Lock()
+	r.relayed = append(r.relayed, req.Host)
+	r.mu.Unlock()
+	io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+	go io.Copy(up, c)
+	io.Copy(c, up)
+}
+
+func TestQueryBounced(t *testing.T) {
+	k, other := rsaKeys(t)
+	b := startTestNotary(t, k) // the notary queried
+	fp := [20]byte{9}
+	b.sees("site.test+443", fp, time.Hour)
+	bBundle := b.bundle(t, "B")
+	relay := startRelay(t, bBundle.Hosts[0].SSLAddr())
+	aHost, err := NewHost("127.0.0.1", 1, relay.ln.Addr().(*net.TCPAddr).Port, selfSigned(t, other, "a.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aBundle := &Bundle{Version: 1, Name: "A", Hosts: []Host{aHost}}
+
+	c := &Client{BounceVia: aBundle}
+	defer c.CloseIdleConnections()
+	a := c.Query(context.Background(), bBundle, "site.test", 443, fp)
+	if a.Vote != Yes || !a.Bounced {
+		t.Fatalf("bounced Query = %s bounced=%v %q", a.Vote, a.Bounced, a.Reason)
+	}
+	relay.mu.Lock()
+	got := append([]string(nil), relay.relayed...)
+	relay.mu.Unlock()
+	if len(got) != 1 || got[0] != bBundle.Hosts[0].SSLAddr() {
+		t.Fatalf("relay saw %v, want one CONNECT to %s", got, bBundle.Hosts[0].SSLAddr())
+	}
+
+	// A relay that refuses the CONNECT makes the notary stand aside.
+	refusing := startRelay(t, "127.0.0.1:1")
+	aHost.HTTPPort = refusing.ln.Addr().(*net.TCPAddr).Port
+	c2 := &Client{BounceVia: &Bundle{Version: 1, Name: "A", Hosts: []Host{aHost}}}
+	defer c2.CloseIdleConnections()
+	a = c2.Query(context.Background(), bBundle, "site.test", 443, fp)
+	if a.Vote != StandAside || !strings.Contains(a.Reason, "refused CONNECT") {
+		t.Fatalf("Query through a refusing relay = %s %q", a.Vote, a.Reason)
+	}
+
+	// The bounce notary itself is queried directly.
+	if c.bounceHost(aBundle) != nil {
+		t.Fatal("the bounce notary would bounce through itself")
+	}
+}
