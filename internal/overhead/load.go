@@ -405,6 +405,11 @@ func isRedirect(code int) bool {
 // describe words a request error, naming the page timeout when that is
 // what ended it.
 func describe(ctx context.Context, err error) string {
+	// The URL is recorded beside the error already.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "page load timed out: " + err.Error()
 	}

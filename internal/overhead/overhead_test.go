@@ -2,10 +2,14 @@ package overhead
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,4 +187,333 @@ func curlHandshakeMS(t *testing.T, tw *testbed.Twins, n int) float64 {
 	return got[0]
 }
 
-var _ = netip.AddrPort{}
+// TestPersistentHandshakeOnce checks the two modes' connection use, on the
+// client's counts and on the servers' own: persistent pays one connection
+// and one TLS handshake per page load, non-persistent one per object.
+func TestPersistentHandshakeOnce(t *testing.T) {
+	const objects, runs = 5, 3
+	for _, mode := range []Mode{Persistent, NonPersistent} {
+		t.Run(string(mode), func(t *testing.T) {
+			tw := startTwins(t, testbed.TwinOptions{Objects: objects})
+			m := twinMeter(tw, Options{Runs: runs, Modes: []Mode{mode}, KeepObjects: true})
+			rep := m.Measure(context.Background(), []Site{mustSite(t, tw.URL("https"))})
+			if len(rep.Unresponsive) > 0 {
+				t.Fatalf("unresponsive: %+v", rep.Unresponsive)
+			}
+			perLoad := 1
+			if mode == NonPersistent {
+				perLoad = objects + 1
+			}
+			for _, l := range rep.Sites[0].Loads {
+				wantHS := perLoad
+				if l.Scheme == "http" {
+					wantHS = 0
+				}
+				if l.Requests != objects+1 || l.Conns != perLoad || l.Handshakes != wantHS || l.Failed != 0 {
+					t.Errorf("%s load %d: %d requests, %d conns, %d handshakes, %d failed; want %d, %d, %d, 0",
+						l.Scheme, l.Run, l.Requests, l.Conns, l.Handshakes, l.Failed, objects+1, perLoad, wantHS)
+				}
+				wantBytes := int64(tw.PageBytes() + objects*tw.ObjectBytes())
+				if l.Bytes != wantBytes {
+					t.Errorf("%s load %d: %d bytes, want %d", l.Scheme, l.Run, l.Bytes, wantBytes)
+				}
+				reused := 0
+				for _, o := range l.Objects {
+					if o.Reused {
+						reused++
+					}
+					if o.Status != http.StatusOK {
+						t.Errorf("%s: status %d", o.URL, o.Status)
+					}
+				}
+				if want := objects + 1 - perLoad; reused != want {
+					t.Errorf("%s load %d: %d requests on reused connections, want %d", l.Scheme, l.Run, reused, want)
+				}
+			}
+			httpConns, httpsConns := tw.Conns()
+			if httpConns != int64(runs*perLoad) || httpsConns != int64(runs*perLoad) {
+				t.Errorf("servers accepted %d HTTP and %d HTTPS connections, want %d each", httpConns, httpsConns, runs*perLoad)
+			}
+		})
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	t.Run("same scheme", func(t *testing.T) {
+		tw := startTwins(t, testbed.TwinOptions{Objects: 2, Redirect: true})
+		m := twinMeter(tw, Options{Runs: 2, Modes: []Mode{Persistent}})
+		rep := m.Measure(context.Background(), []Site{mustSite(t, tw.Host)})
+		if len(rep.Unresponsive) > 0 {
+			t.Fatalf("unresponsive: %+v", rep.Unresponsive)
+		}
+		for _, l := range rep.Sites[0].Loads {
+			if len(l.Redirects) != 1 || l.Redirects[0] != l.URL || l.FinalURL != l.Scheme+"://twin.test/index.html" || l.Requests != 4 {
+				t.Errorf("%s load: redirects %q, final %q, %d requests; want [%s], %s://twin.test/index.html, 4", l.Scheme, l.Redirects, l.FinalURL, l.Requests, l.URL, l.Scheme)
+			}
+		}
+		ma := rep.Aggregates.Modes[0]
+		if !rep.Aggregates.Sites[0].Redirected || ma.All.Sites != 1 || ma.WithoutRedirects.Sites != 0 {
+			t.Errorf("redirected %v, sites %d with redirects and %d without; want true, 1, 0", rep.Aggregates.Sites[0].Redirected, ma.All.Sites, ma.WithoutRedirects.Sites)
+		}
+	})
+	t.Run("upgrade to https", func(t *testing.T) {
+		tw := startTwins(t, testbed.TwinOptions{Objects: 1, UpgradeHTTP: true})
+		m := twinMeter(tw, Options{Runs: 1, Modes: []Mode{NonPersistent}})
+		rep := m.Measure(context.Background(), []Site{mustSite(t, tw.Host)})
+		for _, l := range rep.Sites[0].Loads {
+			if l.Scheme != "http" {
+				continue
+			}
+			// The HTTP load is redirected to HTTPS and so pays TLS for the
+			// page and its object, as the thesis observed for facebook.com.
+			if !l.OK() || len(l.Redirects) != 1 || l.FinalURL != "https://twin.test/" || l.Handshakes != 2 {
+				t.Errorf("http load: ok %v (%s), redirects %q, final %q, handshakes %d; want ok, 1 redirect, https://twin.test/, 2",
+					l.OK(), l.Err, l.Redirects, l.FinalURL, l.Handshakes)
+			}
+		}
+	})
+	t.Run("loop", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/again", http.StatusFound)
+		}))
+		defer srv.Close()
+		m := New(Options{Runs: 1, Modes: []Mode{Persistent}, AllowPrivate: true, MaxRedirects: 3, Lookup: fixedLookup(srv.URL)})
+		u, _ := url.Parse("http://loop.test/")
+		l := m.LoadPage(context.Background(), u, Persistent)
+		if l.OK() || !strings.Contains(l.Err, "more than 3 redirects") || l.Requests != 4 {
+			t.Errorf("redirect loop: err %q after %d requests; want \"more than 3 redirects\" after 4", l.Err, l.Requests)
+		}
+	})
+}
+
+// fixedLookup resolves every name to the server at rawURL.
+func fixedLookup(rawURL string) func(context.Context, string, int) ([]netip.AddrPort, error) {
+	u, _ := url.Parse(rawURL)
+	ap := netip.MustParseAddrPort(u.Host)
+	return func(context.Context, string, int) ([]netip.AddrPort, error) { return []netip.AddrPort{ap}, nil }
+}
+
+func TestUnresponsive(t *testing.T) {
+	tw := startTwins(t, testbed.TwinOptions{Objects: 1})
+	closed := startTwins(t, testbed.TwinOptions{Host: "down.test"})
+	closed.Close()
+	lookup := func(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
+		if host == "down.test" {
+			return closed.Lookup(ctx, host, port)
+		}
+		if host == "nohttps.test" {
+			if port == 443 {
+				return []netip.AddrPort{closed.HTTPS}, nil
+			}
+			return tw.Lookup(ctx, tw.Host, port)
+		}
+		return tw.Lookup(ctx, host, port)
+	}
+	sites := []Site{
+		mustSite(t, "twin.test"),
+		mustSite(t, "twin.test/missing"),
+		mustSite(t, "down.test"),
+		mustSite(t, "nohttps.test"),
+		mustSite(t, "nxdomain.test"),
+	}
+	m := New(Options{Runs: 2, Modes: []Mode{NonPersistent, Persistent}, AllowPrivate: true, Lookup: lookup, RootCAs: tw.CA.Pool(), PageTimeout: 5 * time.Second})
+	rep := m.Measure(context.Background(), sites)
+	got := map[string][]string{}
+	for _, u := range rep.Unresponsive {
+		got[u.Site] = append(got[u.Site], u.Scheme+": "+u.Reason)
+	}
+	want := map[string][]string{
+		"twin.test/missing": {"http: page answered HTTP status 404", "https: page answered HTTP status 404"},
+		"down.test/":        {"http: cannot connect", "https: cannot connect"},
+		"nohttps.test/":     {"https: cannot connect"},
+		"nxdomain.test/":    {"http: cannot resolve host", "https: cannot resolve host"},
+	}
+	if len(got) != len(want) {
+		t.Errorf("unresponsive sites %q, want %d of them", got, len(want))
+	}
+	for site, reasons := range want {
+		g := got[site]
+		if len(g) != len(reasons) {
+			t.Errorf("%s: reasons %q, want %q", site, g, reasons)
+			continue
+		}
+		sort.Strings(g)
+		for i := range reasons {
+			if !strings.HasPrefix(g[i], reasons[i]) {
+				t.Errorf("%s: reason %q, want it to start %q", site, g[i], reasons[i])
+			}
+		}
+	}
+	// An unresponsive site is given up after its first run, in every mode.
+	for _, s := range rep.Sites {
+		if s.Site != "twin.test/" && len(s.Loads) != 2 {
+			t.Errorf("%s: %d loads, want 2 (one run, then given up)", s.Site, len(s.Loads))
+		}
+	}
+	if ag := rep.Aggregates.Modes; len(ag) != 2 || ag[0].All.Sites != 1 || ag[1].All.Sites != 1 {
+		t.Errorf("aggregates cover %+v; want the one responsive site in each mode", ag)
+	}
+}
+
+func TestPrivateAddressRefused(t *testing.T) {
+	tw := startTwins(t, testbed.TwinOptions{})
+	m := New(Options{Runs: 1, Modes: []Mode{Persistent}, Lookup: tw.Lookup, RootCAs: tw.CA.Pool()})
+	rep := m.Measure(context.Background(), []Site{mustSite(t, tw.Host)})
+	if len(rep.Unresponsive) != 2 {
+		t.Fatalf("unresponsive %+v, want both schemes refused", rep.Unresponsive)
+	}
+	for _, u := range rep.Unresponsive {
+		if !strings.Contains(u.Reason, "refusing to connect to 127.0.0.1 (loopback)") {
+			t.Errorf("%s: reason %q does not say loopback was refused", u.Scheme, u.Reason)
+		}
+	}
+	if n := tw.Requests(); n != 0 {
+		t.Errorf("twins answered %d requests despite the refusal", n)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	tw := startTwins(t, testbed.TwinOptions{Objects: 3, ObjectSize: 4096})
+	u, _ := url.Parse(tw.URL("https"))
+	t.Run("object too big", func(t *testing.T) {
+		m := twinMeter(tw, Options{MaxObjectBytes: 4095, KeepObjects: true})
+		l := m.LoadPage(context.Background(), u, Persistent)
+		if !l.OK() || l.Failed != 3 {
+			t.Fatalf("load ok %v (%s) with %d failed objects; want ok with 3 failed", l.OK(), l.Err, l.Failed)
+		}
+		if e := l.Objects[1].Err; !strings.Contains(e, "exceeds the 4095-byte object limit") {
+			t.Errorf("object error %q", e)
+		}
+	})
+	t.Run("page budget", func(t *testing.T) {
+		m := twinMeter(tw, Options{MaxPageBytes: int64(tw.PageBytes() + 4096)})
+		l := m.LoadPage(context.Background(), u, Persistent)
+		if l.OK() || !strings.Contains(l.Err, "page limit") {
+			t.Errorf("load err %q, want the page limit", l.Err)
+		}
+	})
+	t.Run("max objects", func(t *testing.T) {
+		m := twinMeter(tw, Options{MaxObjects: 2})
+		if l := m.LoadPage(context.Background(), u, Persistent); l.Requests != 3 {
+			t.Errorf("%d requests, want page + 2", l.Requests)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		slow := startTwins(t, testbed.TwinOptions{Objects: 2, RTT: 100 * time.Millisecond})
+		m := twinMeter(slow, Options{PageTimeout: 150 * time.Millisecond})
+		l := m.LoadPage(context.Background(), u, NonPersistent)
+		if l.OK() || !strings.Contains(l.Err, "timed out") && !strings.Contains(l.Err, "page timeout") {
+			t.Errorf("load err %q, want a timeout", l.Err)
+		}
+	})
+}
+
+func TestGzipPage(t *testing.T) {
+	page := `<html><img src="/a.png"><script src="/b.js"></script></html>`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			w.Write([]byte("x"))
+			return
+		}
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			t.Errorf("Accept-Encoding %q", r.Header.Get("Accept-Encoding"))
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		zw.Write([]byte(page))
+		zw.Close()
+	}))
+	defer srv.Close()
+	m := New(Options{AllowPrivate: true, Lookup: fixedLookup(srv.URL)})
+	u, _ := url.Parse("http://gz.test/")
+	l := m.LoadPage(context.Background(), u, Persistent)
+	if !l.OK() || l.Requests != 3 {
+		t.Errorf("gzip page: ok %v (%s), %d requests; want the page's 2 objects fetched", l.OK(), l.Err, l.Requests)
+	}
+}
+
+func TestParseSite(t *testing.T) {
+	tests := []struct {
+		in, name, http, https, err string
+	}{
+		{in: "example.com", name: "example.com/", http: "http://example.com/", https: "https://example.com/"},
+		{in: "HTTPS://Example.COM/News?q=1#frag", name: "example.com/News?q=1", http: "http://example.com/News?q=1", https: "https://example.com/News?q=1"},
+		{in: "http://192.0.2.1/", name: "192.0.2.1/", http: "http://192.0.2.1/", https: "https://192.0.2.1/"},
+		{in: "http://[2001:db8::1]/", name: "[2001:db8::1]/", http: "http://[2001:db8::1]/", https: "https://[2001:db8::1]/"},
+		{in: "", err: "empty URL"},
+		{in: "ftp://example.com/", err: `scheme "ftp" is not http or https`},
+		{in: "http://", err: "has no host"},
+		{in: "http://example.com:8080/", err: "names port 8080"},
+		{in: "http://user:pw@example.com/", err: "user credentials"},
+		{in: "http://exa mple.com/", err: "malformed URL"},
+		{in: "http://%zz/", err: "malformed URL"},
+		{in: "http://" + strings.Repeat("a", 254) + "/", err: "at most 253"},
+	}
+	for _, tc := range tests {
+		s, err := ParseSite(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseSite(%q) = %v, want error containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseSite(%q): %v", tc.in, err)
+			continue
+		}
+		if s.Name != tc.name || s.HTTP.String() != tc.http || s.HTTPS.String() != tc.https {
+			t.Errorf("ParseSite(%q) = %q %s %s, want %q %s %s", tc.in, s.Name, s.HTTP, s.HTTPS, tc.name, tc.http, tc.https)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want Summary
+	}{
+		{nil, Summary{}},
+		{[]float64{5}, Summary{N: 1, Mean: 5, Median: 5, P75: 5, P90: 5, Min: 5, Max: 5}},
+		{[]float64{4, 1, 3, 2}, Summary{N: 4, Mean: 2.5, Median: 2.5, P75: 3.25, P90: 3.7, Min: 1, Max: 4}},
+		{[]float64{-10, 0, 10, 20, 30, 40, 50, 60, 70, 80, 90}, Summary{N: 11, Mean: 40, Median: 40, P75: 65, P90: 80, Min: -10, Max: 90}},
+	}
+	for _, tc := range tests {
+		got := Summarize(tc.in)
+		near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+		if got.N != tc.want.N || !near(got.Mean, tc.want.Mean) || !near(got.Median, tc.want.Median) || !near(got.P75, tc.want.P75) ||
+			!near(got.P90, tc.want.P90) || got.Min != tc.want.Min || got.Max != tc.want.Max {
+			t.Errorf("Summarize(%v) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestAggregate checks the arithmetic on hand-made loads: the thesis's
+// overhead is mean(HTTPS) − mean(HTTP) per site, its percentage relative to
+// HTTP, and failed runs are left out.
+func TestAggregate(t *testing.T) {
+	ld := func(scheme string, run int, ms int, err string, redirects ...string) Load {
+		return Load{Scheme: scheme, Mode: Persistent, Run: run, Duration: time.Duration(ms) * time.Millisecond, Err: err, Requests: 2, Redirects: redirects}
+	}
+	sites := []SiteResult{
+		{Site: "a", Loads: []Load{ld("http", 0, 100, ""), ld("https", 0, 150, ""), ld("http", 1, 300, ""), ld("https", 1, 330, ""), ld("http", 2, 1, "boom"), ld("https", 2, 1, "")}},
+		{Site: "b", Loads: []Load{ld("http", 0, 1000, "", "x"), ld("https", 0, 1100, "")}},
+	}
+	ag := Aggregate(sites, []Mode{Persistent, NonPersistent})
+	if len(ag.Sites) != 2 || len(ag.Modes) != 2 {
+		t.Fatalf("got %d site and %d mode aggregates", len(ag.Sites), len(ag.Modes))
+	}
+	a := ag.Sites[0]
+	if a.Pairs != 2 || a.Failed != 1 || a.MeanOverheadMS != 40 || a.MeanOverheadPct != 20 || a.OverheadMS.Median != 40 || a.OverheadPct.Mean != 30 || a.OverheadPerRequestMS != 20 {
+		t.Errorf("site a: %+v", a)
+	}
+	all, nr := ag.Modes[0].All, ag.Modes[0].WithoutRedirects
+	if all.Sites != 2 || all.HTTPMeanMS != 600 || all.HTTPSMeanMS != 670 || all.OverheadMS != 70 || all.SiteOverheadMS.Median != 70 {
+		t.Errorf("all: %+v", all)
+	}
+	if nr.Sites != 1 || nr.OverheadMS != 40 || nr.RunOverheadMS.N != 2 {
+		t.Errorf("without redirects: %+v", nr)
+	}
+	if ag.Modes[1].All.Sites != 0 {
+		t.Errorf("non-persistent has no loads but %d sites", ag.Modes[1].All.Sites)
+	}
+}
