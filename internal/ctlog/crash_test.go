@@ -1,4 +1,4 @@
-package ctlog
+package ctlog_test
 
 import (
 	"bufio"
@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/pkie/pkie/checkpoint"
+	. "github.com/pkie/pkie/internal/ctlog"
 )
 
 // TestHelperAppender is not a test: TestKillRestart runs the test binary
@@ -109,7 +111,7 @@ func TestKillRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		lh := LeafHash(es[0].LeafInput)
-		if err := proof.VerifyInclusion(hasher, idx, cp.Size, lh[:], p, cp.Root[:]); err != nil {
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, idx, cp.Size, lh[:], p, cp.Root[:]); err != nil {
 			t.Fatalf("entry %d: %v", idx, err)
 		}
 	}

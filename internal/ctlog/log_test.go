@@ -1,9 +1,10 @@
-package ctlog
+package ctlog_test
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/pkie/pkie/checkpoint"
+	. "github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/sortedtree"
 )
@@ -113,7 +116,7 @@ func TestAddChainSCT(t *testing.T) {
 }
 
 func b64lines(der []byte) string {
-	s := base64Std(der)
+	s := base64.StdEncoding.EncodeToString(der)
 	var b bytes.Buffer
 	for len(s) > 64 {
 		b.WriteString(s[:64] + "\n")
@@ -180,7 +183,7 @@ func TestInclusionAndConsistencyProofs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := proof.VerifyInclusion(hasher, idx, size, leafHashes[idx][:], p, roots[size-1][:]); err != nil {
+			if err := proof.VerifyInclusion(rfc6962.DefaultHasher, idx, size, leafHashes[idx][:], p, roots[size-1][:]); err != nil {
 				t.Fatalf("inclusion of %d in %d: %v", idx, size, err)
 			}
 		}
@@ -189,7 +192,7 @@ func TestInclusionAndConsistencyProofs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := proof.VerifyConsistency(hasher, first, size, p, roots[first-1][:], roots[size-1][:]); err != nil {
+			if err := proof.VerifyConsistency(rfc6962.DefaultHasher, first, size, p, roots[first-1][:], roots[size-1][:]); err != nil {
 				t.Fatalf("consistency %d→%d: %v", first, size, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package revocation
+package revocation_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
+	. "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/sortedtree"
 )

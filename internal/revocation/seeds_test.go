@@ -1,4 +1,4 @@
-package revocation
+package revocation_test
 
 import (
 	"flag"
