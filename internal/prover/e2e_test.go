@@ -1,0 +1,322 @@
+package prover_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/feed"
+	. "github.com/pkie/pkie/internal/prover"
+	"github.com/pkie/pkie/internal/revocation"
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// clock is a settable clock shared by every party of a test.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock                   { c := &clock{}; c.ns.Store(time.Now().UnixNano()); return c }
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+type world struct {
+	ttp    *testbed.TTPs
+	clk    *clock
+	ca     *testbed.CA
+	client *Client
+	ctPin  Pin
+	revPin Pin
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	clk := newClock()
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
+	root, err := testbed.NewRootCA("Proof Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := root.NewIntermediate("Proof CA", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctPin, err := ParsePin(ttp.LogKey, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revPin, err := ParsePin(ttp.RevocationKey, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{ttp: ttp, clk: clk, ca: ca, client: &Client{Base: ttp.ProverURL}, ctPin: ctPin, revPin: revPin}
+}
+
+func (w *world) leaf(t *testing.T) *testbed.Leaf {
+	t.Helper()
+	l, err := w.ca.Issue(testbed.LeafOptions{DNSNames: []string{"proof.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (w *world) ct(t *testing.T, l *testbed.Leaf) *Response {
+	t.Helper()
+	r, err := w.client.CT(context.Background(), sha256.Sum256(l.Cert.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (w *world) rev(t *testing.T, l *testbed.Leaf) (*Response, [32]byte) {
+	t.Helper()
+	k, err := revocation.CertKey(l.Cert, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.client.Revocation(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, k
+}
+
+const mmd = 24 * time.Hour
+
+func TestEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	logged, revoked, unlogged, young := w.leaf(t), w.leaf(t), w.leaf(t), w.leaf(t)
+	for _, l := range []*testbed.Leaf{logged, revoked} {
+		if _, err := w.ttp.LogChain(ctx, l.Chain); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.ttp.Revoke(ctx, w.ca, revoked.Cert.SerialNumber); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Logged after the sorted tree was built: absent, but with a young SCT.
+	if _, err := w.ttp.LogChain(ctx, young.Chain); err != nil {
+		t.Fatal(err)
+	}
+	now := w.clk.Now()
+
+	res, err := VerifyCT(logged.Cert.Raw, w.ct(t, logged), w.ctPin, mmd, now)
+	if err != nil || !res.Logged || !res.Present {
+		t.Errorf("logged certificate: %+v %v", res, err)
+	}
+	res, err = VerifyCT(young.Cert.Raw, w.ct(t, young), w.ctPin, mmd, now)
+	if err != nil || !res.Logged || res.Present || res.SCTTime.IsZero() {
+		t.Errorf("young certificate with SCT: %+v %v", res, err)
+	}
+	if _, err := VerifyCT(unlogged.Cert.Raw, w.ct(t, unlogged), w.ctPin, mmd, now); err == nil {
+		t.Error("unlogged certificate accepted")
+	}
+	// The young certificate's SCT outlives the merge delay: absence now
+	// means the log broke its promise.
+	if _, err := VerifyCT(young.Cert.Raw, w.ct(t, young), w.ctPin, time.Minute, now.Add(2*time.Minute)); err == nil {
+		t.Error("absence accepted with an SCT older than the MMD")
+	}
+	// An SCT for one certificate does not cover another.
+	stolen := w.ct(t, unlogged)
+	stolen.SCT = w.ct(t, young).SCT
+	if _, err := VerifyCT(unlogged.Cert.Raw, stolen, w.ctPin, mmd, now); err == nil {
+		t.Error("another certificate's SCT accepted")
+	}
+
+	r, k := w.rev(t, logged)
+	if res, err := VerifyRevocation(k, r, w.revPin, now); err != nil || res.Revoked {
+		t.Errorf("unrevoked certificate: %+v %v", res, err)
+	}
+	r, k = w.rev(t, revoked)
+	if res, err := VerifyRevocation(k, r, w.revPin, now); err != nil || !res.Revoked {
+		t.Errorf("revoked certificate: %+v %v", res, err)
+	}
+}
+
+func TestVerifierRejections(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	l := w.leaf(t)
+	if _, err := w.ttp.LogChain(ctx, l.Chain); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	good := w.ct(t, l)
+	now := w.clk.Now()
+	if _, err := VerifyCT(l.Cert.Raw, good, w.ctPin, mmd, now); err != nil {
+		t.Fatalf("baseline: %v", err)
+	}
+	_, otherKey, _ := checkpoint.GenerateKey("pkie.test/log") // same name, other key
+	wrongPin, _ := ParsePin(otherKey, 10*time.Minute)
+	logCP, _ := w.ttp.Log.Checkpoint(ctx) // same key, origin pkie.test/log, not …/sorted
+	otherOrigin := *good
+	otherOrigin.Checkpoint = string(logCP)
+	flipped := *good
+	flipped.Proof = append([]byte(nil), good.Proof...)
+	flipped.Proof[len(flipped.Proof)-1] ^= 1
+	wrongKey := *good
+	wrongKey.Key[0] ^= 1
+	tamperedCP := *good
+	tamperedCP.Checkpoint = strings.Replace(good.Checkpoint, "\n1\n", "\n2\n", 1)
+
+	for name, tc := range map[string]struct {
+		r   *Response
+		pin Pin
+		now time.Time
+		is  error
+	}{
+		"wrong pinned key":       {good, wrongPin, now, checkpoint.ErrSignature},
+		"stale root":             {good, w.ctPin, now.Add(11 * time.Minute), checkpoint.ErrStale},
+		"future root":            {good, w.ctPin, now.Add(-5 * time.Minute), checkpoint.ErrFuture},
+		"other origin":           {&otherOrigin, w.ctPin, now, checkpoint.ErrOrigin},
+		"proof byte changed":     {&flipped, w.ctPin, now, nil},
+		"response for other key": {&wrongKey, w.ctPin, now, nil},
+		"checkpoint edited":      {&tamperedCP, w.ctPin, now, checkpoint.ErrSignature},
+	} {
+		_, err := VerifyCT(l.Cert.Raw, tc.r, tc.pin, mmd, tc.now)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%s: error %v, want %v", name, err, tc.is)
+		}
+	}
+	// A revocation response is not a CT response, even for the same key.
+	rr, _ := w.rev(t, l)
+	if _, err := VerifyCT(l.Cert.Raw, rr, w.ctPin, mmd, now); err == nil {
+		t.Error("revocation response accepted as CT evidence")
+	}
+}
+
+// TestReplayAfterRevocation replays the "not revoked" proof a client got
+// before the revocation: it verifies until it is older than the pinned
+// maximum age, then the freshness check rejects it, while a fresh proof
+// says revoked.
+func TestReplayAfterRevocation(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	l := w.leaf(t)
+	if err := w.ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, k := w.rev(t, l)
+	if res, err := VerifyRevocation(k, old, w.revPin, w.clk.Now()); err != nil || res.Revoked {
+		t.Fatalf("before revocation: %+v %v", res, err)
+	}
+	w.clk.Advance(time.Minute)
+	if err := w.ttp.Revoke(ctx, w.ca, l.Cert.SerialNumber); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := w.rev(t, l)
+	if res, err := VerifyRevocation(k, fresh, w.revPin, w.clk.Now()); err != nil || !res.Revoked {
+		t.Fatalf("after revocation: %+v %v", res, err)
+	}
+	// The replay window is bounded by the maximum age (10 minutes).
+	w.clk.Advance(10 * time.Minute)
+	if _, err := VerifyRevocation(k, old, w.revPin, w.clk.Now()); !errors.Is(err, checkpoint.ErrStale) {
+		t.Fatalf("replayed old proof: %v, want ErrStale", err)
+	}
+	// Meanwhile the authority republished: a fresh proof still verifies.
+	if err := w.ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ = w.rev(t, l)
+	if res, err := VerifyRevocation(k, fresh, w.revPin, w.clk.Now()); err != nil || !res.Revoked {
+		t.Fatalf("fresh proof after republish: %+v %v", res, err)
+	}
+}
+
+// lyingFeed corrupts one key of a real feed.
+type lyingFeed struct{ feed.Source }
+
+func (f lyingFeed) Keys(ctx context.Context, start uint64, n int) ([][32]byte, error) {
+	ks, err := f.Source.Keys(ctx, start, n)
+	if len(ks) > 0 {
+		ks[0][0] ^= 1
+	}
+	return ks, err
+}
+
+func TestProverRefusesBadTTPData(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	for range 3 {
+		if _, err := w.ttp.LogChain(ctx, w.leaf(t).Chain); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.ttp.Log.BuildSorted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := New(Config{PKIE: CT, Feed: lyingFeed{w.ttp.Log.Feed()}, Verifier: w.ttp.Log.Verifier(), Now: w.clk.Now})
+	if _, err := p.Sync(ctx); err == nil || !strings.Contains(err.Error(), "root") {
+		t.Errorf("feed with a corrupted key: %v", err)
+	}
+	if _, err := p.Prove([32]byte{}); !errors.Is(err, ErrNotSynced) {
+		t.Errorf("prover serves after a failed first sync: %v", err)
+	}
+	wrong, _ := New(Config{PKIE: CT, Feed: w.ttp.Log.Feed(), Verifier: w.ttp.Revocation.Verifier(), Now: w.clk.Now})
+	if _, err := wrong.Sync(ctx); !errors.Is(err, checkpoint.ErrSignature) {
+		t.Errorf("feed signed by another key: %v", err)
+	}
+	stale, _ := New(Config{PKIE: CT, Feed: w.ttp.Log.Feed(), Verifier: w.ttp.Log.Verifier(), MaxAge: time.Minute,
+		Now: func() time.Time { return w.clk.Now().Add(time.Hour) }})
+	if _, err := stale.Sync(ctx); !errors.Is(err, checkpoint.ErrStale) {
+		t.Errorf("stale TTP checkpoint: %v", err)
+	}
+	// Incremental sync: the real prover picks up only new keys.
+	if _, err := w.ttp.CTProver.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ttp.LogChain(ctx, w.leaf(t).Chain); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ttp.Log.BuildSorted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.ttp.CTProver.Sync(ctx)
+	if err != nil || res.NewKeys != 1 || res.Size != 4 {
+		t.Errorf("incremental sync: %+v %v", res, err)
+	}
+}
+
+func TestProofAPIErrors(t *testing.T) {
+	w := newWorld(t)
+	for path, want := range map[string]int{
+		"/v1/ct/proof":         http.StatusBadRequest,
+		"/v1/ct/proof?key=zz":  http.StatusBadRequest,
+		"/v1/ct/proof?cert=!!": http.StatusBadRequest,
+		"/v1/revocation/proof?key=" + strings.Repeat("0", 64): http.StatusServiceUnavailable, // not synced yet
+		"/v1/status": http.StatusOK,
+		"/v1/nope":   http.StatusNotFound,
+	} {
+		resp, err := http.Get(w.ttp.ProverURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
