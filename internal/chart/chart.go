@@ -18,6 +18,9 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// Points draws the values as unconnected markers (a scatter plot)
+	// instead of a line.
+	Points bool
 }
 
 // Plot describes a line chart.
@@ -64,6 +67,19 @@ func (p *Plot) Save(path string) error {
 			pts = append(pts, plotter.XY{X: s.X[j], Y: s.Y[j]})
 		}
 		if len(pts) == 0 {
+			continue
+		}
+		if s.Points {
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return fmt.Errorf("chart: series %q: %w", s.Name, err)
+			}
+			sc.GlyphStyle.Color = palette[i%len(palette)]
+			sc.GlyphStyle.Radius = vg.Points(2.5)
+			pl.Add(sc)
+			if s.Name != "" {
+				pl.Legend.Add(s.Name, sc)
+			}
 			continue
 		}
 		l, err := plotter.NewLine(pts)

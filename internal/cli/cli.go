@@ -48,6 +48,7 @@ func commands() []command {
 	return []command{
 		{"notary", "run a notary: init | serve | bundle", runNotary},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
+		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"bench", "measure pkie against the seed papers (bench proofs, ...)", runBench},
 	}
 }

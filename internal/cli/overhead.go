@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pkie/pkie/internal/overhead"
+)
+
+func runOverhead(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "overhead", "[flags] URL…\n\nDownloads each page (HTML, images, scripts, stylesheets; following redirects)\n"+
+		"N times over http:// and N times over https:// and reports what HTTPS costs.")
+	runs := fs.Int("n", overhead.DefaultRuns, "page loads per site, scheme and mode")
+	mode := fs.String("mode", "both", "connection mode: persistent, nonpersistent or both")
+	plot := fs.String("plot", "", "write plots to PREFIX-*.svg and PREFIX-*.png")
+	asJSON := fs.Bool("json", false, "print raw results and aggregates as JSON")
+	objects := fs.Bool("objects", false, "with --json, include every request of every load")
+	allowPrivate := fs.Bool("allow-private", false, "allow loopback, private and other non-public addresses")
+	var resolves []string
+	fs.Func("resolve", "`HOST[:PORT]=ADDR:PORT`: connect to ADDR:PORT for HOST (on PORT 80 or 443 only, if given); repeatable", func(s string) error {
+		resolves = append(resolves, s)
+		return nil
+	})
+	concurrency := fs.Int("concurrency", overhead.DefaultConcurrency, "sites measured at once")
+	parallel := fs.Int("parallel", overhead.DefaultParallel, "objects fetched at once within one page load")
+	timeout := fs.Duration("timeout", overhead.DefaultPageTimeout, "limit for one whole page load")
+	maxObjBytes := fs.Int64("max-object-bytes", overhead.DefaultMaxObjectBytes, "largest response body accepted")
+	maxPageBytes := fs.Int64("max-page-bytes", overhead.DefaultMaxPageBytes, "largest page (all objects together) accepted")
+	maxObjects := fs.Int("max-objects", overhead.DefaultMaxObjects, "sub-resources fetched per page")
+	roots := fs.String("roots", "", "PEM file of root certificates to trust instead of the system's")
+	insecure := fs.Bool("insecure", false, "do not validate certificates (still measures the handshake)")
+	tlsMax := fs.String("tls-max", "1.3", "highest TLS version to offer: 1.2 or 1.3")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError("want at least one URL")
+	}
+	switch {
+	case *runs < 1 || *runs > 100000:
+		return usageError("-n %d: want 1 to 100000 runs", *runs)
+	case *concurrency < 1 || *concurrency > 1024:
+		return usageError("--concurrency %d: want 1 to 1024", *concurrency)
+	case *parallel < 1 || *parallel > 64:
+		return usageError("--parallel %d: want 1 to 64", *parallel)
+	case *timeout <= 0:
+		return usageError("--timeout %v: want a positive duration", *timeout)
+	case *maxObjBytes < 1 || *maxPageBytes < 1 || *maxObjects < 1:
+		return usageError("--max-object-bytes, --max-page-bytes and --max-objects must be positive")
+	}
+	modes, err := overhead.ParseMode(*mode)
+	if err != nil {
+		return usageError("--mode: %v", err)
+	}
+	opts := overhead.Options{
+		Runs: *runs, Modes: modes, Concurrency: *concurrency, Parallel: *parallel, PageTimeout: *timeout,
+		MaxObjectBytes: *maxObjBytes, MaxPageBytes: *maxPageBytes, MaxObjects: *maxObjects,
+		AllowPrivate: *allowPrivate, InsecureSkipVerify: *insecure, KeepObjects: *objects && *asJSON,
+		Progress: env.Stderr,
+	}
+	switch *tlsMax {
+	case "1.2":
+		opts.MaxTLSVersion = tls.VersionTLS12
+	case "1.3":
+		opts.MaxTLSVersion = tls.VersionTLS13
+	default:
+		return usageError("--tls-max %q: want 1.2 or 1.3", *tlsMax)
+	}
+	if *roots != "" {
+		pem, err := os.ReadFile(*roots)
+		if err != nil {
+			return usageError("--roots: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return usageError("--roots %s: no PEM certificates found", *roots)
+		}
+		opts.RootCAs = pool
+	}
+	if len(resolves) > 0 {
+		lk, err := parseResolves(resolves)
+		if err != nil {
+			return usageError("--resolve: %v", err)
+		}
+		opts.Lookup = lk.lookup
+	}
+	var sites []overhead.Site
+	for _, p := range pos {
+		s, err := overhead.ParseSite(p)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		sites = append(sites, s)
+	}
+
+	rep := overhead.New(opts).Measure(ctx, sites)
+	if *plot != "" {
+		for _, p := range overhead.Plots(rep) {
+			base := *plot + "-" + p.Name
+			if err := p.Plot.SaveAll(base+".svg", base+".png"); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "overhead: wrote %s.svg and .png (thesis figure %s)\n", base, p.Figure)
+		}
+	}
+	if *asJSON {
+		if err := writeJSON(env.Stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printOverhead(env, rep)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	measured := 0
+	for _, m := range rep.Aggregates.Modes {
+		measured = max(measured, m.All.Sites)
+	}
+	if measured == 0 {
+		return negative() // every site unresponsive
+	}
+	return nil
+}
+
+func printOverhead(env *Env, rep *overhead.Report) {
+	w := tabwriter.NewWriter(env.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
+	f := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	fmt.Fprintf(env.Stdout, "HTTPS overhead over HTTP, %d runs per site, scheme and mode (%s)\n\n", rep.Runs, rep.Finished.Sub(rep.Started).Round(time.Second))
+	fmt.Fprintln(w, "mode\tsites\tHTTP ms\tHTTPS ms\toverhead ms\toverhead %\tsite median ms\tp75 ms\tp90 ms\tsite median %\t")
+	for _, m := range rep.Aggregates.Modes {
+		for _, row := range []struct {
+			label string
+			o     overhead.Overall
+		}{{string(m.Mode), m.All}, {string(m.Mode) + ", no redirects", m.WithoutRedirects}} {
+			o := row.o
+			if o.Sites == 0 {
+				fmt.Fprintf(w, "%s\t0\t\t\t\t\t\t\t\t\t\n", row.label)
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.label, o.Sites, f(o.HTTPMeanMS), f(o.HTTPSMeanMS),
+				f(o.OverheadMS), f(o.OverheadPct), f(o.SiteOverheadMS.Median), f(o.SiteOverheadMS.P75), f(o.SiteOverheadMS.P90), f(o.SiteOverheadPct.Median))
+		}
+	}
+	w.Flush()
+	if len(rep.Aggregates.Sites) > 0 {
+		fmt.Fprintln(env.Stdout)
+		fmt.Fprintln(w, "site\tmode\truns\tHTTP ms\tHTTPS ms\toverhead ms\t%\tp50 ms\tp75 ms\tp90 ms\trequests\thandshakes\tKiB\tredirect\t")
+		for _, s := range rep.Aggregates.Sites {
+			redir := ""
+			if s.Redirected {
+				redir = "yes"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Site, s.Mode, s.Pairs, f(s.HTTPMS.Mean), f(s.HTTPSMS.Mean),
+				f(s.MeanOverheadMS), f(s.MeanOverheadPct), f(s.OverheadMS.Median), f(s.OverheadMS.P75), f(s.OverheadMS.P90),
+				f(s.Requests), f(s.Handshakes), f(s.HTTPSBytes/1024), redir)
+		}
+		w.Flush()
+	}
+	if len(rep.Unresponsive) > 0 {
+		fmt.Fprintf(env.Stdout, "\nunresponsive (%d):\n", len(rep.Unresponsive))
+		for _, u := range rep.Unresponsive {
+			where := strings.TrimSpace(u.Scheme + " " + string(u.Mode))
+			fmt.Fprintf(env.Stdout, "  %s (%s): %s\n", u.Site, where, u.Reason)
+		}
+	}
+}
+
+// resolveMap is the --resolve table: host:port entries first, then
+// host-only entries, then DNS.
+type resolveMap struct {
+	byHostPort map[string][]netip.AddrPort
+	byHost     map[string][]netip.AddrPort
+}
+
+func parseResolves(specs []string) (*resolveMap, error) {
+	r := &resolveMap{byHostPort: map[string][]netip.AddrPort{}, byHost: map[string][]netip.AddrPort{}}
+	for _, s := range specs {
+		name, addr, ok := strings.Cut(s, "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("%q: want HOST[:PORT]=ADDR:PORT", s)
+		}
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %q is not an IP:PORT address: %v", s, addr, err)
+		}
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		host, port, err := splitHostPort(name, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", s, err)
+		}
+		host = strings.ToLower(host)
+		if port == 0 {
+			r.byHost[host] = append(r.byHost[host], ap)
+		} else {
+			k := net.JoinHostPort(host, fmt.Sprint(port))
+			r.byHostPort[k] = append(r.byHostPort[k], ap)
+		}
+	}
+	return r, nil
+}
+
+func (r *resolveMap) lookup(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
+	host = strings.ToLower(host)
+	if a, ok := r.byHostPort[net.JoinHostPort(host, fmt.Sprint(port))]; ok {
+		return a, nil
+	}
+	if a, ok := r.byHost[host]; ok {
+		return a, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.AddrPort, len(ips))
+	for i, ip := range ips {
+		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(port))
+	}
+	return out, nil
+}
