@@ -1,0 +1,504 @@
+// Package check decides whether to trust a TLS server's certificate on more
+// evidence than one CA signature. It is the verifying client of pkie, for
+// programs to embed.
+//
+// A Checker looks at the certificate along the client's own network path,
+// then asks Convergence notaries, which look from theirs, whether they see
+// the same one. A man in the middle near the client shows the client a
+// forged certificate that notaries elsewhere do not see, and is caught.
+//
+// Check does the whole job for a target:
+//
+//  1. probe: fetch the chain the way the client's own connection would;
+//  2. local cache: a (host, port, certificate) accepted less than
+//     Config.CacheMaxAge ago answers without notaries; a changed
+//     certificate is a miss and goes back to them;
+//  3. notaries, in parallel under one deadline (Config.NotaryTimeout), each
+//     answer's signature verified against the notary's bundle certificate
+//     before anything in it is believed;
+//  4. the policy (majority by default; consensus, minority, or a
+//     Perspectives quorum with a minimum observation duration) turns the
+//     answers into trusted, untrusted or inconclusive — see package
+//     internal/consensus for the exact rule, and docs/client.md;
+//  5. sources: classic CA path validation ("ca") always, and any further
+//     Source in Config.Sources, run beside the notaries; those named in
+//     Config.Require must pass.
+//
+// Converge is the seed paper's converge(host, port, sha1sum): for a program
+// that already holds the certificate (its own TLS connection), it skips the
+// probe and runs the same cache, notaries and policy on the fingerprint.
+//
+// # Adding evidence
+//
+// More PKI enhancements plug in as Sources: implement Source (a Name and an
+// Assess that returns Pass, Fail or Unknown with a detail), append it to
+// Config.Sources, and name it in Config.Require (the CLI's --require flag)
+// to make it mandatory:
+//
+//	cfg.Sources = append(cfg.Sources, ctSource)      // Name() == "ct"
+//	cfg.Require = []string{"ca", "ct"}               // --require ca,ct
+//
+// The verdict is the worst of the notary result and every required source
+// (untrusted over inconclusive over trusted); sources not required are only
+// reported. Only trusted verdicts are cached, and a cache hit skips the
+// notaries but never the sources.
+package check
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/probe"
+)
+
+// Re-exported so that embedders can name what the Checker consumes and
+// returns.
+type (
+	// Bundle is a Convergence v1 notary bundle (a .notary file).
+	Bundle = consensus.Bundle
+	// Host is one replica host of a notary bundle.
+	Host = consensus.Host
+	// Policy turns notary answers into a result.
+	Policy = consensus.Policy
+	// NotaryAnswer is one notary's verified answer.
+	NotaryAnswer = consensus.Answer
+	// Decision is the policy's result with its tally.
+	Decision = consensus.Decision
+	// Result is trusted, untrusted or inconclusive.
+	Result = consensus.Result
+)
+
+// Results.
+const (
+	Trusted      = consensus.Trusted
+	Untrusted    = consensus.Untrusted
+	Inconclusive = consensus.Inconclusive
+)
+
+// Defaults.
+const (
+	// DefaultNotaryTimeout is the one deadline for all notaries: room for a
+	// notary cache miss (the notary probes the target, up to 2 s) at global
+	// distance.
+	DefaultNotaryTimeout = 5 * time.Second
+	// DefaultCacheMaxAge is how long an accepted certificate answers from
+	// the local cache. Convergence kept entries for months; a month bounds
+	// how long a mistake can live.
+	DefaultCacheMaxAge = 30 * 24 * time.Hour
+)
+
+// ParsePolicy parses "majority", "consensus", "minority" or "quorum:Q".
+func ParsePolicy(s string) (Policy, error) { return consensus.ParsePolicy(s) }
+
+// LoadNotaries reads every .notary bundle in dir.
+func LoadNotaries(dir string) ([]*Bundle, error) { return consensus.LoadDir(dir) }
+
+// ReadBundle reads one .notary bundle file.
+func ReadBundle(path string) (*Bundle, error) { return consensus.ReadBundle(path) }
+
+// DefaultNotaryDir returns the user's notaries directory,
+// os.UserConfigDir()/pkie/notaries ($XDG_CONFIG_HOME/pkie/notaries).
+func DefaultNotaryDir() (string, error) {
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("no user config directory: %w", err)
+	}
+	return filepath.Join(d, "pkie", "notaries"), nil
+}
+
+// DefaultCachePath returns os.UserCacheDir()/pkie/cache.db.
+func DefaultCachePath() (string, error) { return consensus.DefaultCachePath() }
+
+// Config configures a Checker.
+type Config struct {
+	// Notaries are the logical notaries to ask; at least one.
+	Notaries []*Bundle
+	// Policy decides from the answers; the zero value is majority.
+	Policy Policy
+	// NotaryTimeout is the one deadline for all notary queries together;
+	// 0 means DefaultNotaryTimeout. A notary that has not answered by then
+	// stands aside.
+	NotaryTimeout time.Duration
+	// NotaryDial opens TCP connections to notaries (and to the bounce
+	// relay); nil means a plain net.Dialer.
+	NotaryDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// BounceVia, if set, relays every notary query through this notary's
+	// CONNECT listener so the other notaries do not learn the client's
+	// address.
+	BounceVia *Bundle
+
+	// Lookup resolves target names on the client's own path; nil means DNS.
+	Lookup probe.Lookup
+	// AllowPrivate lets Check probe loopback and private addresses.
+	AllowPrivate bool
+	// ProbeTimeout bounds the client's own connect + handshake; 0 means
+	// probe.DefaultTimeout.
+	ProbeTimeout time.Duration
+
+	// Roots are the trust anchors of the "ca" source; nil means the
+	// system's roots.
+	Roots *x509.CertPool
+	// Sources are further evidence beyond notaries and CA validation.
+	Sources []Source
+	// Require names the sources ("ca", or a Source's Name) that must pass.
+	Require []string
+
+	// CachePath is the local cache file; "" disables the cache.
+	CachePath string
+	// CacheMaxAge is how long an accepted certificate answers from the
+	// cache; 0 means DefaultCacheMaxAge.
+	CacheMaxAge time.Duration
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Checker checks certificates. It is safe for concurrent use; Close it to
+// release the cache and idle notary connections.
+type Checker struct {
+	cfg     Config
+	prober  *probe.Prober
+	client  *consensus.Client
+	cache   *consensus.Cache
+	sources []Source
+	require map[string]bool
+}
+
+// New validates cfg and opens the cache.
+func New(cfg Config) (*Checker, error) {
+	if len(cfg.Notaries) == 0 {
+		return nil, errors.New("check: no notaries configured")
+	}
+	for i, b := range cfg.Notaries {
+		if b == nil || len(b.Hosts) == 0 || b.Hosts[0].PublicKey() == nil {
+			return nil, fmt.Errorf("check: notary %d is not a parsed bundle (use LoadNotaries or ReadBundle)", i)
+		}
+	}
+	if _, err := consensus.ParsePolicy(cfg.Policy.String()); err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	if cfg.Policy.MinDuration < 0 || cfg.NotaryTimeout < 0 || cfg.CacheMaxAge < 0 || cfg.ProbeTimeout < 0 {
+		return nil, errors.New("check: negative duration in config")
+	}
+	if cfg.NotaryTimeout == 0 {
+		cfg.NotaryTimeout = DefaultNotaryTimeout
+	}
+	if cfg.CacheMaxAge == 0 {
+		cfg.CacheMaxAge = DefaultCacheMaxAge
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Checker{
+		cfg:     cfg,
+		prober:  probe.New(probe.Options{Timeout: cfg.ProbeTimeout, AllowPrivate: cfg.AllowPrivate, Lookup: cfg.Lookup, Vantage: "client"}),
+		client:  &consensus.Client{Dial: cfg.NotaryDial, BounceVia: cfg.BounceVia},
+		sources: []Source{CASource{Roots: cfg.Roots, Now: cfg.Now}},
+		require: map[string]bool{},
+	}
+	names := map[string]bool{"ca": true}
+	for _, s := range cfg.Sources {
+		if s == nil || s.Name() == "" {
+			return nil, errors.New("check: a source has no name")
+		}
+		if names[s.Name()] {
+			return nil, fmt.Errorf("check: two sources are named %q", s.Name())
+		}
+		names[s.Name()] = true
+		c.sources = append(c.sources, s)
+	}
+	for _, r := range cfg.Require {
+		if !names[r] {
+			have := make([]string, 0, len(names))
+			for n := range names {
+				have = append(have, n)
+			}
+			slices.Sort(have)
+			return nil, fmt.Errorf("check: required source %q is not configured (have %s)", r, strings.Join(have, ", "))
+		}
+		c.require[r] = true
+	}
+	if cfg.CachePath != "" {
+		cache, err := consensus.OpenCache(context.Background(), cfg.CachePath)
+		if err != nil {
+			return nil, fmt.Errorf("check: local %w", err)
+		}
+		c.cache = cache
+	}
+	return c, nil
+}
+
+// Close releases the cache and idle notary connections.
+func (c *Checker) Close() error {
+	c.client.CloseIdleConnections()
+	if c.cache != nil {
+		return c.cache.Close()
+	}
+	return nil
+}
+
+// Timings are the phases of one check.
+type Timings struct {
+	Probe       time.Duration `json:"probe_ns"`
+	CacheLookup time.Duration `json:"cache_lookup_ns"`
+	// Notaries is the wall time of the parallel notary round trips;
+	// SignatureChecks the summed time verifying their answers.
+	Notaries        time.Duration `json:"notaries_ns"`
+	SignatureChecks time.Duration `json:"signature_checks_ns"`
+	Sources         time.Duration `json:"sources_ns"`
+	Policy          time.Duration `json:"policy_ns"`
+	Total           time.Duration `json:"total_ns"`
+}
+
+// Verdict is the Checker's conclusion about one certificate at one target,
+// with everything it rests on.
+type Verdict struct {
+	Target  string   `json:"target"` // host:port
+	SNI     string   `json:"sni,omitempty"`
+	Result  Result   `json:"verdict"`
+	Reasons []string `json:"reasons"`
+	SHA1    string   `json:"sha1"`             // colon hex, as notaries see it
+	SHA256  string   `json:"sha256,omitempty"` // hex; empty under Converge
+	Policy  string   `json:"policy"`
+	// Notaries holds one answer per configured notary; empty on a cache hit.
+	Notaries []NotaryAnswer `json:"notaries"`
+	Decision *Decision      `json:"decision,omitempty"`
+	// Sources holds the "ca" assertion first, then any others.
+	Sources []Assertion `json:"sources"`
+	// FromCache says the notary part came from the local cache, accepted
+	// CacheAge ago.
+	FromCache bool          `json:"from_cache"`
+	CacheAge  time.Duration `json:"cache_age_ns,omitempty"`
+	Timings   Timings       `json:"timings"`
+}
+
+// Source returns the assertion of the named source.
+func (v *Verdict) Source(name string) (Assertion, bool) {
+	for _, a := range v.Sources {
+		if a.Source == name {
+			return a, true
+		}
+	}
+	return Assertion{}, false
+}
+
+// Check probes t along the client's own path and decides whether to trust
+// the certificate it presents. The error is for failures to check at all
+// (the target cannot be reached, ctx ended); every notary problem is an
+// answer in the Verdict instead.
+func (c *Checker) Check(ctx context.Context, t probe.Target) (*Verdict, error) {
+	start := time.Now()
+	obs, err := c.prober.Probe(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("check: probing %s: %w", t, err)
+	}
+	v, err := c.CheckObservation(ctx, obs)
+	if v != nil {
+		v.Timings.Probe = obs.Timings.Total
+		v.Timings.Total = time.Since(start)
+	}
+	return v, err
+}
+
+// CheckObservation decides about a chain the caller already observed (for
+// example in its own tls.Config.VerifyConnection), without probing.
+func (c *Checker) CheckObservation(ctx context.Context, obs *probe.Observation) (*Verdict, error) {
+	if obs == nil || len(obs.Chain) == 0 {
+		return nil, errors.New("check: observation has no certificate chain")
+	}
+	if err := obs.Target.Validate(); err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	// Recompute the fingerprints: they must be of the chain we assess.
+	o := *obs
+	o.SHA1, o.SHA256 = sha1.Sum(o.Chain[0]), sha256.Sum256(o.Chain[0])
+	return c.decide(ctx, &o, &o.SHA256)
+}
+
+// Converge is the seed paper's converge(host, port, sha1sum): given the
+// SHA-1 fingerprint of a certificate the caller saw at host:port (colon
+// separated or plain hex, any case), it reports whether to trust it,
+// through the same local cache, notaries and policy as Check. With no chain
+// to look at, the "ca" source (and any source needing the chain) answers
+// Unknown, so requiring it makes Converge inconclusive at best.
+func (c *Checker) Converge(ctx context.Context, host string, port int, fingerprint string) (bool, *Verdict, error) {
+	fp, err := ParseSHA1(fingerprint)
+	if err != nil {
+		return false, nil, fmt.Errorf("check: %w", err)
+	}
+	t := probe.Target{Host: host, Port: port}
+	if err := t.Validate(); err != nil {
+		return false, nil, fmt.Errorf("check: %w", err)
+	}
+	obs := &probe.Observation{Target: t, SHA1: fp, Time: c.cfg.Now(), Vantage: "caller"}
+	v, err := c.decide(ctx, obs, nil)
+	if err != nil {
+		return false, nil, err
+	}
+	return v.Result == Trusted, v, nil
+}
+
+// ParseSHA1 parses a SHA-1 certificate fingerprint written as 20 colon
+// separated hex bytes or 40 hex digits, in either case.
+func ParseSHA1(s string) ([20]byte, error) {
+	var fp [20]byte
+	s = strings.TrimSpace(s)
+	var b []byte
+	var err error
+	if len(s) == 40 {
+		b, err = hex.DecodeString(s)
+		if err != nil {
+			err = fmt.Errorf("fingerprint %q is not 40 hex digits", s)
+		}
+	} else {
+		b, err = probe.ParseColonHex(s, 20)
+		if err != nil {
+			err = fmt.Errorf("%w (want the certificate's SHA-1 as AA:BB:… or 40 hex digits)", err)
+		}
+	}
+	if err != nil {
+		return fp, err
+	}
+	copy(fp[:], b)
+	return fp, nil
+}
+
+// decide runs cache, notaries, sources and policy for obs. sha256 is nil
+// when only the SHA-1 is known (Converge).
+func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]byte) (*Verdict, error) {
+	start := time.Now()
+	t := obs.Target
+	v := &Verdict{
+		Target: t.String(), SNI: t.SNI(), SHA1: probe.ColonHex(obs.SHA1[:]),
+		Policy: c.cfg.Policy.String(), Notaries: []NotaryAnswer{},
+	}
+	if c.cfg.Policy.MinDuration > 0 {
+		v.Policy += fmt.Sprintf(" (min duration %s)", c.cfg.Policy.MinDuration)
+	}
+	if s256 != nil {
+		v.SHA256 = hex.EncodeToString(s256[:])
+	}
+	key := consensus.Key{Host: t.Host, Port: t.Port, SHA1: obs.SHA1, SHA256: s256}
+
+	// Local cache.
+	if c.cache != nil {
+		cs := time.Now()
+		at, ok, err := c.cache.Lookup(ctx, key)
+		v.Timings.CacheLookup = time.Since(cs)
+		switch age := c.cfg.Now().Sub(at); {
+		case err != nil:
+			v.Reasons = append(v.Reasons, "local cache unavailable, asking notaries: "+err.Error())
+		case ok && age <= c.cfg.CacheMaxAge && age >= -time.Minute:
+			v.FromCache, v.CacheAge = true, max(age, 0)
+		case ok:
+			v.Reasons = append(v.Reasons, fmt.Sprintf("local cache entry is %s old (max %s): asking notaries again", age.Round(time.Second), c.cfg.CacheMaxAge))
+		}
+	}
+
+	// Notaries and sources, in parallel, under one deadline.
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.NotaryTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	assertions := make([]Assertion, len(c.sources))
+	var sourcesWall time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ss := time.Now()
+		var swg sync.WaitGroup
+		for i, s := range c.sources {
+			swg.Add(1)
+			go func() {
+				defer swg.Done()
+				as := time.Now()
+				a := s.Assess(dctx, obs)
+				a.Source, a.Required, a.Duration = s.Name(), c.require[s.Name()], time.Since(as)
+				if a.Status != Pass && a.Status != Fail {
+					a.Status = Unknown
+				}
+				assertions[i] = a
+			}()
+		}
+		swg.Wait()
+		sourcesWall = time.Since(ss)
+	}()
+	if !v.FromCache {
+		ns := time.Now()
+		v.Notaries = make([]NotaryAnswer, len(c.cfg.Notaries))
+		for i, b := range c.cfg.Notaries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v.Notaries[i] = c.client.Query(dctx, b, t.Host, t.Port, obs.SHA1)
+			}()
+		}
+		wg.Wait()
+		v.Timings.Notaries = time.Since(ns)
+	} else {
+		wg.Wait()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	v.Sources = assertions
+	v.Timings.Sources = sourcesWall
+	for _, a := range v.Notaries {
+		v.Timings.SignatureChecks += a.SigCheck
+	}
+
+	// Policy.
+	ps := time.Now()
+	result := Trusted
+	var reasons []string
+	if v.FromCache {
+		reasons = append(reasons, fmt.Sprintf("accepted %s ago (local cache; max age %s)", v.CacheAge.Round(time.Second), c.cfg.CacheMaxAge))
+	} else {
+		d := c.cfg.Policy.Decide(v.Notaries)
+		v.Decision = &d
+		result = d.Result
+		reasons = append(reasons, "notaries: "+d.Reason)
+	}
+	for _, a := range v.Sources {
+		switch {
+		case !a.Required:
+			reasons = append(reasons, fmt.Sprintf("%s (reported, not required): %s: %s", a.Source, a.Status, a.Detail))
+		case a.Status == Fail:
+			result = Untrusted
+			reasons = append(reasons, fmt.Sprintf("%s (required) failed: %s", a.Source, a.Detail))
+		case a.Status == Unknown:
+			if result == Trusted {
+				result = Inconclusive
+			}
+			reasons = append(reasons, fmt.Sprintf("%s (required) gave no answer: %s", a.Source, a.Detail))
+		default:
+			reasons = append(reasons, fmt.Sprintf("%s (required) passed: %s", a.Source, a.Detail))
+		}
+	}
+	v.Result = result
+	v.Reasons = append(reasons, v.Reasons...)
+	v.Timings.Policy = time.Since(ps)
+
+	// Only trusted verdicts reached through the notaries are cached; a hit
+	// is not refreshed, so an entry expires CacheMaxAge after the notaries
+	// last vouched for it.
+	if c.cache != nil && result == Trusted && !v.FromCache {
+		if err := c.cache.Store(ctx, key, c.cfg.Now(), c.cfg.Policy.String()); err != nil {
+			v.Reasons = append(v.Reasons, "could not remember this verdict: "+err.Error())
+		}
+	}
+	v.Timings.Total = time.Since(start)
+	return v, nil
+}

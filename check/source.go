@@ -1,0 +1,101 @@
+package check
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pkie/pkie/probe"
+)
+
+// Status is a source's finding about one certificate.
+type Status string
+
+// Statuses.
+const (
+	Pass    Status = "pass"    // the evidence supports the certificate
+	Fail    Status = "fail"    // the evidence speaks against it
+	Unknown Status = "unknown" // no evidence either way (unreachable, not applicable…)
+)
+
+// Assertion is one source's finding, with what it rests on.
+type Assertion struct {
+	Source   string        `json:"source"`
+	Status   Status        `json:"status"`
+	Detail   string        `json:"detail"`
+	Required bool          `json:"required"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// A Source is one kind of evidence about a certificate beyond the notaries
+// (a PKI enhancement: classic CA validation, Certificate Transparency,
+// revocation…). The Checker runs every configured source beside the
+// notaries, under the same deadline, and reports each Assertion in the
+// Verdict. A source named in Config.Require must Pass for the verdict to be
+// trusted: Fail makes it untrusted, Unknown inconclusive. Sources not
+// required are reported only.
+//
+// obs.Chain is empty when the Checker was given only a fingerprint
+// (Converge); a source that needs the chain answers Unknown then. Assess
+// must honour ctx and must not return before filling Status.
+type Source interface {
+	Name() string
+	Assess(ctx context.Context, obs *probe.Observation) Assertion
+}
+
+// CASource is classic path validation: the chain the client saw must lead
+// to a root in Roots (nil: the system's roots) and name the target. It is
+// always part of a Checker under the name "ca".
+type CASource struct {
+	Roots *x509.CertPool
+	Now   func() time.Time // nil: time.Now
+}
+
+// Name returns "ca".
+func (CASource) Name() string { return "ca" }
+
+// Assess validates obs.Chain for the target's server name.
+func (s CASource) Assess(_ context.Context, obs *probe.Observation) Assertion {
+	a := Assertion{Source: "ca", Status: Unknown}
+	if len(obs.Chain) == 0 {
+		a.Detail = "no certificate chain to validate (only a fingerprint was given)"
+		return a
+	}
+	leaf, err := x509.ParseCertificate(obs.Chain[0])
+	if err != nil {
+		a.Status, a.Detail = Fail, fmt.Sprintf("leaf certificate does not parse: %v", err)
+		return a
+	}
+	inter := x509.NewCertPool()
+	for _, der := range obs.Chain[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	name := obs.Target.SNI()
+	if name == "" {
+		name = obs.Target.Host
+	}
+	opts := x509.VerifyOptions{DNSName: name, Roots: s.Roots, Intermediates: inter}
+	if s.Now != nil {
+		opts.CurrentTime = s.Now()
+	}
+	chains, err := leaf.Verify(opts)
+	if err != nil {
+		a.Status, a.Detail = Fail, describeX509(err)
+		return a
+	}
+	root := chains[0][len(chains[0])-1]
+	a.Status, a.Detail = Pass, fmt.Sprintf("valid for %s, chains to %s", name, root.Subject)
+	return a
+}
+
+func describeX509(err error) string {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return "chain does not lead to a trusted root: " + err.Error()
+	}
+	return err.Error()
+}
