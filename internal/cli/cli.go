@@ -46,6 +46,7 @@ type command struct {
 // commands lists every subcommand. Each lives in its own file.
 func commands() []command {
 	return []command{
+		{"demo", "run an offline world of sites, notaries and a MitM, and show the MitM caught", runDemo},
 		{"notary", "run a notary: init | serve | bundle", runNotary},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
