@@ -545,7 +545,7 @@ func (l *Log) AddChains(ctx context.Context, chains [][][]byte) ([]AddResult, er
 // encodeChain concatenates DER certificates, each with a 3-byte length, as
 // RFC 6962's ASN.1Cert lists are.
 func encodeChain(certs [][]byte) []byte {
-	var b []byte
+	b := []byte{} // never NULL in the database
 	for _, c := range certs {
 		n := len(c)
 		b = append(b, byte(n>>16), byte(n>>8), byte(n))
