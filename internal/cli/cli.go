@@ -46,8 +46,12 @@ type command struct {
 // commands lists every subcommand. Each lives in its own file.
 func commands() []command {
 	return []command{
+		{"check", "decide whether to trust a site's certificate: own probe, notaries, policy, local cache", runCheck},
 		{"demo", "run an offline world of sites, notaries and a MitM, and show the MitM caught", runDemo},
 		{"notary", "run a notary: init | serve | bundle", runNotary},
+		{"log", "run a CT log: init | serve | add | import | build | audit", runLog},
+		{"revocation", "run a revocation authority: init | serve | add-crl | add-serials | publish", runRevocation},
+		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"bench", "measure pkie against the seed papers (bench proofs, ...)", runBench},

@@ -1,0 +1,331 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/ctlog"
+)
+
+func runLog(ctx context.Context, env *Env, args []string) error {
+	sub := map[string]func(context.Context, *Env, []string) error{
+		"init": logInit, "serve": logServe, "add": logAdd, "import": logImport, "build": logBuild, "audit": logAudit,
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(env.Stderr, "Usage: pkie log init|serve|add|import|build|audit [flags]\n\n"+
+			"  init     create a log directory with a fresh Ed25519 key\n"+
+			"  serve    serve the log's HTTP API and build the sorted tree periodically\n"+
+			"  add      log certificate chains (PEM or DER files) and print their SCTs\n"+
+			"  import   bulk-log a directory of PEM/DER chains or a JSON-lines file\n"+
+			"  build    build, sign and append the sorted tree now\n"+
+			"  audit    check the published sorted tree against the log")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return nil
+		}
+		return usageError("want a subcommand: init, serve, add, import, build or audit")
+	}
+	return sub[args[0]](ctx, env, args[1:])
+}
+
+func logInit(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "log init", "[--data DIR] --origin NAME")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
+	origin := fs.String("origin", "", "the log's checkpoint origin and key name, e.g. log.example.org/2026 (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *origin == "" {
+		return usageError("--origin is required")
+	}
+	vkey, err := ctlog.Init(*data, *origin)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]string{"data": *data, "origin": *origin, "sorted_origin": ctlog.SortedOrigin(*origin), "verifier_key": vkey})
+	}
+	fmt.Fprintf(env.Stdout, "log %q initialised in %s (key 0600)\nverifier key (pin it in clients and provers):\n%s\n", *origin, *data, vkey)
+	return nil
+}
+
+func openLog(env *Env, data, roots string) (*ctlog.Log, error) {
+	o := ctlog.Options{}
+	if roots != "" {
+		b, err := os.ReadFile(roots)
+		if err != nil {
+			return nil, err
+		}
+		o.Roots = x509.NewCertPool()
+		if !o.Roots.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("--roots %s holds no PEM certificate", roots)
+		}
+	}
+	return ctlog.Open(data, o)
+}
+
+func logServe(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "log serve", "[flags]")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory (from pkie log init)")
+	listen := fs.String("listen", "127.0.0.1:8091", "HTTP listen address")
+	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --max-age)")
+	roots := fs.String("roots", "", "PEM file of accepted roots; chains that do not verify to one are refused (default: accept any parseable chain)")
+	maxInFlight := fs.Int("max-in-flight", 64, "concurrent requests at most; more get 503")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *every <= 0 {
+		return usageError("--build-interval must be positive")
+	}
+	l, err := openLog(env, *data, *roots)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	b, err := l.BuildSorted(ctx)
+	if err != nil {
+		return err
+	}
+	logger.Info("sorted tree built", "size", b.Size, "entry", b.EntryIndex)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight}))
+	go l.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
+	go func() { <-ctx.Done(); srv.Close() }()
+	logger.Info("log listening", "origin", l.Origin(), "addr", ln.Addr().String())
+	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	if err := srv.Serve(ln); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+func logAdd(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "log add", "[--data DIR] CHAIN_FILE...")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
+	roots := fs.String("roots", "", "PEM file of accepted roots (default: accept any parseable chain)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return usageError("want at least one chain file (PEM, leaf first, or one DER certificate)")
+	}
+	var chains [][][]byte
+	for _, f := range files {
+		b, err := readLimited(f, ctlog.MaxAddChainBytes)
+		if err != nil {
+			return err
+		}
+		c, err := ctlog.ParseChain(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		chains = append(chains, c)
+	}
+	l, err := openLog(env, *data, *roots)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	rs, err := l.AddChains(ctx, chains)
+	if err != nil {
+		return err
+	}
+	out := make([]ctlog.AddChainResponse, len(rs))
+	for i, r := range rs {
+		out[i] = ctlog.AddChainResponse{Index: r.Index, Key: hex.EncodeToString(r.Key[:]), SCT: r.SCT, Duplicate: r.Duplicate}
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, out)
+	}
+	for i, r := range out {
+		dup := ""
+		if r.Duplicate {
+			dup = " (already logged)"
+		}
+		fmt.Fprintf(env.Stdout, "%s  index %d  sct %s%s\n", files[i], r.Index, r.SCT.Time().UTC().Format(time.RFC3339Nano), dup)
+	}
+	return nil
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d accepted", path, fi.Size(), limit)
+	}
+	return os.ReadFile(path)
+}
+
+func logImport(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "log import", "[--data DIR] (DIRECTORY | --jsonl FILE)")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
+	jsonl := fs.String("jsonl", "", "JSON-lines file of {\"chain\": [base64 DER, ...]} objects (- for stdin)")
+	roots := fs.String("roots", "", "PEM file of accepted roots (default: accept any parseable chain)")
+	build := fs.Bool("build", false, "build and sign the sorted tree after importing")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if (*jsonl == "") == (len(pos) != 1) {
+		return usageError("want one directory or --jsonl FILE")
+	}
+	l, err := openLog(env, *data, *roots)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	start := time.Now()
+	progress := func(s ctlog.ImportStats) {
+		fmt.Fprintf(env.Stderr, "\rimported %d chains (%d new) in %s", s.Chains, s.Added, time.Since(start).Round(time.Second))
+	}
+	var st *ctlog.ImportStats
+	if *jsonl != "" {
+		in := env.Stdin
+		if *jsonl != "-" {
+			f, err := os.Open(*jsonl)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in = f
+		}
+		st, err = l.ImportJSONLines(ctx, in, progress)
+	} else {
+		st, err = l.ImportDir(ctx, pos[0], progress)
+	}
+	fmt.Fprintln(env.Stderr)
+	if err != nil {
+		return fmt.Errorf("%w (%d chains committed before it)", err, st.Chains)
+	}
+	out := map[string]any{"chains": st.Chains, "added": st.Added, "duplicates": st.Duplicates, "seconds": time.Since(start).Seconds()}
+	if *build {
+		b, err := l.BuildSorted(ctx)
+		if err != nil {
+			return err
+		}
+		out["sorted_size"], out["sorted_entry"] = b.Size, b.EntryIndex
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, out)
+	}
+	fmt.Fprintf(env.Stdout, "imported %d chains: %d new, %d already logged\n", st.Chains, st.Added, st.Duplicates)
+	return nil
+}
+
+func logBuild(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "log build", "[--data DIR]")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	l, err := ctlog.Open(*data, ctlog.Options{})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	start := time.Now()
+	b, err := l.BuildSorted(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"size": b.Size, "root": hex.EncodeToString(b.Root[:]), "entry_index": b.EntryIndex,
+			"tree": b.TreePath, "tree_bytes": b.TreeBytes, "seconds": time.Since(start).Seconds(), "checkpoint": string(b.Checkpoint)})
+	}
+	fmt.Fprintf(env.Stdout, "sorted tree of %d certificates, root %x\nappended to the log at index %d; tree %s (%d bytes)\n%s",
+		b.Size, b.Root, b.EntryIndex, b.TreePath, b.TreeBytes, b.Checkpoint)
+	return nil
+}
+
+func logAudit(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "log audit", "[--data DIR] [--tree FILE] [--checkpoint FILE] [--previous FILE]")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
+	tree := fs.String("tree", "", "the published sorted tree file to audit (default: the log's)")
+	cpFile := fs.String("checkpoint", "", "the signed sorted-tree checkpoint it was published with (default: the latest)")
+	prev := fs.String("previous", "", "a log checkpoint saved earlier, to check the log grew consistently from it (default: the one before the latest)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	l, err := ctlog.Open(*data, ctlog.Options{})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	o := ctlog.AuditOptions{TreePath: *tree}
+	for _, p := range []struct {
+		path string
+		dst  *[]byte
+	}{{*cpFile, &o.SortedCheckpoint}, {*prev, &o.Previous}} {
+		if p.path != "" {
+			if *p.dst, err = readLimited(p.path, 64<<10); err != nil {
+				return err
+			}
+		}
+	}
+	rep, err := l.Audit(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := writeJSON(env.Stdout, map[string]any{"ok": rep.OK(), "report": rep}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(env.Stdout, "log size %d, sorted tree %d keys, root %s\n", rep.LogSize, rep.SortedSize, rep.SortedRoot)
+		for _, c := range rep.Checks {
+			mark := "ok  "
+			if !c.OK {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(env.Stdout, "%s %s", mark, c.Name)
+			if c.Detail != "" {
+				fmt.Fprintf(env.Stdout, ": %s", c.Detail)
+			}
+			fmt.Fprintln(env.Stdout)
+		}
+	}
+	if !rep.OK() {
+		return negative()
+	}
+	return nil
+}
+
+// readKeyArg reads a verifier key given literally or as @FILE.
+func readKeyArg(s string) (string, error) {
+	if rest, ok := strings.CutPrefix(s, "@"); ok {
+		b, err := readLimited(rest, 4<<10)
+		if err != nil {
+			return "", err
+		}
+		s = string(b)
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", errors.New("empty verifier key")
+	}
+	return s, nil
+}

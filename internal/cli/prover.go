@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/prover"
+)
+
+func runProver(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprintln(env.Stderr, "Usage: pkie prover serve --ct URL --ct-key VKEY --revocation URL --revocation-key VKEY [flags]\n\n"+
+			"  serve   mirror the log's and the revocation authority's sorted trees and serve proofs over HTTP")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return nil
+		}
+		return usageError("want a subcommand: serve")
+	}
+	return proverServe(ctx, env, args[1:])
+}
+
+func proverServe(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "prover serve", "[flags]")
+	ctURL := fs.String("ct", "", "the CT log's base URL, e.g. http://127.0.0.1:8091")
+	ctKey := fs.String("ct-key", "", "the log's pinned verifier key (or @FILE)")
+	revURL := fs.String("revocation", "", "the revocation authority's base URL, e.g. http://127.0.0.1:8092")
+	revKey := fs.String("revocation-key", "", "the authority's pinned verifier key (or @FILE)")
+	listen := fs.String("listen", "127.0.0.1:8093", "HTTP listen address")
+	every := fs.Duration("sync", 30*time.Second, "sync with the TTPs this often")
+	maxAge := fs.Duration("max-age", 24*time.Hour, "refuse TTP checkpoints older than this")
+	maxInFlight := fs.Int("max-in-flight", 256, "concurrent requests at most; more get 503")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *ctURL == "" && *revURL == "" {
+		return usageError("want --ct URL --ct-key VKEY, --revocation URL --revocation-key VKEY, or both")
+	}
+	if *every <= 0 || *maxAge <= 0 {
+		return usageError("--sync and --max-age must be positive")
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	hc := &http.Client{Timeout: 2 * time.Minute}
+	mk := func(pkie, url, key, flag string) (*prover.Prover, error) {
+		if url == "" {
+			return nil, nil
+		}
+		if key == "" {
+			return nil, usageError("--%s needs --%s-key: the TTP's key must be pinned", flag, flag)
+		}
+		k, err := readKeyArg(key)
+		if err != nil {
+			return nil, usageError("--%s-key: %v", flag, err)
+		}
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			return nil, usageError("--%s-key: %v", flag, err)
+		}
+		p, err := prover.New(prover.Config{PKIE: pkie, Verifier: v, MaxAge: *maxAge,
+			Feed: &feed.Client{Base: strings.TrimSuffix(url, "/") + "/v1/sorted", HTTP: hc},
+			Progress: func(done, total uint64) {
+				fmt.Fprintf(env.Stderr, "\r%s: fetched %d of %d new keys", pkie, done, total)
+				if done == total {
+					fmt.Fprintln(env.Stderr)
+				}
+			}})
+		if err != nil {
+			return nil, err
+		}
+		res, err := p.Sync(ctx)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("synced", "pkie", pkie, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
+		go p.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
+		return p, nil
+	}
+	o := prover.ServerOptions{MaxInFlight: *maxInFlight}
+	var err error
+	if o.CT, err = mk(prover.CT, *ctURL, *ctKey, "ct"); err != nil {
+		return err
+	}
+	if o.CT != nil {
+		o.SCTs = prover.LogSCTs(*ctURL, &http.Client{Timeout: 2 * time.Second})
+	}
+	if o.Revocation, err = mk(prover.Revocation, *revURL, *revKey, "revocation"); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := ctlog.NewHTTPServer(prover.Handler(o))
+	srv.WriteTimeout = 30 * time.Second
+	go func() { <-ctx.Done(); srv.Close() }()
+	logger.Info("prover listening", "addr", ln.Addr().String())
+	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	if err := srv.Serve(ln); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}

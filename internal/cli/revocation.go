@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/revocation"
+)
+
+func runRevocation(ctx context.Context, env *Env, args []string) error {
+	sub := map[string]func(context.Context, *Env, []string) error{
+		"init": revInit, "serve": revServe, "add-crl": revAddCRL, "add-serials": revAddSerials, "publish": revPublish,
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(env.Stderr, "Usage: pkie revocation init|serve|add-crl|add-serials|publish [flags]\n\n"+
+			"  init         create an authority directory with a fresh Ed25519 key\n"+
+			"  serve        serve the signed tree and the prover feed over HTTP, republishing periodically\n"+
+			"  add-crl      ingest X.509 CRLs (DER or PEM) after checking their issuer's signature\n"+
+			"  add-serials  revoke a list of hexadecimal serial numbers of one issuer\n"+
+			"  publish      build and sign the tree now")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return nil
+		}
+		return usageError("want a subcommand: init, serve, add-crl, add-serials or publish")
+	}
+	return sub[args[0]](ctx, env, args[1:])
+}
+
+func revInit(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "revocation init", "[--data DIR] --origin NAME")
+	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
+	origin := fs.String("origin", "", "checkpoint origin and key name, e.g. revocation.example.org (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *origin == "" {
+		return usageError("--origin is required")
+	}
+	vkey, err := revocation.Init(*data, *origin)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]string{"data": *data, "origin": *origin, "verifier_key": vkey})
+	}
+	fmt.Fprintf(env.Stdout, "revocation authority %q initialised in %s (key 0600)\nverifier key (pin it in clients and provers):\n%s\n", *origin, *data, vkey)
+	return nil
+}
+
+func revServe(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "revocation serve", "[flags]")
+	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
+	listen := fs.String("listen", "127.0.0.1:8092", "HTTP listen address")
+	every := fs.Duration("refresh", time.Minute, "re-sign the tree this often even without updates (keep it well under clients' --max-age)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *every <= 0 {
+		return usageError("--refresh must be positive")
+	}
+	a, err := revocation.Open(*data, revocation.Options{})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	if _, err := a.Publish(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := ctlog.NewHTTPServer(a.Handler())
+	go a.Run(ctx, *every, func(f string, x ...any) { logger.Error(fmt.Sprintf(f, x...)) })
+	go func() { <-ctx.Done(); srv.Close() }()
+	logger.Info("revocation authority listening", "origin", a.Origin(), "addr", ln.Addr().String())
+	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	if err := srv.Serve(ln); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+func printUpdate(env *Env, asJSON bool, what string, up *revocation.Update) error {
+	if asJSON {
+		return writeJSON(env.Stdout, up)
+	}
+	fmt.Fprintf(env.Stdout, "%s: %d newly revoked, %d already revoked; tree now %d keys, republished %s\n",
+		what, up.Added, up.Already, up.Size, up.Published.UTC().Format(time.RFC3339))
+	return nil
+}
+
+func revAddCRL(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "revocation add-crl", "[--data DIR] --issuer CERT CRL...")
+	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
+	issuerPath := fs.String("issuer", "", "the CRL issuer's certificate (PEM or DER; required): its key must have signed the CRLs")
+	asJSON := fs.Bool("json", false, "print JSON")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *issuerPath == "" || len(files) == 0 {
+		return usageError("want --issuer CERT and at least one CRL file")
+	}
+	ib, err := readLimited(*issuerPath, 64<<10)
+	if err != nil {
+		return err
+	}
+	issuer, err := revocation.ParseCertificatePEM(ib)
+	if err != nil {
+		return err
+	}
+	a, err := revocation.Open(*data, revocation.Options{})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var ups []*revocation.Update
+	for _, f := range files {
+		b, err := readLimited(f, revocation.MaxCRLBytes)
+		if err != nil {
+			return err
+		}
+		up, err := a.AddCRL(ctx, b, issuer)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if !*asJSON {
+			printUpdate(env, false, f, up)
+		}
+		ups = append(ups, up)
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, ups)
+	}
+	return nil
+}
+
+func revAddSerials(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "revocation add-serials", "[--data DIR] (--issuer CERT | --issuer-key-id HEX) FILE")
+	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
+	issuerPath := fs.String("issuer", "", "the issuing CA's certificate (PEM or DER)")
+	kidHex := fs.String("issuer-key-id", "", "the issuing CA's key identifier in hex (its subject key identifier)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if (*issuerPath == "") == (*kidHex == "") || len(files) != 1 {
+		return usageError("want exactly one of --issuer and --issuer-key-id, and one serial-list file (hex, one per line)")
+	}
+	var kid []byte
+	if *issuerPath != "" {
+		ib, err := readLimited(*issuerPath, 64<<10)
+		if err != nil {
+			return err
+		}
+		issuer, err := revocation.ParseCertificatePEM(ib)
+		if err != nil {
+			return err
+		}
+		if kid, err = revocation.IssuerKeyID(issuer); err != nil {
+			return err
+		}
+	} else if kid, err = hex.DecodeString(*kidHex); err != nil || len(kid) == 0 {
+		return usageError("--issuer-key-id %q is not hex", *kidHex)
+	}
+	b, err := readLimited(files[0], revocation.MaxCRLBytes)
+	if err != nil {
+		return err
+	}
+	serials, err := revocation.ParseSerials(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", files[0], err)
+	}
+	a, err := revocation.Open(*data, revocation.Options{})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	up, err := a.AddSerials(ctx, kid, serials, files[0])
+	if err != nil {
+		return err
+	}
+	return printUpdate(env, *asJSON, files[0], up)
+}
+
+func revPublish(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "revocation publish", "[--data DIR]")
+	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	a, err := revocation.Open(*data, revocation.Options{})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	p, err := a.Publish(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"size": p.Size, "root": hex.EncodeToString(p.Root[:]), "time": p.Time, "tree": p.TreePath, "checkpoint": string(p.Checkpoint)})
+	}
+	fmt.Fprintf(env.Stdout, "published %d revoked keys, root %x\n%s", p.Size, p.Root, p.Checkpoint)
+	return nil
+}
