@@ -32,6 +32,25 @@ func (v Vote) String() string {
 // MarshalJSON renders the vote as its name.
 func (v Vote) MarshalJSON() ([]byte, error) { return json.Marshal(v.String()) }
 
+// UnmarshalJSON reads a vote's name.
+func (v *Vote) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	switch s {
+	case "yes":
+		*v = Yes
+	case "no":
+		*v = No
+	case "stand-aside":
+		*v = StandAside
+	default:
+		return fmt.Errorf("unknown vote %q", s)
+	}
+	return nil
+}
+
 // Answer is one notary's answer to one query, after verification.
 type Answer struct {
 	Notary string `json:"notary"` // bundle name

@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,22 @@ func TestParsePolicy(t *testing.T) {
 		if err != nil || p.String() != tt.want {
 			t.Errorf("ParsePolicy(%q) = %v, %v; want %s", tt.in, p, err, tt.want)
 		}
+	}
+}
+
+func TestVoteJSON(t *testing.T) {
+	for _, v := range []Vote{Yes, No, StandAside} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Vote
+		if err := json.Unmarshal(b, &got); err != nil || got != v {
+			t.Fatalf("round trip of %s via %s = %s, %v", v, b, got, err)
+		}
+	}
+	var v Vote
+	if err := json.Unmarshal([]byte(`"maybe"`), &v); err == nil {
+		t.Fatal("unknown vote accepted")
 	}
 }

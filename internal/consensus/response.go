@@ -39,6 +39,25 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	}{probe.ColonHex(e.Fingerprint[:]), e.Start, e.Finish})
 }
 
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Fingerprint string    `json:"fingerprint"`
+		Start       time.Time `json:"start"`
+		Finish      time.Time `json:"finish"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	fp, err := probe.ParseColonHex(w.Fingerprint, 20)
+	if err != nil {
+		return err
+	}
+	copy(e.Fingerprint[:], fp)
+	e.Start, e.Finish = w.Start, w.Finish
+	return nil
+}
+
 // Observed returns how long the notary saw the fingerprint.
 func (e Entry) Observed() time.Duration { return e.Finish.Sub(e.Start) }
 

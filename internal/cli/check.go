@@ -1,0 +1,280 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/probe"
+
+	// When the system has no root store (minimal containers), CA
+	// validation falls back to the Mozilla roots compiled in.
+	_ "golang.org/x/crypto/x509roots/fallback"
+)
+
+func runCheck(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "check", "[flags] HOST[:PORT]\n\n"+
+		"Probes HOST along this machine's path, asks the notaries whether they see the same\n"+
+		"certificate and decides. Exit status: 0 trusted, 1 untrusted (possible MitM) or\n"+
+		"inconclusive (unless --fail-open), 2 usage or operational error.")
+	notaries := fs.String("notaries", "", "directory of Convergence .notary bundles (default $XDG_CONFIG_HOME/pkie/notaries)")
+	policy := fs.String("policy", "majority", "majority | consensus | minority | quorum:Q (fraction of configured notaries, e.g. quorum:0.75)")
+	minDur := fs.Duration("min-duration", 0, "a notary's yes counts only if it has seen the certificate for at least this long (Perspectives)")
+	unreachFail := fs.Bool("unreachable-is-failure", false, "count notaries that cannot be reached or cannot reach the site as no votes")
+	failOpen := fs.Bool("fail-open", false, "exit 0 on an inconclusive verdict (default: inconclusive is not trusted)")
+	roots := fs.String("roots", "", "PEM file of CA roots for CA path validation (default: the system's roots)")
+	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries (available: ca)")
+	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/cache.db)")
+	cacheMaxAge := fs.Duration("cache-max-age", check.DefaultCacheMaxAge, "a cached acceptance older than this goes back to the notaries")
+	noCache := fs.Bool("no-cache", false, "neither read nor write the local cache")
+	timeout := fs.Duration("timeout", check.DefaultNotaryTimeout, "one deadline for all notary queries together")
+	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "connect + handshake timeout of the client's own probe")
+	sni := fs.String("sni", "", "SNI name to send (default: the host)")
+	ip := fs.String("ip", "", "connect to this IP instead of resolving the host")
+	fingerprint := fs.String("fingerprint", "", "check this SHA-1 fingerprint (AA:BB:… or hex) instead of probing: the seed's converge(host, port, sha1)")
+	bounceVia := fs.String("bounce-via", "", "relay notary queries through this notary bundle's CONNECT listener (privacy)")
+	allowPrivate := fs.Bool("allow-private", false, "allow probing loopback, private and other non-public addresses")
+	var resolve resolveFlag
+	fs.Var(&resolve, "resolve", "HOST=IP:PORT: reach HOST (a site or a notary host) at IP:PORT instead of DNS; repeatable")
+	asJSON := fs.Bool("json", false, "print the verdict as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one HOST[:PORT], got %d arguments", len(pos))
+	}
+	host, port, err := splitHostPort(pos[0], 443)
+	if err != nil {
+		return usageError("%v", err)
+	}
+
+	cfg := check.Config{
+		NotaryTimeout: *timeout,
+		ProbeTimeout:  *probeTimeout,
+		AllowPrivate:  *allowPrivate,
+		CacheMaxAge:   *cacheMaxAge,
+	}
+	if *timeout <= 0 || *probeTimeout <= 0 || *cacheMaxAge <= 0 || *minDur < 0 {
+		return usageError("--timeout, --probe-timeout and --cache-max-age must be positive, --min-duration not negative")
+	}
+	if cfg.Policy, err = check.ParsePolicy(*policy); err != nil {
+		return usageError("--policy: %v", err)
+	}
+	cfg.Policy.MinDuration, cfg.Policy.UnreachableIsFailure = *minDur, *unreachFail
+
+	dir := *notaries
+	if dir == "" {
+		if dir, err = check.DefaultNotaryDir(); err != nil {
+			return usageError("%v; pass --notaries DIR", err)
+		}
+	}
+	if cfg.Notaries, err = check.LoadNotaries(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return usageError("no notaries: %s does not exist; put Convergence .notary bundles there or pass --notaries DIR", dir)
+		}
+		return usageError("%v", err)
+	}
+	if len(cfg.Notaries) == 0 {
+		return usageError("no notaries: %s holds no .notary bundles", dir)
+	}
+	if *bounceVia != "" {
+		if cfg.BounceVia, err = check.ReadBundle(*bounceVia); err != nil {
+			return usageError("--bounce-via: %v", err)
+		}
+	}
+	if *roots != "" {
+		if cfg.Roots, err = loadRoots(*roots); err != nil {
+			return usageError("--roots: %v", err)
+		}
+	}
+	// Further evidence sources plug in here: append to cfg.Sources and list
+	// their names in --require's help.
+	cfg.Sources = checkSources()
+	if *require != "" {
+		for _, r := range strings.Split(*require, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				cfg.Require = append(cfg.Require, r)
+			}
+		}
+	}
+	if !*noCache {
+		cfg.CachePath = *cachePath
+		if cfg.CachePath == "" {
+			if cfg.CachePath, err = check.DefaultCachePath(); err != nil {
+				return usageError("%v; pass --cache PATH or --no-cache", err)
+			}
+		}
+	}
+	if len(resolve) > 0 {
+		cfg.Lookup = resolve.lookup
+		cfg.NotaryDial = resolve.dial
+	}
+
+	c, err := check.New(cfg)
+	if err != nil {
+		return usageError("%v", strings.TrimPrefix(err.Error(), "check: "))
+	}
+	defer c.Close()
+
+	var v *check.Verdict
+	if *fingerprint != "" {
+		if *sni != "" || *ip != "" {
+			return usageError("--fingerprint checks a fingerprint without connecting: --sni and --ip do not apply")
+		}
+		if _, v, err = c.Converge(ctx, host, port, *fingerprint); err != nil {
+			return usageError("%v", strings.TrimPrefix(err.Error(), "check: "))
+		}
+	} else {
+		t := probe.Target{Host: host, Port: port, ServerName: *sni}
+		if *ip != "" {
+			if t.IP, err = netip.ParseAddr(*ip); err != nil {
+				return usageError("--ip %q is not an IP address", *ip)
+			}
+		}
+		if v, err = c.Check(ctx, t); err != nil {
+			return fmt.Errorf("%v", strings.TrimPrefix(err.Error(), "check: "))
+		}
+	}
+	if *asJSON {
+		if err := writeJSON(env.Stdout, v); err != nil {
+			return err
+		}
+	} else {
+		printVerdict(env.Stdout, v)
+	}
+	switch {
+	case v.Result == check.Trusted:
+		return nil
+	case v.Result == check.Inconclusive && *failOpen:
+		fmt.Fprintln(env.Stderr, "pkie check: inconclusive, accepted because of --fail-open")
+		return nil
+	}
+	return negative()
+}
+
+// checkSources returns the evidence sources beyond the notaries and CA
+// validation that "pkie check" offers (none yet: ct and revocation plug in
+// here).
+func checkSources() []check.Source { return nil }
+
+func loadRoots(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificates", path)
+	}
+	return pool, nil
+}
+
+func printVerdict(w io.Writer, v *check.Verdict) {
+	fmt.Fprintf(w, "%s  %s  (policy %s)\n", v.Target, strings.ToUpper(string(v.Result)), v.Policy)
+	if v.Result == check.Untrusted {
+		fmt.Fprintln(w, "  the certificate this machine sees is not the one the notaries see: possible man-in-the-middle")
+	}
+	if v.SHA256 != "" {
+		fmt.Fprintf(w, "  sha256   %s\n", v.SHA256)
+	}
+	fmt.Fprintf(w, "  sha1     %s\n", v.SHA1)
+	if v.FromCache {
+		fmt.Fprintf(w, "  notaries not asked: accepted %s ago (local cache)\n", v.CacheAge.Round(time.Second))
+	} else {
+		fmt.Fprintln(w, "  notaries:")
+		for _, a := range v.Notaries {
+			status := "-"
+			if a.Status != 0 {
+				status = strconv.Itoa(a.Status)
+			}
+			via := ""
+			if a.Bounced {
+				via = " (bounced)"
+			}
+			fmt.Fprintf(w, "    %-16s %-12s %-4s %10s  %s%s\n", a.Notary, a.Vote, status, ms(a.RoundTrip), a.Reason, via)
+		}
+	}
+	fmt.Fprintln(w, "  sources:")
+	for _, a := range v.Sources {
+		req := "reported"
+		if a.Required {
+			req = "required"
+		}
+		fmt.Fprintf(w, "    %-16s %-12s %-8s  %s\n", a.Source, a.Status, req, a.Detail)
+	}
+	fmt.Fprintln(w, "  reasons:")
+	for _, r := range v.Reasons {
+		fmt.Fprintf(w, "    - %s\n", r)
+	}
+	t := v.Timings
+	fmt.Fprintf(w, "  timings  probe %s, cache lookup %s, notaries %s (signature checks %s), sources %s, policy %s, total %s\n",
+		ms(t.Probe), ms(t.CacheLookup), ms(t.Notaries), ms(t.SignatureChecks), ms(t.Sources), ms(t.Policy), ms(t.Total))
+}
+
+// resolveFlag maps host names to fixed addresses (--resolve HOST=IP:PORT),
+// like curl's --resolve: the testbed and the demo live on loopback.
+type resolveFlag map[string]netip.AddrPort
+
+func (r *resolveFlag) String() string {
+	var s []string
+	for h, a := range *r {
+		s = append(s, h+"="+a.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (r *resolveFlag) Set(v string) error {
+	host, addr, ok := strings.Cut(v, "=")
+	if !ok || host == "" {
+		return fmt.Errorf("want HOST=IP:PORT, got %q", v)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || ap.Port() == 0 {
+		return fmt.Errorf("want HOST=IP:PORT, got %q: %q is not IP:PORT", v, addr)
+	}
+	if *r == nil {
+		*r = resolveFlag{}
+	}
+	(*r)[strings.ToLower(host)] = ap
+	return nil
+}
+
+// lookup resolves mapped names to their address and others by DNS.
+func (r resolveFlag) lookup(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
+	if a, ok := r[strings.ToLower(host)]; ok {
+		return []netip.AddrPort{a}, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.AddrPort{netip.AddrPortFrom(ip, uint16(port))}, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.AddrPort, len(ips))
+	for i, ip := range ips {
+		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(port))
+	}
+	return out, nil
+}
+
+// dial sends notary connections for mapped host names to their address.
+func (r resolveFlag) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		if a, ok := r[strings.ToLower(h)]; ok {
+			addr = a.String()
+		}
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"crypto/sha1"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/probe"
+)
+
+// checkWorld is a site, a MitM in front of it and three notaries whose
+// bundles sit in a directory, for driving "pkie check" end to end.
+type checkWorld struct {
+	site, mitm, dir, roots, fp, forgedFP string
+}
+
+func newCheckWorld(t *testing.T) *checkWorld {
+	t.Helper()
+	ca, err := testbed.NewRootCA("CLI Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err := testbed.StartSite("bank.test", leaf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { site.Close() })
+	honest := testbed.NewResolver()
+	honest.Set("bank.test", site.Addr)
+	forger, err := testbed.NewRootCA("Forger", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mitm, err := testbed.StartMitM(forger, honest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mitm.Close() })
+	forged, err := mitm.Forged("bank.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &checkWorld{site: site.Addr.String(), mitm: mitm.Addr.String(), dir: t.TempDir()}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		n, err := testbed.StartNotary(testbed.NotaryOptions{Name: name, Path: honest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		if _, err := n.WriteBundle(w.dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.roots = filepath.Join(t.TempDir(), "roots.pem")
+	if err := os.WriteFile(w.roots, ca.PEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := sha1.Sum(leaf.Cert.Raw)
+	w.fp = probe.ColonHex(s[:])
+	s = sha1.Sum(forged.Cert.Raw)
+	w.forgedFP = probe.ColonHex(s[:])
+	return w
+}
+
+// deadAddr returns a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestCheckCommand(t *testing.T) {
+	w := newCheckWorld(t)
+	cache := filepath.Join(t.TempDir(), "cache.db")
+	base := []string{"check", "bank.test", "--notaries", w.dir, "--allow-private", "--roots", w.roots, "--cache", cache}
+
+	t.Run("trusted, json", func(t *testing.T) {
+		code, out, errOut := runCLI(t, append(base, "--resolve", "bank.test="+w.site, "--json")...)
+		if code != ExitOK {
+			t.Fatalf("exit %d; stderr %s; stdout %s", code, errOut, out)
+		}
+		var v check.Verdict
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("--json output does not parse: %v\n%s", err, out)
+		}
+		if v.Result != check.Trusted || len(v.Notaries) != 3 || v.Timings.Total <= 0 || v.SHA1 != w.fp {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("cache hit, text", func(t *testing.T) {
+		code, out, _ := runCLI(t, append(base, "--resolve", "bank.test="+w.site)...)
+		if code != ExitOK || !strings.Contains(out, "TRUSTED") || !strings.Contains(out, "local cache") || !strings.Contains(out, "timings  probe") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("MitM caught", func(t *testing.T) {
+		code, out, _ := runCLI(t, append(base, "--resolve", "bank.test="+w.mitm)...)
+		if code != ExitNegative || !strings.Contains(out, "UNTRUSTED") || !strings.Contains(out, "man-in-the-middle") ||
+			strings.Count(out, " no ") < 3 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("fingerprint (converge)", func(t *testing.T) {
+		code, out, _ := runCLI(t, "check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", w.fp, "--json")
+		if code != ExitOK || !strings.Contains(out, `"verdict": "trusted"`) {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		code, out, _ = runCLI(t, "check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", w.forgedFP)
+		if code != ExitNegative || !strings.Contains(out, "UNTRUSTED") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("inconclusive is not trusted unless --fail-open", func(t *testing.T) {
+		args := []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", w.fp, "--require", "ca"}
+		if code, out, _ := runCLI(t, args...); code != ExitNegative || !strings.Contains(out, "INCONCLUSIVE") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		if code, _, errOut := runCLI(t, append(args, "--fail-open")...); code != ExitOK || !strings.Contains(errOut, "--fail-open") {
+			t.Fatalf("exit %d with --fail-open: %s", code, errOut)
+		}
+	})
+
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "bad.notary"), []byte(`{"version": 1, "name": "x", "hosts": [`), 0o644)
+	empty := t.TempDir()
+	errTests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no host", []string{"check", "--notaries", w.dir}, "exactly one HOST"},
+		{"bad port", []string{"check", "bank.test:99999", "--notaries", w.dir}, "not a number from 1 to 65535"},
+		{"bad policy", []string{"check", "bank.test", "--notaries", w.dir, "--policy", "quorum:2"}, "--policy"},
+		{"missing notaries dir", []string{"check", "bank.test", "--notaries", filepath.Join(empty, "nope")}, "does not exist"},
+		{"empty notaries dir", []string{"check", "bank.test", "--notaries", empty}, "holds no .notary bundles"},
+		{"malformed bundle", []string{"check", "bank.test", "--notaries", broken}, "bad.notary"},
+		{"unknown required source", []string{"check", "bank.test", "--notaries", w.dir, "--require", "ct"}, `"ct" is not configured`},
+		{"bad resolve", []string{"check", "bank.test", "--notaries", w.dir, "--resolve", "bank.test"}, "HOST=IP:PORT"},
+		{"roots without certificates", []string{"check", "bank.test", "--notaries", w.dir, "--roots", filepath.Join(broken, "bad.notary")}, "no PEM certificates"},
+		{"bad fingerprint", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", "AA:BB"}, "fingerprint"},
+		{"refused connection", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--resolve", "bank.test=" + deadAddr(t)}, "cannot connect"},
+		{"private address refused", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--resolve", "bank.test=" + w.site}, "not public"},
+	}
+	for _, tt := range errTests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tt.args...)
+			if code != ExitUsage || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 mentioning %q", code, errOut, tt.want)
+			}
+		})
+	}
+}
