@@ -1,0 +1,151 @@
+package check
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/pkie/pkie/internal/prover"
+	"github.com/pkie/pkie/internal/revocation"
+	"github.com/pkie/pkie/probe"
+)
+
+// ProofOptions configure the proof-based sources (CT and revocation).
+type ProofOptions struct {
+	// ProverURL is the prover server's base URL, e.g. http://127.0.0.1:8093.
+	ProverURL string
+	// TTPKey is the pinned note verifier key of the trusted third party:
+	// the log for CT, the revocation authority for revocation. Proofs are
+	// trusted on this key alone, never on the prover.
+	TTPKey string
+	// MaxAge rejects signed roots older than this: it bounds how long an
+	// old proof can be replayed (for revocation, how long after a
+	// revocation a stale "not revoked" proof still passes). Zero means
+	// DefaultProofMaxAge.
+	MaxAge time.Duration
+	// MMD is the log's maximum merge delay: a certificate absent from the
+	// sorted tree passes CT only with an SCT younger than this. Zero means
+	// DefaultMMD. Unused for revocation.
+	MMD time.Duration
+	// HTTP is the client to reach the prover; nil means one with a 5 s
+	// timeout.
+	HTTP *http.Client
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Defaults of ProofOptions.
+const (
+	DefaultProofMaxAge = time.Hour
+	DefaultMMD         = 24 * time.Hour
+)
+
+type proofSource struct {
+	pkie   string
+	client *prover.Client
+	pin    prover.Pin
+	mmd    time.Duration
+	now    func() time.Time
+}
+
+func newProofSource(pkie string, o ProofOptions) (*proofSource, error) {
+	if o.ProverURL == "" {
+		return nil, fmt.Errorf("check: %s source needs a prover URL", pkie)
+	}
+	if o.MaxAge == 0 {
+		o.MaxAge = DefaultProofMaxAge
+	}
+	if o.MMD == 0 {
+		o.MMD = DefaultMMD
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	pin, err := prover.ParsePin(o.TTPKey, o.MaxAge)
+	if err != nil {
+		return nil, fmt.Errorf("check: %s: %w", pkie, err)
+	}
+	return &proofSource{pkie: pkie, client: &prover.Client{Base: o.ProverURL, HTTP: o.HTTP}, pin: pin, mmd: o.MMD, now: o.Now}, nil
+}
+
+// NewCTSource returns the "ct" source: the leaf must be in the log's signed
+// sorted tree (presence proof), or absent with the log's SCT younger than
+// the maximum merge delay (seed 004 §5.1).
+func NewCTSource(o ProofOptions) (Source, error) { return newProofSource(prover.CT, o) }
+
+// NewRevocationSource returns the "revocation" source: an absence proof in
+// the revocation authority's signed tree passes, a presence proof
+// (revoked) fails.
+func NewRevocationSource(o ProofOptions) (Source, error) {
+	return newProofSource(prover.Revocation, o)
+}
+
+// Name returns "ct" or "revocation".
+func (s *proofSource) Name() string { return s.pkie }
+
+// Assess fetches and verifies the proof for obs's leaf. An unreachable
+// prover is Unknown; a proof that does not verify (bad signature, stale or
+// future root, wrong origin, broken path) is Fail, since only an attacker or
+// a broken TTP produces one.
+func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assertion {
+	a := Assertion{Source: s.pkie, Status: Unknown}
+	if len(obs.Chain) == 0 {
+		a.Detail = "no certificate chain (only a fingerprint was given)"
+		return a
+	}
+	leafDER := obs.Chain[0]
+	if s.pkie == prover.CT {
+		resp, err := s.client.CT(ctx, sha256.Sum256(leafDER))
+		if err != nil {
+			a.Detail = fmt.Sprintf("no proof from the CT prover: %v", err)
+			return a
+		}
+		res, err := prover.VerifyCT(leafDER, resp, s.pin, s.mmd, s.now())
+		if err != nil {
+			a.Status, a.Detail = Fail, err.Error()
+			return a
+		}
+		if res.Present {
+			a.Detail = fmt.Sprintf("in the log's sorted tree of %d certificates signed %s", res.TreeSize, res.CheckpointTime.UTC().Format(time.RFC3339))
+		} else {
+			a.Detail = fmt.Sprintf("not yet in the sorted tree; SCT of %s is within the %s merge delay", res.SCTTime.UTC().Format(time.RFC3339), s.mmd)
+		}
+		a.Status = Pass
+		return a
+	}
+	leaf, err := x509.ParseCertificate(leafDER)
+	if err != nil {
+		a.Status, a.Detail = Fail, fmt.Sprintf("leaf certificate does not parse: %v", err)
+		return a
+	}
+	var issuer *x509.Certificate
+	if len(obs.Chain) > 1 {
+		issuer, _ = x509.ParseCertificate(obs.Chain[1])
+	}
+	key, err := revocation.CertKey(leaf, issuer)
+	if err != nil {
+		a.Detail = err.Error()
+		return a
+	}
+	resp, err := s.client.Revocation(ctx, key)
+	if err != nil {
+		a.Detail = fmt.Sprintf("no proof from the revocation prover: %v", err)
+		return a
+	}
+	res, err := prover.VerifyRevocation(key, resp, s.pin, s.now())
+	if err != nil {
+		a.Status, a.Detail = Fail, err.Error()
+		return a
+	}
+	signed := res.CheckpointTime.UTC().Format(time.RFC3339)
+	if res.Revoked {
+		a.Status, a.Detail = Fail, fmt.Sprintf("revoked: listed in the authority's tree of %d revocations signed %s", res.TreeSize, signed)
+		return a
+	}
+	a.Status, a.Detail = Pass, fmt.Sprintf("not revoked as of %s (absent from %d revocations)", signed, res.TreeSize)
+	return a
+}
+

@@ -1,0 +1,114 @@
+package check
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/probe"
+)
+
+func proofSources(t *testing.T, ttp *testbed.TTPs, now func() time.Time) (ct, rev Source) {
+	t.Helper()
+	ct, err := NewCTSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: ttp.LogKey, MaxAge: 10 * time.Minute, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err = NewRevocationSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: ttp.RevocationKey, MaxAge: 10 * time.Minute, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct, rev
+}
+
+// TestProofSourcesInVerdict runs "--require ct,revocation" end to end: real
+// sites, notaries, log, revocation authority and prover on loopback.
+func TestProofSourcesInVerdict(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 0)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
+	// bank.test is logged and not revoked; shop.test is logged and revoked.
+	for _, s := range []*testbed.Site{w.bank, w.shop} {
+		if _, err := ttp.LogChain(ctx, s.Leaf().Chain); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ttp.Revoke(ctx, w.ca, w.shop.Leaf().Cert.SerialNumber); err != nil {
+		t.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ct, rev := proofSources(t, ttp, nil)
+	cfg := w.config(t, w.honest)
+	cfg.Sources = []Source{ct, rev}
+	cfg.Require = []string{"ca", "ct", "revocation"}
+	c := newChecker(t, cfg)
+
+	v, err := c.Check(ctx, target("bank.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Result != Trusted || len(v.Sources) != 3 {
+		t.Fatalf("bank.test: %v %v %+v", v.Result, v.Reasons, v.Sources)
+	}
+	for _, a := range v.Sources {
+		if a.Status != Pass || !a.Required {
+			t.Errorf("bank.test: %+v", a)
+		}
+	}
+	v, err = c.Check(ctx, target("shop.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Result != Untrusted || !strings.Contains(strings.Join(v.Reasons, " ")+v.Sources[2].Detail, "revoked") {
+		t.Fatalf("revoked shop.test: %v %v %+v", v.Result, v.Reasons, v.Sources)
+	}
+}
+
+func TestProofSourceAssess(t *testing.T) {
+	ctx := context.Background()
+	clk := time.Now()
+	now := func() time.Time { return clk }
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
+	root, _ := testbed.NewRootCA("Assess Root", testbed.ECDSAP256)
+	ca, _ := root.NewIntermediate("Assess CA", testbed.ECDSAP256)
+	unlogged, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"u.test"}})
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ct, rev := proofSources(t, ttp, now)
+	obs := &probe.Observation{Chain: unlogged.Chain}
+	if a := ct.Assess(ctx, obs); a.Status != Fail {
+		t.Errorf("unlogged certificate: %+v", a)
+	}
+	if a := rev.Assess(ctx, obs); a.Status != Pass {
+		t.Errorf("unrevoked certificate: %+v", a)
+	}
+	// A replayed (stale) root fails; an unreachable prover is unknown; no
+	// chain is unknown.
+	clk = clk.Add(11 * time.Minute)
+	if a := rev.Assess(ctx, obs); a.Status != Fail || !strings.Contains(a.Detail, "older") {
+		t.Errorf("stale root: %+v", a)
+	}
+	down, _ := NewRevocationSource(ProofOptions{ProverURL: "http://127.0.0.1:1", TTPKey: ttp.RevocationKey})
+	if a := down.Assess(ctx, obs); a.Status != Unknown {
+		t.Errorf("unreachable prover: %+v", a)
+	}
+	if a := ct.Assess(ctx, &probe.Observation{}); a.Status != Unknown {
+		t.Errorf("no chain: %+v", a)
+	}
+	if _, err := NewCTSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: "not a key"}); err == nil {
+		t.Error("malformed pinned key accepted")
+	}
+}
