@@ -148,4 +148,3 @@ func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assert
 	a.Status, a.Detail = Pass, fmt.Sprintf("not revoked as of %s (absent from %d revocations)", signed, res.TreeSize)
 	return a
 }
-
