@@ -54,6 +54,8 @@ func commands() []command {
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
+		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
+		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
 		{"bench", "measure pkie against the seed papers (bench proofs, ...)", runBench},
 	}
 }
