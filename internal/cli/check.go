@@ -32,7 +32,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	unreachFail := fs.Bool("unreachable-is-failure", false, "count notaries that cannot be reached or cannot reach the site as no votes")
 	failOpen := fs.Bool("fail-open", false, "exit 0 on an inconclusive verdict (default: inconclusive is not trusted)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA path validation (default: the system's roots)")
-	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries (available: ca)")
+	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries (available: ca, ct, revocation)")
 	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/cache.db)")
 	cacheMaxAge := fs.Duration("cache-max-age", check.DefaultCacheMaxAge, "a cached acceptance older than this goes back to the notaries")
 	noCache := fs.Bool("no-cache", false, "neither read nor write the local cache")
@@ -46,6 +46,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	var resolve resolveFlag
 	fs.Var(&resolve, "resolve", "HOST=IP:PORT: reach HOST (a site or a notary host) at IP:PORT instead of DNS; repeatable")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
+	proofs := addProofFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -99,7 +100,9 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	}
 	// Further evidence sources plug in here: append to cfg.Sources and list
 	// their names in --require's help.
-	cfg.Sources = checkSources()
+	if cfg.Sources, err = proofs.sources(); err != nil {
+		return err
+	}
 	if *require != "" {
 		for _, r := range strings.Split(*require, ",") {
 			if r = strings.TrimSpace(r); r != "" {
@@ -161,11 +164,6 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	}
 	return negative()
 }
-
-// checkSources returns the evidence sources beyond the notaries and CA
-// validation that "pkie check" offers (none yet: ct and revocation plug in
-// here).
-func checkSources() []check.Source { return nil }
 
 func loadRoots(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)
