@@ -351,6 +351,19 @@ func (c *Checker) Converge(ctx context.Context, host string, port int, fingerpri
 	return v.Result == Trusted, v, nil
 }
 
+// policyKey names the policy with every setting that changes its result,
+// for the cache.
+func (c *Checker) policyKey() string {
+	k := c.cfg.Policy.String()
+	if d := c.cfg.Policy.MinDuration; d > 0 {
+		k += ",min-duration=" + d.String()
+	}
+	if c.cfg.Policy.UnreachableIsFailure {
+		k += ",unreachable-is-failure"
+	}
+	return k
+}
+
 // ParseSHA1 parses a SHA-1 certificate fingerprint written as 20 colon
 // separated hex bytes or 40 hex digits, in either case.
 func ParseSHA1(s string) ([20]byte, error) {
@@ -393,17 +406,23 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	}
 	key := consensus.Key{Host: t.Host, Port: t.Port, SHA1: obs.SHA1, SHA256: s256}
 
-	// Local cache.
+	// Local cache. An entry counts only under the policy that accepted it:
+	// a certificate accepted by one notary under minority must not pass
+	// unasked under consensus.
+	policyKey := c.policyKey()
 	if c.cache != nil {
 		cs := time.Now()
-		at, ok, err := c.cache.Lookup(ctx, key)
+		acc, ok, err := c.cache.Lookup(ctx, key)
 		v.Timings.CacheLookup = time.Since(cs)
-		switch age := c.cfg.Now().Sub(at); {
+		switch age := c.cfg.Now().Sub(acc.At); {
 		case err != nil:
 			v.Reasons = append(v.Reasons, "local cache unavailable, asking notaries: "+err.Error())
-		case ok && age <= c.cfg.CacheMaxAge && age >= -time.Minute:
+		case !ok:
+		case acc.Policy != policyKey:
+			v.Reasons = append(v.Reasons, fmt.Sprintf("local cache entry was accepted under policy %q: asking notaries under %q", acc.Policy, policyKey))
+		case age <= c.cfg.CacheMaxAge && age >= -time.Minute:
 			v.FromCache, v.CacheAge = true, max(age, 0)
-		case ok:
+		default:
 			v.Reasons = append(v.Reasons, fmt.Sprintf("local cache entry is %s old (max %s): asking notaries again", age.Round(time.Second), c.cfg.CacheMaxAge))
 		}
 	}
@@ -495,7 +514,7 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	// is not refreshed, so an entry expires CacheMaxAge after the notaries
 	// last vouched for it.
 	if c.cache != nil && result == Trusted && !v.FromCache {
-		if err := c.cache.Store(ctx, key, c.cfg.Now(), c.cfg.Policy.String()); err != nil {
+		if err := c.cache.Store(ctx, key, c.cfg.Now(), policyKey); err != nil {
 			v.Reasons = append(v.Reasons, "could not remember this verdict: "+err.Error())
 		}
 	}

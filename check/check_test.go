@@ -194,6 +194,21 @@ func TestCheckEndToEnd(t *testing.T) {
 		if v5.Result != Trusted || v5.FromCache || len(v5.Notaries) != 3 || !strings.Contains(strings.Join(v5.Reasons, "\n"), "old (max 1h0m0s)") {
 			t.Fatalf("stale cache entry = %s from cache %v, %d answers; %q", v5.Result, v5.FromCache, len(v5.Notaries), v5.Reasons)
 		}
+
+		// An entry accepted under one policy does not answer for another.
+		cfg.Now, cfg.CacheMaxAge = nil, 0
+		cfg.Policy = Policy{Kind: "consensus"}
+		c4 := newChecker(t, cfg)
+		v6, err := c4.Check(ctx, target("bank.test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v6.FromCache || len(v6.Notaries) != 3 || !strings.Contains(strings.Join(v6.Reasons, "\n"), `accepted under policy "majority"`) {
+			t.Fatalf("cache under another policy = from cache %v; %q", v6.FromCache, v6.Reasons)
+		}
+		if v7, _ := c4.Check(ctx, target("bank.test")); !v7.FromCache {
+			t.Fatalf("second consensus check not from cache: %q", v7.Reasons)
+		}
 	})
 
 	t.Run("MitM on the client's path is caught", func(t *testing.T) {

@@ -87,10 +87,10 @@ func (c *Cache) init(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if c.bySHA1, err = c.db.PrepareContext(ctx, `SELECT accepted FROM accepted WHERE host = ? AND port = ? AND sha1 = ?`); err != nil {
+	if c.bySHA1, err = c.db.PrepareContext(ctx, `SELECT accepted, policy FROM accepted WHERE host = ? AND port = ? AND sha1 = ?`); err != nil {
 		return err
 	}
-	if c.by256, err = c.db.PrepareContext(ctx, `SELECT accepted FROM accepted WHERE host = ? AND port = ? AND sha256 = ?`); err != nil {
+	if c.by256, err = c.db.PrepareContext(ctx, `SELECT accepted, policy FROM accepted WHERE host = ? AND port = ? AND sha256 = ?`); err != nil {
 		return err
 	}
 	c.put, err = c.db.PrepareContext(ctx, `INSERT INTO accepted (host, port, sha1, sha256, accepted, policy) VALUES (?, ?, ?, ?, ?, ?)
@@ -115,8 +115,15 @@ type Key struct {
 
 func (k Key) host() string { return strings.ToLower(k.Host) }
 
-// Lookup returns when k was accepted, and whether it is in the cache.
-func (c *Cache) Lookup(ctx context.Context, k Key) (time.Time, bool, error) {
+// Accepted is a cached acceptance.
+type Accepted struct {
+	At     time.Time
+	Policy string // the policy it was accepted under
+}
+
+// Lookup returns when and under which policy k was accepted, and whether it
+// is in the cache at all.
+func (c *Cache) Lookup(ctx context.Context, k Key) (Accepted, bool, error) {
 	var row *sql.Row
 	if k.SHA256 != nil {
 		row = c.by256.QueryRowContext(ctx, k.host(), k.Port, k.SHA256[:])
@@ -124,13 +131,14 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (time.Time, bool, error) {
 		row = c.bySHA1.QueryRowContext(ctx, k.host(), k.Port, k.SHA1[:])
 	}
 	var ns int64
-	switch err := row.Scan(&ns); {
+	var policy string
+	switch err := row.Scan(&ns, &policy); {
 	case errors.Is(err, sql.ErrNoRows):
-		return time.Time{}, false, nil
+		return Accepted{}, false, nil
 	case err != nil:
-		return time.Time{}, false, fmt.Errorf("cache lookup: %w", err)
+		return Accepted{}, false, fmt.Errorf("cache lookup: %w", err)
 	}
-	return time.Unix(0, ns), true, nil
+	return Accepted{At: time.Unix(0, ns), Policy: policy}, true, nil
 }
 
 // Store records that k was accepted at t under policy.

@@ -51,7 +51,7 @@ func TestCache(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, ok, err := c.Lookup(ctx, tt.key)
-		if err != nil || ok != tt.hit || (ok && !got.Equal(at)) {
+		if err != nil || ok != tt.hit || (ok && (!got.At.Equal(at) || got.Policy != "majority")) {
 			t.Errorf("%s: Lookup = %v, %v, %v; want hit=%v at %v", tt.name, got, ok, err, tt.hit, at)
 		}
 	}
@@ -61,7 +61,7 @@ func TestCache(t *testing.T) {
 	if err := c.Store(ctx, Key{Host: "bank.test", Port: 443, SHA1: k.SHA1}, later, "consensus"); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, _ := c.Lookup(ctx, k); !ok || !got.Equal(later) {
+	if got, ok, _ := c.Lookup(ctx, k); !ok || !got.At.Equal(later) || got.Policy != "consensus" {
 		t.Fatalf("after re-store Lookup = %v, %v", got, ok)
 	}
 	c.Close()
