@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	fmt.Fprintln(o.Progress, "phase 4/5: ceiling: raw TLS handshakes to the same site")
 	r.UncachedCeil = load(ctx, "raw TLS handshakes", o.Concurrency, o.Duration, func(ctx context.Context, _ int) (int, error) {
-		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, ServerName: "site.test"}}
+		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, ServerName: "site.test", CurvePreferences: probe.CurvePreferences()}}
 		conn, err := d.DialContext(ctx, "tcp", e.site.Addr.String())
 		if err != nil {
 			return 0, err

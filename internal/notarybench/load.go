@@ -10,8 +10,8 @@ package notarybench
 import (
 	"context"
 	"sort"
-	"sync"
 	"strconv"
+	"sync"
 	"time"
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -25,8 +26,19 @@ CREATE TABLE IF NOT EXISTS observations (
 `
 
 type sqliteStore struct {
-	db *sql.DB
+	db      *sql.DB // readers
+	w       *sql.DB // the one writer
+	lookup  *sql.Stmt
+	observe *sql.Stmt
 }
+
+// Statements are prepared once: parsing SQL costs more than running these.
+const (
+	sqliteLookup  = `SELECT sha256, sha1, first, last FROM observations WHERE host = ? AND port = ? AND sni = ? ORDER BY last, first`
+	sqliteObserve = `INSERT INTO observations (host, port, sni, sha256, sha1, first, last) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (host, port, sni, sha256) DO UPDATE SET
+			first = min(first, excluded.first), last = max(last, excluded.last)`
+)
 
 // OpenSQLite opens (creating if needed) a history in the SQLite file at path.
 func OpenSQLite(ctx context.Context, path string) (History, error) {
@@ -43,17 +55,44 @@ func OpenSQLite(ctx context.Context, path string) (History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: opening %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, sqliteSchema); err != nil {
+	// SQLite admits one writer at a time and makes the others sleep in its
+	// busy handler (milliseconds each); funnelling writes through a single
+	// connection queues them in Go instead, which is much faster under
+	// concurrent probes.
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
 		db.Close()
+		return nil, fmt.Errorf("store: opening %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	// database/sql keeps only two idle connections by default; every other
+	// reader would reopen the file and re-prepare its statement per query.
+	readers := 4 * runtime.GOMAXPROCS(0)
+	db.SetMaxOpenConns(readers)
+	db.SetMaxIdleConns(readers)
+	if _, err := w.ExecContext(ctx, sqliteSchema); err != nil {
+		db.Close()
+		w.Close()
 		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
 	}
-	return &sqliteStore{db: db}, nil
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		w.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	st := &sqliteStore{db: db, w: w}
+	if st.lookup, err = db.PrepareContext(ctx, sqliteLookup); err == nil {
+		st.observe, err = w.PrepareContext(ctx, sqliteObserve)
+	}
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("store: preparing statements: %w", err)
+	}
+	return st, nil
 }
 
 func (s *sqliteStore) Lookup(ctx context.Context, k Key) ([]Record, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT sha256, sha1, first, last FROM observations WHERE host = ? AND port = ? AND sni = ? ORDER BY last, first`,
-		k.Host, k.Port, k.SNI)
+	rows, err := s.lookup.QueryContext(ctx, k.Host, k.Port, k.SNI)
 	if err != nil {
 		return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
 	}
@@ -76,18 +115,25 @@ func (s *sqliteStore) Lookup(ctx context.Context, k Key) ([]Record, error) {
 
 func (s *sqliteStore) Observe(ctx context.Context, k Key, sha256 [32]byte, sha1 [20]byte, t time.Time) error {
 	ns := t.UnixNano()
-	_, err := s.db.ExecContext(ctx, `
-		INSERT INTO observations (host, port, sni, sha256, sha1, first, last) VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (host, port, sni, sha256) DO UPDATE SET
-			first = min(first, excluded.first), last = max(last, excluded.last)`,
-		k.Host, k.Port, k.SNI, sha256[:], sha1[:], ns, ns)
+	_, err := s.observe.ExecContext(ctx, k.Host, k.Port, k.SNI, sha256[:], sha1[:], ns, ns)
 	if err != nil {
 		return fmt.Errorf("store: recording %s:%d: %w", k.Host, k.Port, err)
 	}
 	return nil
 }
 
-func (s *sqliteStore) Close() error { return s.db.Close() }
+func (s *sqliteStore) Close() error {
+	for _, st := range []*sql.Stmt{s.lookup, s.observe} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	err := s.db.Close()
+	if werr := s.w.Close(); err == nil {
+		err = werr
+	}
+	return err
+}
 
 func makeRecord(h256, h1 []byte, first, last int64) (Record, error) {
 	var r Record
