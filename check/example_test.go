@@ -1,0 +1,46 @@
+package check_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/pkie/pkie/check"
+)
+
+// An embedder that completed its own TLS handshake asks whether to trust the
+// certificate it was shown: the seed paper's converge(host, port, sha1sum).
+func ExampleChecker_Converge() {
+	dir, err := check.DefaultNotaryDir()
+	if err != nil {
+		log.Fatal(err)
+	}
+	notaries, err := check.LoadNotaries(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	policy, err := check.ParsePolicy("quorum:0.75")
+	if err != nil {
+		log.Fatal(err)
+	}
+	policy.MinDuration = 24 * time.Hour
+	cache, err := check.DefaultCachePath()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := check.New(check.Config{Notaries: notaries, Policy: policy, CachePath: cache})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ok, v, err := c.Converge(context.Background(), "bank.example", 443,
+		"3A:1F:9C:00:5B:7E:21:D4:88:0C:6A:19:E2:47:B3:5D:90:CC:12:7F")
+	if err != nil {
+		log.Fatal(err) // malformed input or a cancelled context, not a verdict
+	}
+	if !ok {
+		fmt.Println("refusing:", v.Result, v.Reasons)
+	}
+}
