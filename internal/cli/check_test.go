@@ -177,6 +177,16 @@ func BenchmarkCheckProcessCacheHit(b *testing.B) {
 	cache := filepath.Join(b.TempDir(), "cache.db")
 	args := []string{"check", "bank.test", "--notaries", w.dir, "--allow-private", "--roots", w.roots,
 		"--cache", cache, "--resolve", "bank.test=" + w.site}
+	// The floor: the same process starting and printing its help.
+	b.Run("process-start", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command(os.Args[0], "help")
+			cmd.Env = append(os.Environ(), "PKIE_CLI_CHILD=1")
+			if out, err := cmd.Output(); err != nil || !bytes.Contains(out, []byte("check")) {
+				b.Fatalf("child: %v\n%s", err, out)
+			}
+		}
+	})
 	for _, mode := range []struct{ name, extra string }{{"probe", ""}, {"fingerprint", w.fp}} {
 		b.Run(mode.name, func(b *testing.B) {
 			a := args
