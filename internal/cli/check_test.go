@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/json"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
@@ -20,6 +22,7 @@ import (
 // bundles sit in a directory, for driving "pkie check" end to end.
 type checkWorld struct {
 	site, mitm, dir, roots, fp, forgedFP string
+	notaries                             []*testbed.Notary
 }
 
 func newCheckWorld(t testing.TB) *checkWorld {
@@ -62,6 +65,7 @@ func newCheckWorld(t testing.TB) *checkWorld {
 		if _, err := n.WriteBundle(w.dir); err != nil {
 			t.Fatal(err)
 		}
+		w.notaries = append(w.notaries, n)
 	}
 	w.roots = filepath.Join(t.TempDir(), "roots.pem")
 	if err := os.WriteFile(w.roots, ca.PEM(), 0o644); err != nil {
@@ -81,6 +85,35 @@ func deadAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// silentAddr returns a loopback address that accepts connections and never
+// answers.
+func silentAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	return ln.Addr().String()
 }
 
@@ -135,6 +168,34 @@ func TestCheckCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("bounced", func(t *testing.T) {
+		// n1's bouncer relays to n2 and n3; the client asks them through it.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			notary.ServeBouncer(ctx, ln, notary.NewBouncer([]string{w.notaries[1].Addr.String(), w.notaries[2].Addr.String()}, 0))
+		}()
+		defer func() { cancel(); <-done }()
+		n1 := w.notaries[0]
+		via := n1.Identity.Bundle(n1.Addr.Addr().String(), int(n1.Addr.Port()), ln.Addr().(*net.TCPAddr).Port, "n1", "", "")
+		raw, err := via.MarshalIndent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaPath := filepath.Join(t.TempDir(), "via.notary")
+		os.WriteFile(viaPath, raw, 0o644)
+		code, out, errOut := runCLI(t, "check", "bank.test", "--notaries", w.dir, "--allow-private", "--no-cache",
+			"--resolve", "bank.test="+w.site, "--bounce-via", viaPath)
+		if code != ExitOK || strings.Count(out, "(bounced)") != 2 {
+			t.Fatalf("exit %d, stderr %s:\n%s", code, errOut, out)
+		}
+	})
+
 	broken := t.TempDir()
 	os.WriteFile(filepath.Join(broken, "bad.notary"), []byte(`{"version": 1, "name": "x", "hosts": [`), 0o644)
 	empty := t.TempDir()
@@ -154,6 +215,8 @@ func TestCheckCommand(t *testing.T) {
 		{"roots without certificates", []string{"check", "bank.test", "--notaries", w.dir, "--roots", filepath.Join(broken, "bad.notary")}, "no PEM certificates"},
 		{"bad fingerprint", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", "AA:BB"}, "fingerprint"},
 		{"refused connection", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--resolve", "bank.test=" + deadAddr(t)}, "cannot connect"},
+		{"site timeout", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--probe-timeout", "300ms", "--resolve", "bank.test=" + silentAddr(t)}, "timed out"},
+		{"bad bounce bundle", []string{"check", "bank.test", "--notaries", w.dir, "--bounce-via", filepath.Join(broken, "bad.notary")}, "--bounce-via"},
 		{"private address refused", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--resolve", "bank.test=" + w.site}, "not public"},
 	}
 	for _, tt := range errTests {
