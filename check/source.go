@@ -39,7 +39,9 @@ type Assertion struct {
 //
 // obs.Chain is empty when the Checker was given only a fingerprint
 // (Converge); a source that needs the chain answers Unknown then. Assess
-// must honour ctx and must not return before filling Status.
+// must honour ctx (it carries the check's deadline); the Checker fills in
+// Source, Required and Duration, and treats any Status other than Pass or
+// Fail as Unknown.
 type Source interface {
 	Name() string
 	Assess(ctx context.Context, obs *probe.Observation) Assertion
