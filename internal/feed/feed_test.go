@@ -1,0 +1,74 @@
+package feed
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+type sliceSource [][32]byte
+
+func (s sliceSource) LatestCheckpoint(context.Context) ([]byte, error) {
+	if len(s) == 0 {
+		return nil, ErrNoCheckpoint
+	}
+	return []byte("cp\n"), nil
+}
+
+func (s sliceSource) Keys(_ context.Context, start uint64, n int) ([][32]byte, error) {
+	if start >= uint64(len(s)) {
+		return nil, nil
+	}
+	return s[start:min(uint64(len(s)), start+uint64(n))], nil
+}
+
+func TestFeedOverHTTP(t *testing.T) {
+	keys := make(sliceSource, MaxKeys+10)
+	for i := range keys {
+		keys[i][0], keys[i][1], keys[i][31] = byte(i>>8), byte(i), 7
+	}
+	srv := httptest.NewServer(http.StripPrefix("/f", Handler(keys)))
+	defer srv.Close()
+	c := &Client{Base: srv.URL + "/f/"}
+	ctx := context.Background()
+	if cp, err := c.LatestCheckpoint(ctx); err != nil || string(cp) != "cp\n" {
+		t.Fatalf("checkpoint %q %v", cp, err)
+	}
+	got, err := FetchAll(ctx, c, 5, uint64(len(keys)), nil)
+	if err != nil || len(got) != len(keys)-5 || got[0] != keys[5] || got[len(got)-1] != keys[len(keys)-1] {
+		t.Fatalf("FetchAll: %d keys, %v", len(got), err)
+	}
+	if _, err := FetchAll(ctx, c, 0, uint64(len(keys))+1, nil); err == nil {
+		t.Error("a feed shorter than promised was not reported")
+	}
+	empty := httptest.NewServer(Handler(sliceSource{}))
+	defer empty.Close()
+	if _, err := (&Client{Base: empty.URL}).LatestCheckpoint(ctx); err != ErrNoCheckpoint {
+		t.Errorf("no checkpoint: %v", err)
+	}
+	for _, q := range []string{"", "?start=x", "?start=-1", "?start=0&count=0", "?start=0&count=abc"} {
+		resp, err := http.Get(srv.URL + "/f/keys" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("keys%s: %d, want 400", q, resp.StatusCode)
+		}
+	}
+}
+
+func FuzzDecodeKeys(f *testing.F) {
+	f.Add(make([]byte, 64), 2)
+	f.Add(make([]byte, 33), 5)
+	f.Fuzz(func(t *testing.T, b []byte, max int) {
+		ks, err := DecodeKeys(b, max)
+		if err != nil {
+			return
+		}
+		if 32*len(ks) != len(b) || len(ks) > max {
+			t.Fatalf("%d bytes, max %d: %d keys", len(b), max, len(ks))
+		}
+	})
+}
