@@ -21,6 +21,7 @@ package feed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,11 +57,11 @@ func Handler(src Source) http.Handler {
 	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, r *http.Request) {
 		cp, err := src.LatestCheckpoint(r.Context())
 		if errors.Is(err, ErrNoCheckpoint) {
-			http.Error(w, err.Error(), http.StatusNotFound)
+			httpError(w, http.StatusNotFound, err.Error())
 			return
 		}
 		if err != nil {
-			http.Error(w, "reading checkpoint failed", http.StatusInternalServerError)
+			httpError(w, http.StatusInternalServerError, "reading checkpoint failed")
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -70,12 +71,12 @@ func Handler(src Source) http.Handler {
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
 		start, count, err := parseKeysQuery(r.URL.Query())
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			httpError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		keys, err := src.Keys(r.Context(), start, count)
 		if err != nil {
-			http.Error(w, "reading keys failed", http.StatusInternalServerError)
+			httpError(w, http.StatusInternalServerError, "reading keys failed")
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
@@ -87,6 +88,12 @@ func Handler(src Source) http.Handler {
 		w.Write(buf)
 	})
 	return mux
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
 // parseKeysQuery reads start and count, defaulting count to MaxKeys and
