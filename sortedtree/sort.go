@@ -1,51 +1,112 @@
 package sortedtree
 
 import (
-	"encoding/binary"
-	"slices"
+	"runtime"
+	"sync"
+	"sync/atomic"
 )
 
-// sortKeys sorts keys in place in ascending order. Keys are usually hashes
-// and so spread evenly; an in-place radix pass on the top 16 bits (American
-// flag sort) splits them into 65,536 buckets that are then sorted one by one
-// with a comparison sort, several times faster than a comparison sort of the
-// whole slice and with no extra memory. Skewed input stays correct: a bucket
-// holding everything just falls back to the comparison sort.
+// smallSort is the size below which radix passes give way to insertion sort.
+const smallSort = 48
+
+// sortKeys sorts keys in place in ascending order with a most-significant-
+// byte-first radix sort (American flag sort): each pass counts the keys per
+// value of one byte, swaps every key into its bucket in place, and recurses
+// into the buckets with the next byte. Keys are usually hashes, so after two
+// passes buckets are a few dozen keys, which insertion sort finishes. There
+// is no extra memory, every pass touches at most 256 write positions (so it
+// stays in cache, unlike one wide pass), and skewed input only costs more
+// passes: at most 32, one per byte. The top-level buckets are sorted by all
+// CPUs in parallel.
 func sortKeys(keys [][32]byte) {
-	if len(keys) < 1<<16 {
-		slices.SortFunc(keys, func(a, b [32]byte) int { return compareKeys(&a, &b) })
+	if len(keys) <= smallSort {
+		insertionSort(keys)
 		return
 	}
-	const buckets = 1 << 16
-	bucket := func(k *[32]byte) int { return int(binary.BigEndian.Uint16(k[:2])) }
-	var count [buckets]int
-	for i := range keys {
-		count[bucket(&keys[i])]++
+	bounds := flagPass(keys, 0)
+	workers := runtime.GOMAXPROCS(0)
+	if len(keys) < 1<<16 || workers < 2 {
+		for b := 0; b < 256; b++ {
+			radixSort(keys[bounds[b]:bounds[b+1]], 1)
+		}
+		return
 	}
-	var start, next [buckets]int
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := int(next.Add(1) - 1); b < 256; b = int(next.Add(1) - 1) {
+				radixSort(keys[bounds[b]:bounds[b+1]], 1)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// radixSort sorts keys, which agree on their first d bytes.
+func radixSort(keys [][32]byte, d int) {
+	for len(keys) > smallSort && d < HashSize {
+		bounds := flagPass(keys, d)
+		// Recurse into all buckets but the largest, and loop on that one,
+		// so the stack stays shallow on skewed input.
+		big := 0
+		for b := 1; b < 256; b++ {
+			if bounds[b+1]-bounds[b] > bounds[big+1]-bounds[big] {
+				big = b
+			}
+		}
+		for b := 0; b < 256; b++ {
+			if b != big {
+				radixSort(keys[bounds[b]:bounds[b+1]], d+1)
+			}
+		}
+		keys = keys[bounds[big]:bounds[big+1]]
+		d++
+	}
+	if d < HashSize {
+		insertionSort(keys)
+	}
+}
+
+// flagPass permutes keys in place so that they are grouped by byte d in
+// ascending order, and returns the 257 bucket boundaries.
+func flagPass(keys [][32]byte, d int) (bounds [257]int) {
+	var count [256]int
+	for i := range keys {
+		count[keys[i][d]]++
+	}
+	var next [256]int
 	sum := 0
 	for b := range count {
-		start[b] = sum
+		bounds[b] = sum
 		next[b] = sum
 		sum += count[b]
 	}
-	for b := 0; b < buckets; b++ {
-		end := start[b] + count[b]
+	bounds[256] = sum
+	for b := 0; b < 256; b++ {
+		end := bounds[b+1]
 		for next[b] < end {
-			// Swap the key at next[b] into its bucket until one that
-			// belongs here comes back.
+			// Swap the key at next[b] into its own bucket until one that
+			// belongs here arrives.
 			k := &keys[next[b]]
-			d := bucket(k)
-			if d == b {
+			t := int(k[d])
+			if t == b {
 				next[b]++
 				continue
 			}
-			keys[next[d]], *k = *k, keys[next[d]]
-			next[d]++
+			keys[next[t]], *k = *k, keys[next[t]]
+			next[t]++
 		}
 	}
-	for b := 0; b < buckets; b++ {
-		part := keys[start[b] : start[b]+count[b]]
-		slices.SortFunc(part, func(a, b [32]byte) int { return compareKeys(&a, &b) })
+	return bounds
+}
+
+func insertionSort(keys [][32]byte) {
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && compareKeys(&keys[j], &keys[j-1]) < 0; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
 	}
 }

@@ -240,6 +240,16 @@ func (t *Tree) node(l int, j uint64) [32]byte {
 	return left
 }
 
+// MemoryBytes returns the bytes the tree's keys and stored levels occupy,
+// whether in the heap or in its memory-mapped file.
+func (t *Tree) MemoryBytes() uint64 {
+	b := uint64(len(t.keys)) * HashSize
+	for _, lv := range t.levels {
+		b += uint64(len(lv)) * HashSize
+	}
+	return b
+}
+
 // Size returns the number of keys in the tree.
 func (t *Tree) Size() uint64 { return uint64(len(t.keys)) }
 

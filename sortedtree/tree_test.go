@@ -472,19 +472,27 @@ func TestCheckCatchesUnsorted(t *testing.T) {
 }
 
 func TestSortKeysLarge(t *testing.T) {
-	// Above the radix threshold, including skewed input (all in one bucket).
-	for _, skew := range []bool{false, true} {
-		keys := testKeys(1<<17, 21)
-		if skew {
-			for i := range keys {
-				keys[i][0], keys[i][1] = 7, 7
+	// Above the parallel threshold, including skewed input (all in one
+	// bucket for many bytes) and heavy duplication; and small inputs.
+	for _, tc := range []struct {
+		n    int
+		skew int
+		dups bool
+	}{{1 << 17, 0, false}, {1 << 17, 2, false}, {1 << 17, 20, false}, {1 << 17, 0, true}, {1000, 0, false}, {1000, 31, true}, {40, 0, false}} {
+		keys := testKeys(tc.n, 21)
+		for i := range keys {
+			for j := 0; j < tc.skew; j++ {
+				keys[i][j] = 7
+			}
+			if tc.dups {
+				keys[i] = keys[i%5]
 			}
 		}
 		want := slices.Clone(keys)
 		slices.SortFunc(want, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
 		sortKeys(keys)
 		if !slices.Equal(keys, want) {
-			t.Fatalf("skew=%v: radix sort disagrees with slices.SortFunc", skew)
+			t.Fatalf("%+v: radix sort disagrees with slices.SortFunc", tc)
 		}
 	}
 }

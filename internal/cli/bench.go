@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pkie/pkie/internal/proofbench"
+)
+
+// benchmarks lists pkie bench's sub-benchmarks; add one line per benchmark.
+var benchmarks = map[string]struct {
+	summary string
+	run     func(ctx context.Context, env *Env, args []string) error
+}{
+	"notary": {"notary throughput (cached, uncached) and client latency (Convergence Tables 1-4)", runBenchNotary},
+	"proofs": {"sorted-tree proofs: build, generate, verify, sizes (PEC Tables 1-2)", runBenchProofs},
+	"scan":   {"scan throughput against raw TLS handshakes on a synthetic web (issue 4)", runBenchScan},
+	"roots":  {"pkie roots over a million generated scan records: time and peak RSS (issue 4)", runBenchRoots},
+}
+
+func runBench(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		names := make([]string, 0, len(benchmarks))
+		for name := range benchmarks {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		fmt.Fprintln(env.Stderr, "Usage: pkie bench <benchmark> [flags]\n\nBenchmarks:")
+		for _, name := range names {
+			fmt.Fprintf(env.Stderr, "  %-10s %s\n", name, benchmarks[name].summary)
+		}
+		if len(args) == 0 {
+			return usageError("name a benchmark: %s", strings.Join(names, ", "))
+		}
+		return nil
+	}
+	b, ok := benchmarks[args[0]]
+	if !ok {
+		return usageError("unknown benchmark %q; run \"pkie bench --help\" for the list", args[0])
+	}
+	return b.run(ctx, env, args[1:])
+}
+
+// benchProofsReport is the --json output: the CT-scale tree's figures at the
+// top level and, with --revoked, the revocation-scale tree's under
+// "revocation".
+type benchProofsReport struct {
+	*proofbench.Result
+	Revocation *proofbench.Result `json:"revocation,omitempty"`
+}
+
+func runBenchProofs(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "bench proofs", "--leaves N [--revoked M] [--keys K] [--json]")
+	leaves := fs.Uint64("leaves", 2129920, "keys in the tree (the seed's CT log: 2,129,920)")
+	revoked := fs.Uint64("revoked", 0, "also measure a tree of this many keys (the seed's CRL: 53,164)")
+	samples := fs.Int("keys", 1000, "random present and as many absent keys to prove (>= 1000)")
+	dir := fs.String("dir", "", "directory for the temporary tree file (default: the system temp dir)")
+	level := fs.Int("level", 0, "lowest interior level stored in the file (default: sortedtree.DefaultFileLevel)")
+	seed := fs.Uint64("seed", 1, "seed for the random keys")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("unexpected argument %q", pos[0])
+	}
+	if *leaves == 0 {
+		return usageError("--leaves must be at least 1")
+	}
+	if *samples < 1000 {
+		return usageError("--keys must be at least 1000 (got %d)", *samples)
+	}
+	if *level < 0 || *level > 32 {
+		return usageError("--level must be between 0 and 32")
+	}
+	cfg := proofbench.Config{Samples: *samples, Dir: *dir, Level: *level, Seed: *seed, Log: prefixWriter{env, "bench proofs: "}}
+	var rep benchProofsReport
+	if *revoked > 0 {
+		c := cfg
+		c.Leaves = *revoked
+		c.Origin = "pkie.example/revocation"
+		if rep.Revocation, err = proofbench.Run(ctx, c); err != nil {
+			return err
+		}
+	}
+	cfg.Leaves = *leaves
+	cfg.Origin = "pkie.example/log"
+	if rep.Result, err = proofbench.Run(ctx, cfg); err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, rep)
+	}
+	printProofs(env, "sorted tree", rep.Result)
+	if rep.Revocation != nil {
+		printProofs(env, "revocation tree", rep.Revocation)
+	}
+	return nil
+}
+
+// prefixWriter writes progress lines to stderr with a prefix.
+type prefixWriter struct {
+	env    *Env
+	prefix string
+}
+
+func (w prefixWriter) Write(b []byte) (int, error) {
+	fmt.Fprintf(w.env.Stderr, "%s%s", w.prefix, b)
+	return len(b), nil
+}
+
+func printProofs(env *Env, name string, r *proofbench.Result) {
+	w := env.Stdout
+	fmt.Fprintf(w, "%s: %d leaves (depth %d), %d present + %d absent random keys\n", name, r.Leaves, r.Depth, r.Samples, r.Samples)
+	fmt.Fprintf(w, "  build %.2f s, write %.2f s, open %.2f s; file %.1f MB; tree %.1f MB; peak RSS %.1f MB\n",
+		r.BuildSeconds, r.WriteSeconds, r.OpenSeconds, float64(r.FileBytes)/1e6, float64(r.TreeBytes)/1e6, float64(r.PeakRSSBytes)/1e6)
+	fmt.Fprintf(w, "  %-28s %10s %10s %10s\n", "", "p50", "avg", "max")
+	row := func(label string, p50, avg, max float64) {
+		fmt.Fprintf(w, "  %-28s %10.1f %10.1f %10.1f\n", label, p50, avg, max)
+	}
+	row("generate presence (us)", r.GenPresenceUsP50, r.GenPresenceUsAvg, r.GenPresenceUsMax)
+	row("generate absence (us)", r.GenAbsenceUsP50, r.GenAbsenceUsAvg, r.GenAbsenceUsMax)
+	row("verify presence (us)", r.VerifyPresenceUsP50, r.VerifyPresenceUsAvg, r.VerifyPresenceUsMax)
+	row("verify absence (us)", r.VerifyAbsenceUsP50, r.VerifyAbsenceUsAvg, r.VerifyAbsenceUsMax)
+	row("verify presence + sig (us)", r.VerifyPresenceSigUsP50, r.VerifyPresenceSigUsAvg, r.VerifyPresenceSigUsMax)
+	row("verify absence + sig (us)", r.VerifyAbsenceSigUsP50, r.VerifyAbsenceSigUsAvg, r.VerifyAbsenceSigUsMax)
+	fmt.Fprintf(w, "  %-28s %10s %10s %10s\n", "", "min", "avg", "max")
+	fmt.Fprintf(w, "  %-28s %10d %10.1f %10d\n", "presence proof (bytes)", r.PresenceBytesMin, r.PresenceBytesAvg, r.PresenceBytesMax)
+	fmt.Fprintf(w, "  %-28s %10d %10.1f %10d\n", "absence proof (bytes)", r.AbsenceBytesMin, r.AbsenceBytesAvg, r.AbsenceBytesMax)
+	fmt.Fprintf(w, "  signed checkpoint: %d bytes (fetched once per root)\n", r.CheckpointBytes)
+	fmt.Fprintf(w, "  ceilings: SHA-256 path of %d hashes %.2f us, Ed25519 verify %.1f us (p50)\n", r.Depth, r.CeilingPathUsP50, r.CeilingEd25519UsP50)
+}

@@ -1,0 +1,393 @@
+// Package proofbench measures sorted-tree proofs the way the PEC paper's
+// Tables 1 and 2 do (§6.1): build a tree over n random 32-byte keys, then
+// time proof generation and verification and measure proof sizes over random
+// present and absent keys, together with the process's peak memory and the
+// tree file's size. Each run also measures its own ceilings on the same
+// machine: a bare SHA-256 recomputation of an audit path (the least any
+// verifier must do) and one Ed25519 signature verification.
+package proofbench
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/sortedtree"
+)
+
+// Config says what to measure.
+type Config struct {
+	Leaves  uint64    // keys in the tree
+	Samples int       // random present keys, and as many absent keys (>= 1000)
+	Dir     string    // where to write the tree file; os.TempDir() if empty
+	Seed    uint64    // for the random keys
+	Level   int       // the file's stored level; sortedtree.DefaultFileLevel if 0
+	Origin  string    // checkpoint origin; "pkie.example/bench" if empty
+	Log     io.Writer // progress lines; nil for none
+}
+
+// Result is one tree's measurements. Times are microseconds; "sig" times
+// include opening the signed checkpoint (Ed25519 verification, parsing,
+// freshness) as a client that has not cached the root does, the others only
+// decode and verify the proof against an already trusted root.
+type Result struct {
+	Leaves       uint64  `json:"leaves"`
+	Samples      int     `json:"samples"`
+	Depth        int     `json:"depth"`
+	BuildSeconds float64 `json:"build_seconds"`
+	WriteSeconds float64 `json:"write_seconds"`
+	OpenSeconds  float64 `json:"open_seconds"`
+	// PeakRSSBytes is the process's peak resident memory (VmHWM) while it
+	// generated the keys, built the tree, wrote it, and opened and used the
+	// file; TreeBytes is what the opened tree itself holds (keys and
+	// interior levels, mapped or in the heap).
+	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
+	TreeBytes    uint64 `json:"tree_bytes"`
+	FileBytes    int64  `json:"file_bytes"`
+
+	GenPresenceUsP50 float64 `json:"gen_presence_us_p50"`
+	GenPresenceUsAvg float64 `json:"gen_presence_us_avg"`
+	GenPresenceUsMax float64 `json:"gen_presence_us_max"`
+	GenAbsenceUsP50  float64 `json:"gen_absence_us_p50"`
+	GenAbsenceUsAvg  float64 `json:"gen_absence_us_avg"`
+	GenAbsenceUsMax  float64 `json:"gen_absence_us_max"`
+
+	VerifyPresenceUsP50 float64 `json:"verify_presence_us_p50"`
+	VerifyPresenceUsAvg float64 `json:"verify_presence_us_avg"`
+	VerifyPresenceUsMax float64 `json:"verify_presence_us_max"`
+	VerifyAbsenceUsP50  float64 `json:"verify_absence_us_p50"`
+	VerifyAbsenceUsAvg  float64 `json:"verify_absence_us_avg"`
+	VerifyAbsenceUsMax  float64 `json:"verify_absence_us_max"`
+
+	VerifyPresenceSigUsP50 float64 `json:"verify_presence_sig_us_p50"`
+	VerifyPresenceSigUsAvg float64 `json:"verify_presence_sig_us_avg"`
+	VerifyPresenceSigUsMax float64 `json:"verify_presence_sig_us_max"`
+	VerifyAbsenceSigUsP50  float64 `json:"verify_absence_sig_us_p50"`
+	VerifyAbsenceSigUsAvg  float64 `json:"verify_absence_sig_us_avg"`
+	VerifyAbsenceSigUsMax  float64 `json:"verify_absence_sig_us_max"`
+
+	// Proof sizes in their binary encoding, without the checkpoint (which a
+	// client fetches once per root, not once per connection).
+	PresenceBytesAvg float64 `json:"presence_bytes_avg"`
+	PresenceBytesMin int     `json:"presence_bytes_min"`
+	PresenceBytesMax int     `json:"presence_bytes_max"`
+	AbsenceBytesAvg  float64 `json:"absence_bytes_avg"`
+	AbsenceBytesMin  int     `json:"absence_bytes_min"`
+	AbsenceBytesMax  int     `json:"absence_bytes_max"`
+	// CheckpointBytes is the signed note (text and one Ed25519 signature).
+	CheckpointBytes int `json:"checkpoint_bytes"`
+
+	// Ceilings measured in the same run.
+	CeilingPathUsP50    float64 `json:"ceiling_sha256_path_us_p50"`
+	CeilingEd25519UsP50 float64 `json:"ceiling_ed25519_verify_us_p50"`
+}
+
+func (c *Config) logf(format string, a ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", a...)
+	}
+}
+
+// Run measures one tree.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Samples < 1000 {
+		return nil, fmt.Errorf("proofbench: %d samples; at least 1000 are needed for p50 and max", cfg.Samples)
+	}
+	if cfg.Leaves == 0 {
+		return nil, fmt.Errorf("proofbench: the tree needs at least one key")
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = os.TempDir()
+	}
+	if cfg.Level == 0 {
+		cfg.Level = sortedtree.DefaultFileLevel
+	}
+	if cfg.Origin == "" {
+		cfg.Origin = "pkie.example/bench"
+	}
+	res := &Result{Leaves: cfg.Leaves, Samples: cfg.Samples}
+	rng := rand.New(rand.NewChaCha8(seedBytes(cfg.Seed)))
+
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetPeakRSS()
+
+	cfg.logf("generating %d random keys", cfg.Leaves)
+	keys := make([][32]byte, cfg.Leaves)
+	for i := range keys {
+		fill(rng, &keys[i])
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg.logf("building the tree")
+	start := time.Now()
+	tr := sortedtree.Build(keys)
+	res.BuildSeconds = time.Since(start).Seconds()
+	keys = nil
+	cfg.logf("built %d leaves in %.2f s", tr.Size(), res.BuildSeconds)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	f, err := os.CreateTemp(cfg.Dir, "pkie-bench-*.tree")
+	if err != nil {
+		return nil, fmt.Errorf("proofbench: %w", err)
+	}
+	path := f.Name()
+	f.Close()
+	defer os.Remove(path)
+	cfg.logf("writing %s", path)
+	start = time.Now()
+	if err := tr.WriteFileLevel(path, cfg.Level); err != nil {
+		return nil, err
+	}
+	res.WriteSeconds = time.Since(start).Seconds()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("proofbench: %w", err)
+	}
+	res.FileBytes = fi.Size()
+
+	// Serve proofs from the memory-mapped file, as a prover does, after
+	// letting the built tree go.
+	tr = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+	cfg.logf("opening the file (%.1f MB)", float64(res.FileBytes)/1e6)
+	start = time.Now()
+	tr, err = sortedtree.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	res.OpenSeconds = time.Since(start).Seconds()
+	res.TreeBytes = tr.MemoryBytes()
+	n := tr.Size()
+	res.Depth = depth(n)
+
+	skey, vkey, err := checkpoint.GenerateKey(cfg.Origin)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := checkpoint.NewSigner(skey)
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := checkpoint.NewVerifier(vkey)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	msg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: cfg.Origin, Size: n, Root: tr.Root(), Time: now}, signer)
+	if err != nil {
+		return nil, err
+	}
+	res.CheckpointBytes = len(msg)
+
+	present := make([][32]byte, cfg.Samples)
+	absent := make([][32]byte, cfg.Samples)
+	for i := range present {
+		present[i] = tr.Key(rng.Uint64N(n))
+		for {
+			fill(rng, &absent[i])
+			if !tr.Contains(absent[i]) {
+				break
+			}
+		}
+	}
+	cfg.logf("proving and verifying %d present and %d absent keys", cfg.Samples, cfg.Samples)
+	for _, set := range []struct {
+		keys    [][32]byte
+		present bool
+	}{{present, true}, {absent, false}} {
+		gen := make([]time.Duration, 0, cfg.Samples)
+		ver := make([]time.Duration, 0, cfg.Samples)
+		sig := make([]time.Duration, 0, cfg.Samples)
+		sizes := make([]int, 0, cfg.Samples)
+		for i, k := range set.keys {
+			if i%256 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			t0 := time.Now()
+			p, err := tr.Prove(k)
+			gen = append(gen, time.Since(t0))
+			if err != nil {
+				return nil, err
+			}
+			enc, err := p.MarshalBinary()
+			if err != nil {
+				return nil, err
+			}
+			sizes = append(sizes, len(enc))
+
+			// Without the signature: decode and verify against a root the
+			// client already trusts.
+			root := tr.Root()
+			t0 = time.Now()
+			var q sortedtree.Proof
+			err = q.UnmarshalBinary(enc)
+			var got bool
+			if err == nil {
+				got, err = q.Verify(k, n, root)
+			}
+			ver = append(ver, time.Since(t0))
+			if err != nil || got != set.present {
+				return nil, fmt.Errorf("proofbench: proof for %x failed to verify (present=%v): %v", k[:], got, err)
+			}
+
+			// With it: open the signed checkpoint first.
+			t0 = time.Now()
+			cp, err := checkpoint.Open(msg, verifier, cfg.Origin, time.Hour, time.Minute, now)
+			if err == nil {
+				var q sortedtree.Proof
+				if err = q.UnmarshalBinary(enc); err == nil {
+					got, err = q.Verify(k, cp.Size, cp.Root)
+				}
+			}
+			sig = append(sig, time.Since(t0))
+			if err != nil || got != set.present {
+				return nil, fmt.Errorf("proofbench: signed proof for %x failed to verify: %v", k[:], err)
+			}
+		}
+		g, v, s := summarize(gen), summarize(ver), summarize(sig)
+		avg, lo, hi := sizeStats(sizes)
+		if set.present {
+			res.GenPresenceUsP50, res.GenPresenceUsAvg, res.GenPresenceUsMax = g.p50, g.avg, g.max
+			res.VerifyPresenceUsP50, res.VerifyPresenceUsAvg, res.VerifyPresenceUsMax = v.p50, v.avg, v.max
+			res.VerifyPresenceSigUsP50, res.VerifyPresenceSigUsAvg, res.VerifyPresenceSigUsMax = s.p50, s.avg, s.max
+			res.PresenceBytesAvg, res.PresenceBytesMin, res.PresenceBytesMax = avg, lo, hi
+		} else {
+			res.GenAbsenceUsP50, res.GenAbsenceUsAvg, res.GenAbsenceUsMax = g.p50, g.avg, g.max
+			res.VerifyAbsenceUsP50, res.VerifyAbsenceUsAvg, res.VerifyAbsenceUsMax = v.p50, v.avg, v.max
+			res.VerifyAbsenceSigUsP50, res.VerifyAbsenceSigUsAvg, res.VerifyAbsenceSigUsMax = s.p50, s.avg, s.max
+			res.AbsenceBytesAvg, res.AbsenceBytesMin, res.AbsenceBytesMax = avg, lo, hi
+		}
+	}
+
+	cfg.logf("measuring ceilings")
+	res.CeilingPathUsP50 = ceilingPath(res.Depth, cfg.Samples)
+	res.CeilingEd25519UsP50 = ceilingEd25519(cfg.Samples)
+	res.PeakRSSBytes = peakRSS()
+	return res, nil
+}
+
+func seedBytes(s uint64) [32]byte {
+	var b [32]byte
+	binary.LittleEndian.PutUint64(b[:], s)
+	copy(b[8:], "pkie proofbench")
+	return b
+}
+
+func fill(r *rand.Rand, k *[32]byte) {
+	for j := 0; j < 32; j += 8 {
+		binary.LittleEndian.PutUint64(k[j:], r.Uint64())
+	}
+}
+
+// depth is the length of the longest audit path in a tree of n leaves.
+func depth(n uint64) int {
+	d := 0
+	for s := uint64(1); s < n; s <<= 1 {
+		d++
+	}
+	return d
+}
+
+type stats struct{ p50, avg, max float64 }
+
+func summarize(ds []time.Duration) stats {
+	us := make([]float64, len(ds))
+	sum := 0.0
+	for i, d := range ds {
+		us[i] = float64(d.Nanoseconds()) / 1e3
+		sum += us[i]
+	}
+	slices.Sort(us)
+	return stats{p50: us[len(us)/2], avg: sum / float64(len(us)), max: us[len(us)-1]}
+}
+
+func sizeStats(s []int) (avg float64, lo, hi int) {
+	sum := 0
+	for _, v := range s {
+		sum += v
+	}
+	return float64(sum) / float64(len(s)), slices.Min(s), slices.Max(s)
+}
+
+// ceilingPath times depth chained SHA-256 compressions of 65-byte nodes: the
+// bare work of recomputing one audit path, no decoding, no checks.
+func ceilingPath(depth, samples int) float64 {
+	var h [32]byte
+	var buf [65]byte
+	ds := make([]time.Duration, samples)
+	for i := range ds {
+		buf[1] = byte(i)
+		t0 := time.Now()
+		for j := 0; j < depth; j++ {
+			copy(buf[1:], h[:])
+			h = sha256.Sum256(buf[:])
+		}
+		ds[i] = time.Since(t0)
+	}
+	return summarize(ds).p50
+}
+
+// ceilingEd25519 times one Ed25519 verification of a checkpoint-sized message.
+func ceilingEd25519(samples int) float64 {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	msg := make([]byte, 120)
+	sig := ed25519.Sign(priv, msg)
+	ds := make([]time.Duration, samples)
+	for i := range ds {
+		t0 := time.Now()
+		if !ed25519.Verify(pub, msg, sig) {
+			panic("ed25519 ceiling: own signature does not verify")
+		}
+		ds[i] = time.Since(t0)
+	}
+	return summarize(ds).p50
+}
+
+// resetPeakRSS resets the kernel's peak-RSS counter (VmHWM) for this
+// process, so each tree's peak is its own (Linux: "5" to clear_refs).
+func resetPeakRSS() {
+	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// peakRSS returns VmHWM from /proc/self/status, or getrusage's maximum RSS
+// where that is unavailable.
+func peakRSS() uint64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				f := strings.Fields(v)
+				if len(f) == 2 && f[1] == "kB" {
+					if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+						return kb * 1024
+					}
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		return uint64(ru.Maxrss) * 1024
+	}
+	return 0
+}
