@@ -90,6 +90,23 @@ func (p *fastParser) eat(c byte) bool {
 
 // str reads a string with no escapes, control or non-ASCII bytes.
 func (p *fastParser) str() ([]byte, bool) {
+	s, ok := p.rawStr()
+	if !ok {
+		return nil, false
+	}
+	for _, c := range s {
+		if c < 0x20 || c >= 0x80 {
+			return nil, false
+		}
+	}
+	return s, true
+}
+
+// rawStr reads a string with no escapes, leaving its bytes unchecked: for
+// base64, whose decoder rejects whatever encoding/json would have (a
+// control byte) or would have turned into U+FFFD (invalid UTF-8) and then
+// failed to decode all the same.
+func (p *fastParser) rawStr() ([]byte, bool) {
 	if !p.eat('"') {
 		return nil, false
 	}
@@ -98,10 +115,8 @@ func (p *fastParser) str() ([]byte, bool) {
 		return nil, false
 	}
 	s := p.b[p.i : p.i+j]
-	for _, c := range s {
-		if c < 0x20 || c >= 0x80 || c == '\\' {
-			return nil, false
-		}
+	if bytes.IndexByte(s, '\\') >= 0 {
+		return nil, false
 	}
 	p.i += j + 1
 	return s, true
@@ -204,7 +219,7 @@ func parseFast(line []byte) (r rawRecord, ok bool) {
 			}
 			if !p.eat(']') {
 				for {
-					s, ok := p.str()
+					s, ok := p.rawStr()
 					if !ok {
 						return r, false
 					}

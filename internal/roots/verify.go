@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"hash/maphash"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,9 +53,10 @@ type verifier struct {
 
 	shards [64]struct {
 		mu sync.Mutex
-		m  map[[32]byte]*chainEntry
+		m  map[[2]uint64]*chainEntry
 	}
-	nchains atomic.Int32
+	seed1, seed2 maphash.Seed
+	nchains      atomic.Int32
 
 	mu      sync.Mutex // guards the root and anchor-set tables
 	rootID  map[[32]byte]int32
@@ -81,9 +83,9 @@ func (s span) covers(t time.Time) bool {
 }
 
 func newVerifier(s *Store) *verifier {
-	v := &verifier{store: s, rootID: map[[32]byte]int32{}, setID: map[string]int32{}}
+	v := &verifier{store: s, rootID: map[[32]byte]int32{}, setID: map[string]int32{}, seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
 	for i := range v.shards {
-		v.shards[i].m = map[[32]byte]*chainEntry{}
+		v.shards[i].m = map[[2]uint64]*chainEntry{}
 	}
 	// Anchor set 0 is the empty set, so a zero outcome means "no anchors".
 	v.setID[""] = 0
@@ -91,17 +93,20 @@ func newVerifier(s *Store) *verifier {
 	return v
 }
 
-// chainKey hashes a chain's base64 text, which identifies it as well as
-// the DER does and costs no decoding.
-func chainKey(chain [][]byte) [32]byte {
-	h := sha256.New()
+// chainKey identifies a chain by two 64-bit hashes of its base64 text
+// (randomly seeded per process, so no input can be built to collide),
+// which costs neither decoding nor a cryptographic hash per record.
+func (v *verifier) chainKey(chain [][]byte) [2]uint64 {
+	var h1, h2 maphash.Hash
+	h1.SetSeed(v.seed1)
+	h2.SetSeed(v.seed2)
 	for _, c := range chain {
-		h.Write(c)
-		h.Write([]byte{','})
+		h1.Write(c)
+		h1.WriteByte(',')
+		h2.Write(c)
+		h2.WriteByte(',')
 	}
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	return [2]uint64{h1.Sum64(), h2.Sum64()}
 }
 
 // verify returns the outcome for a chain (base64 text, leaf first) seen at
@@ -111,7 +116,7 @@ func (v *verifier) verify(chain [][]byte, t time.Time) outcome {
 	if t.IsZero() {
 		t = time.Now()
 	}
-	k := chainKey(chain)
+	k := v.chainKey(chain)
 	sh := &v.shards[k[0]&63]
 	sh.mu.Lock()
 	e, ok := sh.m[k]
