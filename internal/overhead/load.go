@@ -125,6 +125,14 @@ func (m *Meter) newPageLoad(mode Mode) *pageLoad {
 		// difference is TLS.
 		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
+	if mode == Persistent {
+		// Like a browser's per-host limit: at most Parallel connections to
+		// a host, whatever the timing of dials and reuse. (Non-persistent
+		// loads are bounded by Parallel requests in flight already; a limit
+		// here would make a request wait for the previous connection's
+		// close.)
+		pl.tr.MaxConnsPerHost = m.opts.Parallel
+	}
 	pl.client = &http.Client{
 		Transport: pl.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error {

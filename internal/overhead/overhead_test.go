@@ -225,6 +225,14 @@ func TestPersistentHandshakeOnce(t *testing.T) {
 					if o.Status != http.StatusOK {
 						t.Errorf("%s: status %d", o.URL, o.Status)
 					}
+					// Every phase is traced: the lookup (through the
+					// override) and connect on new connections, TLS on new
+					// HTTPS ones, first byte and total always.
+					p := o.Phases
+					fresh := !o.Reused
+					if (p.DNS > 0) != fresh || (p.Connect > 0) != fresh || (p.TLS > 0) != (fresh && l.Scheme == "https") || p.FirstByte <= 0 || p.Total < p.FirstByte+p.Transfer {
+						t.Errorf("%s load %d, %s (reused %v): phases %+v", l.Scheme, l.Run, o.URL, o.Reused, p)
+					}
 				}
 				if want := objects + 1 - perLoad; reused != want {
 					t.Errorf("%s load %d: %d requests on reused connections, want %d", l.Scheme, l.Run, reused, want)
@@ -515,5 +523,28 @@ func TestAggregate(t *testing.T) {
 	}
 	if ag.Modes[1].All.Sites != 0 {
 		t.Errorf("non-persistent has no loads but %d sites", ag.Modes[1].All.Sites)
+	}
+}
+
+// TestParallel fetches sub-resources several at a time: a persistent load
+// then opens more than one connection but never more than Parallel.
+func TestParallel(t *testing.T) {
+	tw := startTwins(t, testbed.TwinOptions{Objects: 9, RTT: 10 * time.Millisecond})
+	m := twinMeter(tw, Options{Parallel: 3, KeepObjects: true})
+	u, _ := url.Parse(tw.URL("https"))
+	for _, mode := range []Mode{Persistent, NonPersistent} {
+		l := m.LoadPage(context.Background(), u, mode)
+		if !l.OK() || l.Requests != 10 || l.Failed != 0 {
+			t.Fatalf("%s: ok %v (%s), %d requests, %d failed", mode, l.OK(), l.Err, l.Requests, l.Failed)
+		}
+		// The page comes first on its own connection, which one object
+		// reuses; at most 3 connections to the host at once.
+		lo, hi := 2, 3
+		if mode == NonPersistent {
+			lo, hi = 10, 10
+		}
+		if l.Conns < lo || l.Conns > hi || l.Handshakes != l.Conns {
+			t.Errorf("%s: %d conns, %d handshakes; want %d–%d conns, one handshake each", mode, l.Conns, l.Handshakes, lo, hi)
+		}
 	}
 }
