@@ -140,11 +140,12 @@ func bytesHashes(b []byte) [][32]byte {
 
 // Open memory-maps a tree file read-only: the keys and stored levels are
 // used in place, not read into the heap, and the operating system pages them
-// in as proofs touch them. Levels between CacheLevel and the file's stored
-// level are recomputed into memory (about 16 bytes per key with the default
-// file level). Open checks the header, the file's length and the stored
-// root; Check re-hashes everything. Close the tree to unmap the file; it
-// must not be used afterwards.
+// in as proofs touch them. Open returns at once; levels between CacheLevel
+// and the file's stored level are recomputed into memory in the background
+// (about 16 bytes per key with the default file level; see Ready). Open
+// checks the header, the file's length and the stored root; Check re-hashes
+// everything. Close the tree to unmap the file; it must not be used
+// afterwards.
 func Open(path string) (*Tree, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -203,11 +204,8 @@ func Open(path string) (*Tree, error) {
 			}
 		}
 	}
-	if level > CacheLevel {
-		// Recompute the levels the file leaves out, so proofs cost a few
-		// hashes, not a whole chunk of leaves.
-		t.levels = buildLevels(t.keys, CacheLevel, t.levels)
-		t.low = CacheLevel
+	if level > CacheLevel && n > 0 && height(n) >= CacheLevel {
+		t.cache = newCache(t, level)
 	}
 	if got := t.computeRoot(); got != root {
 		t.Close()
@@ -220,6 +218,9 @@ func Open(path string) (*Tree, error) {
 // Close unmaps the file behind a tree from Open. It is a no-op for a tree
 // from Build.
 func (t *Tree) Close() error {
+	if t.cache != nil {
+		t.cache.close()
+	}
 	mm := t.mm
 	t.mm, t.keys, t.levels = nil, nil, nil
 	if mm == nil {

@@ -78,6 +78,7 @@ type Tree struct {
 	low    int
 	root   [32]byte
 	mm     []byte // the memory-mapped file behind keys (and some levels), if any
+	cache  *cache // levels a file leaves out, filled in the background
 }
 
 // width returns the number of nodes at level l of a tree of n leaves.
@@ -230,6 +231,11 @@ func (t *Tree) node(l int, j uint64) [32]byte {
 	if i := l - t.low; i >= 0 && i < len(t.levels) {
 		return t.levels[i][j]
 	}
+	if t.cache != nil {
+		if h, ok := t.cache.get(l, j); ok {
+			return h
+		}
+	}
 	if l == 0 {
 		return LeafHash(t.keys[j])
 	}
@@ -247,7 +253,24 @@ func (t *Tree) MemoryBytes() uint64 {
 	for _, lv := range t.levels {
 		b += uint64(len(lv)) * HashSize
 	}
+	if t.cache != nil {
+		b += t.cache.bytes()
+	}
 	return b
+}
+
+// closedChan is returned by Ready for trees with nothing to fill.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Ready returns a channel that is closed once the tree runs at full speed. A
+// tree from Build is ready at once; a tree from Open whose file leaves out
+// low levels fills them in the background (about a second per 10 million
+// keys on two cores), and until then proofs cost more hashing.
+func (t *Tree) Ready() <-chan struct{} {
+	if t.cache == nil {
+		return closedChan
+	}
+	return t.cache.done
 }
 
 // Size returns the number of keys in the tree.

@@ -365,18 +365,25 @@ func TestFileRoundTrip(t *testing.T) {
 			if err := o.Check(); err != nil {
 				t.Fatalf("n=%d level=%d: Check: %v", n, level, err)
 			}
-			for i := uint64(0); i < tr.Size(); i += 1 + tr.Size()/50 {
-				k := tr.Key(i)
-				if o.Key(i) != k {
-					t.Fatalf("key %d differs", i)
+			// Prove while the cache may still be filling, then once it
+			// is full: both must give the built tree's proofs.
+			for _, wait := range []bool{false, true} {
+				if wait {
+					<-o.Ready()
 				}
-				for _, q := range [][32]byte{k, next(k)} {
-					a, _ := tr.Prove(q)
-					b, _ := o.Prove(q)
-					ea, _ := a.MarshalBinary()
-					eb, _ := b.MarshalBinary()
-					if !bytes.Equal(ea, eb) {
-						t.Fatalf("n=%d level=%d: proofs differ for key %d", n, level, i)
+				for i := uint64(0); i < tr.Size(); i += 1 + tr.Size()/50 {
+					k := tr.Key(i)
+					if o.Key(i) != k {
+						t.Fatalf("key %d differs", i)
+					}
+					for _, q := range [][32]byte{k, next(k)} {
+						a, _ := tr.Prove(q)
+						b, _ := o.Prove(q)
+						ea, _ := a.MarshalBinary()
+						eb, _ := b.MarshalBinary()
+						if !bytes.Equal(ea, eb) {
+							t.Fatalf("n=%d level=%d ready=%v: proofs differ for key %d", n, level, wait, i)
+						}
 					}
 				}
 			}
@@ -456,6 +463,22 @@ func TestOpenRejectsBadFiles(t *testing.T) {
 	if _, err := Open(filepath.Join(dir, "missing")); err == nil {
 		t.Error("Open of a missing file succeeded")
 	}
+}
+
+// TestCloseWhileFilling closes a tree whose cache is still being filled.
+func TestCloseWhileFilling(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tree")
+	if err := Build(testKeys(200000, 4)).WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-o.Ready()
 }
 
 func TestCheckCatchesUnsorted(t *testing.T) {

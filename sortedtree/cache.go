@@ -1,0 +1,115 @@
+package sortedtree
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// cache holds, for a tree opened from a file that stores levels from
+// chunkLevel up, the levels CacheLevel..chunkLevel-1 the file leaves out.
+// Background goroutines fill it one chunk (the 1<<chunkLevel leaves under
+// one stored node) at a time, so Open returns at once; until a chunk is
+// ready, proofs touching it hash its leaves directly: correct, just slower.
+//
+// Each chunk's hashes are written before its ready bit is set (an atomic OR,
+// a release) and read only after the bit is seen (an atomic load, an
+// acquire), so readers never see a half-written chunk.
+type cache struct {
+	chunkLevel int
+	levels     [][][32]byte // levels[i] is level CacheLevel+i
+	ready      []atomic.Uint64
+	stop       atomic.Bool
+	wg         sync.WaitGroup
+	done       chan struct{}
+}
+
+// newCache starts filling the missing levels of t, whose stored levels
+// start at chunkLevel.
+func newCache(t *Tree, chunkLevel int) *cache {
+	n := t.Size()
+	c := &cache{chunkLevel: chunkLevel, done: make(chan struct{})}
+	for l := CacheLevel; l < chunkLevel && l <= height(n); l++ {
+		// Fresh allocations are untouched zero pages: memory is only
+		// committed as chunks fill.
+		c.levels = append(c.levels, make([][32]byte, width(n, l)))
+	}
+	chunks := width(n, chunkLevel)
+	c.ready = make([]atomic.Uint64, (chunks+63)/64)
+	workers := uint64(runtime.GOMAXPROCS(0))
+	if chunks < 64 {
+		workers = 1
+	}
+	step := (chunks + workers - 1) / workers
+	for lo := uint64(0); lo < chunks; lo += step {
+		hi := min(lo+step, chunks)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.fill(t.keys, lo, hi)
+		}()
+	}
+	go func() {
+		c.wg.Wait()
+		close(c.done)
+	}()
+	return c
+}
+
+// fill computes chunks [lo, hi).
+func (c *cache) fill(keys [][32]byte, lo, hi uint64) {
+	n := uint64(len(keys))
+	buf := make([][32]byte, 1<<CacheLevel)
+	for ch := lo; ch < hi; ch++ {
+		if c.stop.Load() {
+			return
+		}
+		for i, lv := range c.levels {
+			l := CacheLevel + i
+			shift := uint(c.chunkLevel - l)
+			a, b := ch<<shift, min((ch+1)<<shift, uint64(len(lv)))
+			for j := a; j < b; j++ {
+				if i == 0 {
+					k0 := j << CacheLevel
+					lv[j] = chunkRoot(keys[k0:min(k0+1<<CacheLevel, n)], buf)
+					continue
+				}
+				below := c.levels[i-1]
+				if 2*j+1 < uint64(len(below)) {
+					lv[j] = NodeHash(below[2*j], below[2*j+1])
+				} else {
+					lv[j] = below[2*j]
+				}
+			}
+		}
+		c.ready[ch/64].Or(1 << (ch % 64))
+	}
+}
+
+// get returns node j of level l if the cache holds it and its chunk is
+// filled.
+func (c *cache) get(l int, j uint64) ([32]byte, bool) {
+	i := l - CacheLevel
+	if i < 0 || i >= len(c.levels) {
+		return [32]byte{}, false
+	}
+	ch := j >> uint(c.chunkLevel-l)
+	if c.ready[ch/64].Load()&(1<<(ch%64)) == 0 {
+		return [32]byte{}, false
+	}
+	return c.levels[i][j], true
+}
+
+// close stops the fill and waits for it.
+func (c *cache) close() {
+	c.stop.Store(true)
+	c.wg.Wait()
+}
+
+func (c *cache) bytes() uint64 {
+	var b uint64
+	for _, lv := range c.levels {
+		b += uint64(len(lv)) * HashSize
+	}
+	return b
+}
