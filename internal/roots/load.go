@@ -23,6 +23,8 @@ type LoadOptions struct {
 	Store    *Store
 	Workers  int       // parallel parsers and verifiers (default GOMAXPROCS)
 	Progress io.Writer // a status line every second, if set
+
+	exact bool // tests: full x509.Verify for every distinct chain
 }
 
 // LoadStats say what loading found.
@@ -36,7 +38,11 @@ type LoadStats struct {
 	// among those the later one.
 	Duplicates    int   `json:"duplicates"`
 	DistinctChain int   `json:"distinct_chains"`
-	Verifications int64 `json:"verifications"` // path buildings actually run
+	Verifications int64 `json:"verifications"` // full path buildings (x509.Verify) run
+	// LeafChecks counts distinct chains decided by checking only the leaf
+	// against the cached paths of its group (same intermediates, same
+	// issuer name).
+	LeafChecks int64 `json:"leaf_checks"`
 }
 
 // site is what the analysis needs of one (vantage, domain).
@@ -88,6 +94,7 @@ func Load(ctx context.Context, inputs []Input, opts LoadOptions) (*Data, error) 
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
 	d := &Data{Store: opts.Store, v: newVerifier(opts.Store)}
+	d.v.exact = opts.exact
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -233,6 +240,7 @@ func Load(ctx context.Context, inputs []Input, opts LoadOptions) (*Data, error) 
 	}
 	d.Stats.DistinctChain = int(d.v.nchains.Load())
 	d.Stats.Verifications = d.v.verifs.Load()
+	d.Stats.LeafChecks = d.v.leafOnly.Load()
 	return d, ctx.Err()
 }
 

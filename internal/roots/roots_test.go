@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,5 +360,90 @@ func TestParsePEMErrors(t *testing.T) {
 	}
 	if _, err := ParsePEM("x", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")); err == nil {
 		t.Error("bad certificate: want error")
+	}
+}
+
+// anchorsOf renders each site's outcome by root fingerprints, comparable
+// across loads.
+func anchorsOf(d *Data) map[string]string {
+	out := map[string]string{}
+	for _, s := range d.sites {
+		var roots []string
+		for _, r := range d.v.sets[s.o.anchors] {
+			roots = append(roots, hexSum(d.v.roots[r])[:12])
+		}
+		sort.Strings(roots)
+		out[s.key] = s.o.status.String() + fmt.Sprint(roots)
+	}
+	return out
+}
+
+func TestGroupCacheAgreesWithFullVerify(t *testing.T) {
+	w, err := testbed.StartSynthWeb(testbed.SynthWebOptions{Sites: 120, Roots: 4, Listeners: 2, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	file := scanWeb(t, w, "", 0)
+	// A second copy of each record a year later: every leaf has expired
+	// by then, and the cache must not carry the earlier answer over.
+	var later bytes.Buffer
+	for _, l := range bytes.Split(bytes.TrimSpace(file), []byte("\n")) {
+		r, err := scan.ParseRecord(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Domain = "later." + r.Domain
+		r.Time = r.Time.AddDate(1, 0, 0)
+		b, _ := json.Marshal(r)
+		later.Write(append(b, '\n'))
+	}
+	// A leaf naming a real intermediate as issuer but signed by another key
+	// (a forgery): same group as the real sites, and must not validate.
+	forger, err := testbed.NewRootCA(w.Intermediates[0].Cert.Subject.CommonName, testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(forger.Cert.RawSubject, w.Intermediates[0].Cert.RawSubject) {
+		t.Fatal("forger's subject differs from the intermediate's")
+	}
+	forged, err := forger.Issue(testbed.LeafOptions{DNSNames: []string{"forged.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, _ := json.Marshal(scan.Record{Rank: 1, Domain: "forged.test", Time: time.Now(), Chain: [][]byte{forged.Cert.Raw, w.Intermediates[0].Cert.Raw}})
+	all := append(append(append([]byte{}, file...), later.Bytes()...), append(fb, '\n')...)
+	store, _ := ParsePEM("synthetic", w.RootsPEM())
+	// One worker: records are decided in file order, so the forged leaf
+	// meets its group's cached paths.
+	fast, err := Load(context.Background(), []Input{{Name: "f", R: bytes.NewReader(all)}}, LoadOptions{Store: store, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := Load(context.Background(), []Input{{Name: "f", R: bytes.NewReader(all)}}, LoadOptions{Store: store, exact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fast.Stats.LeafChecks == 0 || full.Stats.LeafChecks != 0 {
+		t.Errorf("leaf checks: fast %d, full %d", fast.Stats.LeafChecks, full.Stats.LeafChecks)
+	}
+	a, b := anchorsOf(fast), anchorsOf(full)
+	if len(a) != 2*len(w.Sites)+1 {
+		t.Fatalf("%d sites loaded, want %d", len(a), 2*len(w.Sites)+1)
+	}
+	if got := a["\x00\x00forged.test"]; got != "unknown_authority[]" {
+		t.Errorf("forged leaf: %s, want unknown_authority", got)
+	}
+	expiredLater := 0
+	for k, v := range b {
+		if a[k] != v {
+			t.Errorf("%q: group cache says %s, x509.Verify %s", k[2:], a[k], v)
+		}
+		if strings.HasPrefix(k[2:], "later.") && strings.HasPrefix(v, "expired") {
+			expiredLater++
+		}
+	}
+	if expiredLater != len(w.Sites) {
+		t.Errorf("%d of %d sites expired a year later", expiredLater, len(w.Sites))
 	}
 }

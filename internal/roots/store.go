@@ -18,12 +18,13 @@ type Store struct {
 	Name  string
 	Certs []*x509.Certificate
 
-	pool      *x509.CertPool
-	bySubject map[string][]*x509.Certificate // by RawSubject
+	pool        *x509.CertPool
+	bySubject   map[string][]*x509.Certificate // by RawSubject
+	constrained map[string]bool                // by Raw: roots with extra constraints
 }
 
 func newStore(name string) *Store {
-	return &Store{Name: name, pool: x509.NewCertPool(), bySubject: map[string][]*x509.Certificate{}}
+	return &Store{Name: name, pool: x509.NewCertPool(), bySubject: map[string][]*x509.Certificate{}, constrained: map[string]bool{}}
 }
 
 func (s *Store) add(c *x509.Certificate, constraint func([]*x509.Certificate) error) {
@@ -35,6 +36,7 @@ func (s *Store) add(c *x509.Certificate, constraint func([]*x509.Certificate) er
 	s.Certs = append(s.Certs, c)
 	s.bySubject[string(c.RawSubject)] = append(s.bySubject[string(c.RawSubject)], c)
 	if constraint != nil {
+		s.constrained[string(c.Raw)] = true
 		s.pool.AddCertWithConstraint(c, constraint)
 	} else {
 		s.pool.AddCert(c)

@@ -1,11 +1,13 @@
 package roots
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,7 +58,16 @@ type verifier struct {
 		m  map[[2]uint64]*chainEntry
 	}
 	seed1, seed2 maphash.Seed
-	nchains      atomic.Int32
+
+	// groups cache, per (intermediates sent, leaf issuer name), the paths
+	// above the leaf: see verifyLeaf.
+	groups [64]struct {
+		mu sync.Mutex
+		m  map[[2]uint64]*groupEntry
+	}
+	exact    bool // no group cache: every new chain gets a full x509.Verify
+	leafOnly atomic.Int64
+	nchains  atomic.Int32
 
 	mu      sync.Mutex // guards the root and anchor-set tables
 	rootID  map[[32]byte]int32
@@ -86,6 +97,7 @@ func newVerifier(s *Store) *verifier {
 	v := &verifier{store: s, rootID: map[[32]byte]int32{}, setID: map[string]int32{}, seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
 	for i := range v.shards {
 		v.shards[i].m = map[[2]uint64]*chainEntry{}
+		v.groups[i].m = map[[2]uint64]*groupEntry{}
 	}
 	// Anchor set 0 is the empty set, so a zero outcome means "no anchors".
 	v.setID[""] = 0
@@ -142,24 +154,41 @@ func (v *verifier) verify(chain [][]byte, t time.Time) outcome {
 }
 
 func (v *verifier) verifyNow(chain [][]byte, t time.Time) span {
-	v.verifs.Add(1)
 	certs := make([]*x509.Certificate, 0, len(chain))
-	for _, b64 := range chain {
+	ders := make([][]byte, len(chain))
+	for i, b64 := range chain {
 		der, err := base64.StdEncoding.DecodeString(string(b64))
 		if err != nil {
 			return span{o: outcome{status: statusMalformed}}
 		}
+		ders[i] = der
+	}
+	leaf, err := x509.ParseCertificate(ders[0])
+	if err != nil {
+		return span{o: outcome{status: StatusUnparseable}}
+	}
+	var g *groupEntry
+	if !v.exact && leafEligible(leaf, t) {
+		g = v.group(chain[1:], leaf)
+		if sp, ok := g.verifyLeaf(v, leaf, t); ok {
+			v.leafOnly.Add(1)
+			return sp
+		}
+	}
+	certs = append(certs, leaf)
+	for _, der := range ders[1:] {
 		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			return span{o: outcome{status: StatusUnparseable}}
 		}
 		certs = append(certs, c)
 	}
+	v.verifs.Add(1)
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	paths, err := certs[0].Verify(x509.VerifyOptions{
+	paths, err := leaf.Verify(x509.VerifyOptions{
 		// No DNSName: the question is which root anchors the chain, not
 		// whether it names the site.
 		Roots:         v.store.pool,
@@ -186,7 +215,175 @@ func (v *verifier) verifyNow(chain [][]byte, t time.Time) span {
 	}
 	sp.o.status = StatusValid
 	sp.o.anchors = v.anchorSet(ids)
+	if g != nil {
+		g.learn(v, leaf, certs[1:], paths, t)
+	}
 	return sp
+}
+
+// A group is every chain that sends the same intermediates after a leaf
+// from the same issuer name. Verifying a chain fully costs a signature check
+// per edge of every path plus parsing every certificate; within a group
+// only the leaf differs, so once one leaf of the group has been verified
+// fully, another needs only its own certificate parsed, its validity and
+// usage checked and its signature checked against the parents the paths
+// start with. That is exactly what x509.Verify would conclude, under the
+// conditions groupEntry.learn checks: every possible parent was seen on a
+// path, and nothing on the paths constrains the leaf's contents (name
+// constraints, explicit policy, or a trust-store root's extra constraint).
+// Anything else takes the full verification.
+type groupEntry struct {
+	mu    sync.Mutex
+	spans []groupSpan
+}
+
+type groupSpan struct {
+	lo, hi  time.Time
+	parents []*x509.Certificate // first hops of the paths
+	anchors [][]int32           // roots reachable through each parent
+}
+
+func (v *verifier) group(inter [][]byte, leaf *x509.Certificate) *groupEntry {
+	var h1, h2 maphash.Hash
+	h1.SetSeed(v.seed1)
+	h2.SetSeed(v.seed2)
+	for _, c := range inter {
+		h1.Write(c)
+		h1.WriteByte(',')
+		h2.Write(c)
+		h2.WriteByte(',')
+	}
+	h1.WriteByte('|')
+	h2.WriteByte('|')
+	h1.Write(leaf.RawIssuer)
+	h2.Write(leaf.RawIssuer)
+	k := [2]uint64{h1.Sum64(), h2.Sum64()}
+	sh := &v.groups[k[0]&63]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	g, ok := sh.m[k]
+	if !ok {
+		g = &groupEntry{}
+		sh.m[k] = g
+	}
+	return g
+}
+
+// leafEligible reports whether leaf itself passes what x509.Verify checks
+// of a leaf alone: valid at t, no critical extension it does not know,
+// usable for server authentication, not self-issued.
+func leafEligible(leaf *x509.Certificate, t time.Time) bool {
+	if t.Before(leaf.NotBefore) || t.After(leaf.NotAfter) || len(leaf.UnhandledCriticalExtensions) > 0 {
+		return false
+	}
+	if bytes.Equal(leaf.RawIssuer, leaf.RawSubject) {
+		return false
+	}
+	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
+		return true
+	}
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyLeaf decides a leaf from the group's cached paths, if a span
+// covers t; ok is false when the full verification is needed.
+func (g *groupEntry) verifyLeaf(v *verifier, leaf *x509.Certificate, t time.Time) (span, bool) {
+	g.mu.Lock()
+	var gs *groupSpan
+	for i := range g.spans {
+		s := &g.spans[i]
+		if (s.lo.IsZero() || !t.Before(s.lo)) && (s.hi.IsZero() || t.Before(s.hi)) {
+			gs = s
+			break
+		}
+	}
+	g.mu.Unlock()
+	if gs == nil {
+		return span{}, false
+	}
+	var ids []int32
+	for i, p := range gs.parents {
+		if leaf.CheckSignatureFrom(p) == nil {
+			ids = append(ids, gs.anchors[i]...)
+		}
+	}
+	if len(ids) == 0 {
+		return span{}, false // let x509.Verify say what is wrong
+	}
+	sp := span{lo: gs.lo, hi: gs.hi, o: outcome{status: StatusValid, anchors: v.anchorSet(ids)}}
+	if sp.lo.IsZero() || leaf.NotBefore.After(sp.lo) {
+		sp.lo = leaf.NotBefore
+	}
+	if end := leaf.NotAfter.Add(time.Nanosecond); sp.hi.IsZero() || end.Before(sp.hi) {
+		sp.hi = end
+	}
+	return sp, true
+}
+
+// learn records the paths above a fully verified leaf for its group, if
+// they are safe to reuse for other leaves.
+func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Certificate, paths [][]*x509.Certificate, t time.Time) {
+	gs := groupSpan{}
+	var above []*x509.Certificate
+	for _, p := range paths {
+		parent := p[1]
+		for _, c := range p[1:] {
+			if hasLeafConstraints(c) {
+				return
+			}
+		}
+		if v.store.constrained[string(p[len(p)-1].Raw)] {
+			return
+		}
+		above = append(above, p[1:]...)
+		root := v.root(p[len(p)-1])
+		i := slices.IndexFunc(gs.parents, func(c *x509.Certificate) bool { return bytes.Equal(c.Raw, parent.Raw) })
+		if i < 0 {
+			gs.parents = append(gs.parents, parent)
+			gs.anchors = append(gs.anchors, nil)
+			i = len(gs.parents) - 1
+		}
+		if !slices.Contains(gs.anchors[i], root) {
+			gs.anchors[i] = append(gs.anchors[i], root)
+		}
+	}
+	// Every certificate that could be the leaf's parent must be a first
+	// hop already, or another leaf might verify through it differently.
+	candidates := append([]*x509.Certificate(nil), v.store.bySubject[string(leaf.RawIssuer)]...)
+	for _, c := range inter {
+		if bytes.Equal(c.RawSubject, leaf.RawIssuer) {
+			candidates = append(candidates, c)
+		}
+	}
+	for _, c := range candidates {
+		if !slices.ContainsFunc(gs.parents, func(p *x509.Certificate) bool { return bytes.Equal(p.Raw, c.Raw) }) {
+			return
+		}
+	}
+	// Stable while no certificate above the leaf changes validity, nor
+	// any that could be on a path (those sent, the store's candidates).
+	above = append(above, inter...)
+	above = append(above, candidates...)
+	gs.lo, gs.hi = v.stableSpan(above, t)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.spans = append(g.spans, gs)
+}
+
+// hasLeafConstraints reports whether a CA certificate constrains what its
+// subordinates may contain, making a path's validity depend on the leaf.
+func hasLeafConstraints(c *x509.Certificate) bool {
+	return c.PermittedDNSDomainsCritical || len(c.PermittedDNSDomains) > 0 || len(c.ExcludedDNSDomains) > 0 ||
+		len(c.PermittedIPRanges) > 0 || len(c.ExcludedIPRanges) > 0 ||
+		len(c.PermittedEmailAddresses) > 0 || len(c.ExcludedEmailAddresses) > 0 ||
+		len(c.PermittedURIDomains) > 0 || len(c.ExcludedURIDomains) > 0 ||
+		c.RequireExplicitPolicy > 0 || c.RequireExplicitPolicyZero ||
+		len(c.UnhandledCriticalExtensions) > 0
 }
 
 func classify(err error) Status {

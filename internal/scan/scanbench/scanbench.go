@@ -171,10 +171,11 @@ func rawHandshakes(ctx context.Context, w *testbed.SynthWeb, conc int) (float64,
 
 // GenConfig shapes a generated scan file.
 type GenConfig struct {
-	Records int     // scan records (default 1,000,000)
-	Chains  int     // distinct chains the records draw from (default 10,000)
-	Roots   int     // trusted roots (default 40)
-	Failed  float64 // share of records that are failures (default 0.1)
+	Records int            // scan records (default 1,000,000)
+	Chains  int            // distinct chains the records draw from (default 10,000)
+	Roots   int            // trusted roots (default 40)
+	Failed  float64        // share of records that are failures (default 0.1)
+	CAAlg   testbed.KeyAlg // CA keys (default RSA-2048, as most real CAs)
 	Seed    uint64
 	Log     io.Writer
 }
@@ -212,14 +213,17 @@ func Generate(w io.Writer, roots io.Writer, c GenConfig) (*GenResult, error) {
 			fmt.Fprintf(c.Log, format+"\n", a...)
 		}
 	}
-	logf("generating %d roots with RSA-2048 keys", c.Roots)
+	if c.CAAlg == "" {
+		c.CAAlg = testbed.RSA2048
+	}
+	logf("generating %d roots with %s keys", c.Roots, c.CAAlg)
 	var cas, ints []*testbed.CA
 	for i := range c.Roots {
-		r, err := testbed.NewRootCA(fmt.Sprintf("Gen Root CA %d", i), testbed.RSA2048)
+		r, err := testbed.NewRootCA(fmt.Sprintf("Gen Root CA %d", i), c.CAAlg)
 		if err != nil {
 			return nil, err
 		}
-		in, err := r.NewIntermediate(fmt.Sprintf("Gen Issuing CA %d", i), testbed.RSA2048)
+		in, err := r.NewIntermediate(fmt.Sprintf("Gen Issuing CA %d", i), c.CAAlg)
 		if err != nil {
 			return nil, err
 		}
