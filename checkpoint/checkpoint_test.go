@@ -198,3 +198,66 @@ func TestBodyRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestDetached(t *testing.T) {
+	s, v := keys(t, origin)
+	c := sample()
+	msg, _ := Sign(c, s)
+	det, err := Detach(msg, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(det) != DetachedSize {
+		t.Fatalf("%d bytes", len(det))
+	}
+	got, err := OpenDetached(det, origin, c.Size, c.Root, v, time.Hour, time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Root != c.Root || got.Size != c.Size || !got.Time.Equal(c.Time) {
+		t.Fatalf("got %+v", got)
+	}
+	otherRoot := c.Root
+	otherRoot[0] ^= 1
+	_, otherV := keys(t, origin)
+	for name, f := range map[string]func() error{
+		"wrong root": func() error {
+			_, err := OpenDetached(det, origin, c.Size, otherRoot, v, time.Hour, time.Minute, now)
+			return err
+		},
+		"wrong size": func() error {
+			_, err := OpenDetached(det, origin, c.Size+1, c.Root, v, time.Hour, time.Minute, now)
+			return err
+		},
+		"wrong origin": func() error {
+			_, err := OpenDetached(det, "x", c.Size, c.Root, v, time.Hour, time.Minute, now)
+			return err
+		},
+		"wrong key": func() error {
+			_, err := OpenDetached(det, origin, c.Size, c.Root, otherV, time.Hour, time.Minute, now)
+			return err
+		},
+		"stale": func() error {
+			_, err := OpenDetached(det, origin, c.Size, c.Root, v, time.Hour, time.Minute, now.Add(2*time.Hour))
+			return err
+		},
+		"short": func() error {
+			_, err := OpenDetached(det[1:], origin, c.Size, c.Root, v, time.Hour, time.Minute, now)
+			return err
+		},
+	} {
+		if f() == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+	for i := range det {
+		b := bytes.Clone(det)
+		b[i] ^= 0x10
+		if _, err := OpenDetached(b, origin, c.Size, c.Root, v, time.Hour, 24*time.Hour*365*100, now); err == nil {
+			t.Errorf("byte %d changed, accepted", i)
+		}
+	}
+	if _, err := Detach(msg, otherV); err == nil {
+		t.Error("Detach with the wrong key succeeded")
+	}
+}

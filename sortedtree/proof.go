@@ -269,49 +269,64 @@ func (p *Proof) Verify(k [32]byte, size uint64, root [32]byte) (present bool, er
 	if p.TreeSize != size {
 		return false, fmt.Errorf("%w: proof for %d leaves, checkpoint has %d", ErrSizeMismatch, p.TreeSize, size)
 	}
-	if err := p.checkShape(); err != nil {
+	got, err := p.RootFor(k)
+	if err != nil {
 		return false, err
+	}
+	if got != root {
+		if p.Kind == Presence {
+			return false, fmt.Errorf("%w: key %x is not leaf %d of this tree", ErrRootMismatch, k[:], p.Index)
+		}
+		if p.Kind == AbsentEmpty {
+			return false, fmt.Errorf("%w: empty-tree proof but the root is not the empty root", ErrRootMismatch)
+		}
+		return false, fmt.Errorf("%w: recomputed %x", ErrRootMismatch, got[:])
+	}
+	return p.Kind == Presence, nil
+}
+
+// RootFor checks everything about p for key k that does not need the root
+// (its shape, and for an absence proof that its leaves bracket k) and
+// returns the root of a tree of p.TreeSize leaves the proof leads to. The
+// proof is valid for a tree with that size and root: a caller that holds a
+// signature over (size, root) rather than the root itself, such as
+// checkpoint.OpenDetached, checks the signature on this root. Most callers
+// want Verify.
+func (p *Proof) RootFor(k [32]byte) ([32]byte, error) {
+	if err := p.checkShape(); err != nil {
+		return [32]byte{}, err
 	}
 	var leaves [2][32]byte
 	switch p.Kind {
 	case AbsentEmpty:
-		if root != EmptyRoot() {
-			return false, fmt.Errorf("%w: empty-tree proof but the root is not the empty root", ErrRootMismatch)
-		}
-		return false, nil
+		return EmptyRoot(), nil
 	case Presence:
 		leaves[0] = LeafHash(k)
 	case AbsentBetween:
 		// Adjacency comes from the shape (leaves Index and Index+1, whose
 		// hashes the root fixes); ordering is checked here.
 		if compareKeys(&p.Keys[0], &k) >= 0 || compareKeys(&k, &p.Keys[1]) >= 0 {
-			return false, fmt.Errorf("%w: %x is not strictly between leaves %d and %d", ErrWrongKey, k[:], p.Index, p.Index+1)
+			return [32]byte{}, fmt.Errorf("%w: %x is not strictly between leaves %d and %d", ErrWrongKey, k[:], p.Index, p.Index+1)
 		}
 		leaves[0], leaves[1] = LeafHash(p.Keys[0]), LeafHash(p.Keys[1])
 	case AbsentBelow:
 		if compareKeys(&k, &p.Keys[0]) >= 0 {
-			return false, fmt.Errorf("%w: %x is not below the first leaf", ErrWrongKey, k[:])
+			return [32]byte{}, fmt.Errorf("%w: %x is not below the first leaf", ErrWrongKey, k[:])
 		}
 		leaves[0] = LeafHash(p.Keys[0])
 	case AbsentAbove:
 		if compareKeys(&k, &p.Keys[0]) <= 0 {
-			return false, fmt.Errorf("%w: %x is not above the last leaf", ErrWrongKey, k[:])
+			return [32]byte{}, fmt.Errorf("%w: %x is not above the last leaf", ErrWrongKey, k[:])
 		}
 		leaves[0] = LeafHash(p.Keys[0])
 	}
 	begin, end := p.leafRange()
 	v := rangeVerifier{begin: begin, end: end, leaves: leaves[:end-begin], hashes: p.Hashes}
-	got := v.root(0, size, height(size))
+	got := v.root(0, p.TreeSize, height(p.TreeSize))
 	if v.short || v.used != len(p.Hashes) {
-		return false, fmt.Errorf("%w: wrong number of hashes", ErrMalformed)
+		return [32]byte{}, fmt.Errorf("%w: wrong number of hashes", ErrMalformed)
 	}
-	if got != root {
-		if p.Kind == Presence {
-			return false, fmt.Errorf("%w: key %x is not leaf %d of this tree", ErrRootMismatch, k[:], p.Index)
-		}
-		return false, fmt.Errorf("%w: recomputed %x", ErrRootMismatch, got[:])
-	}
-	return p.Kind == Presence, nil
+	return got, nil
 }
 
 // Binary encoding (version 1), all integers big-endian:

@@ -128,6 +128,9 @@ func TestProofsEverySizeEveryPosition(t *testing.T) {
 			if err != nil {
 				t.Fatalf("n=%d key %x (%v at %d): Verify: %v", n, k[:4], p.Kind, p.Index, err)
 			}
+			if r, err := q.RootFor(k); err != nil || r != root {
+				t.Fatalf("n=%d: RootFor = %x, %v", n, r[:4], err)
+			}
 			if present != wantPresent || tr.Contains(k) != wantPresent || p.Present() != wantPresent {
 				t.Fatalf("n=%d: present = %v, want %v", n, present, wantPresent)
 			}
