@@ -243,15 +243,20 @@ func (m *Meter) Measure(ctx context.Context, sites []Site) *Report {
 		go func() {
 			defer wg.Done()
 			for i := range work {
+				if ctx.Err() != nil {
+					continue // reported below as not measured
+				}
 				results[i], unresp[i] = m.measureSite(ctx, sites[i], prog)
 			}
 		}()
 	}
+feed:
 	for i := range sites {
-		if ctx.Err() != nil {
-			break
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
 		}
-		work <- i
 	}
 	close(work)
 	wg.Wait()
@@ -259,6 +264,7 @@ func (m *Meter) Measure(ctx context.Context, sites []Site) *Report {
 		if results[i].Site == "" {
 			results[i].Site = sites[i].Name // never started: ctx ended
 			unresp[i] = []Unresponsive{{Site: sites[i].Name, Reason: "not measured: " + context.Cause(ctx).Error()}}
+			prog.skip(int64(len(m.opts.Modes) * m.opts.Runs * 2))
 		}
 		rep.Sites = append(rep.Sites, results[i])
 		rep.Unresponsive = append(rep.Unresponsive, unresp[i]...)
@@ -271,7 +277,7 @@ func (m *Meter) Measure(ctx context.Context, sites []Site) *Report {
 func (m *Meter) measureSite(ctx context.Context, s Site, prog *progress) (SiteResult, []Unresponsive) {
 	res := SiteResult{Site: s.Name}
 	var out []Unresponsive
-	for _, mode := range m.opts.Modes {
+	for mi, mode := range m.opts.Modes {
 		ok := 0
 		for run := 0; run < m.opts.Runs; run++ {
 			if ctx.Err() != nil {
@@ -304,7 +310,7 @@ func (m *Meter) measureSite(ctx context.Context, s Site, prog *progress) (SiteRe
 					}
 				}
 				prog.unresponsive()
-				prog.skip(int64(2 * (len(m.opts.Modes)*m.opts.Runs - 1 - run)))
+				prog.skip(int64(2 * ((len(m.opts.Modes)-mi)*m.opts.Runs - 1)))
 				return res, out
 			}
 		}

@@ -324,8 +324,15 @@ func TestUnresponsive(t *testing.T) {
 		mustSite(t, "nohttps.test"),
 		mustSite(t, "nxdomain.test"),
 	}
-	m := New(Options{Runs: 2, Modes: []Mode{NonPersistent, Persistent}, AllowPrivate: true, Lookup: lookup, RootCAs: tw.CA.Pool(), PageTimeout: 5 * time.Second})
+	var progress bytes.Buffer
+	m := New(Options{Runs: 2, Modes: []Mode{NonPersistent, Persistent}, AllowPrivate: true, Lookup: lookup, RootCAs: tw.CA.Pool(), PageTimeout: 5 * time.Second, Progress: &progress})
 	rep := m.Measure(context.Background(), sites)
+	// 1 responsive site × 2 modes × 2 runs × 2 schemes, plus one pair
+	// for each of the 4 sites given up after their first run.
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "overhead: 16/16 page loads (100%), 4 unresponsive") {
+		t.Errorf("last progress line %q, want 16/16 loads and 4 unresponsive", last)
+	}
 	got := map[string][]string{}
 	for _, u := range rep.Unresponsive {
 		got[u.Site] = append(got[u.Site], u.Scheme+": "+u.Reason)
@@ -546,5 +553,23 @@ func TestParallel(t *testing.T) {
 		if l.Conns < lo || l.Conns > hi || l.Handshakes != l.Conns {
 			t.Errorf("%s: %d conns, %d handshakes; want %d–%d conns, one handshake each", mode, l.Conns, l.Handshakes, lo, hi)
 		}
+	}
+}
+
+// TestMeasureInterrupted ends the context mid-measurement: Measure returns
+// promptly with what it has and says why the rest was not measured.
+func TestMeasureInterrupted(t *testing.T) {
+	tw := startTwins(t, testbed.TwinOptions{Objects: 1, RTT: 20 * time.Millisecond})
+	m := twinMeter(tw, Options{Runs: 1000, Modes: []Mode{Persistent}})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	rep := m.Measure(ctx, []Site{mustSite(t, tw.Host), mustSite(t, tw.Host+"/second")})
+	if len(rep.Unresponsive) != 2 ||
+		!strings.Contains(rep.Unresponsive[0].Reason, "interrupted after") ||
+		!strings.Contains(rep.Unresponsive[1].Reason, "not measured: context canceled") {
+		t.Errorf("unresponsive %+v; want the first site interrupted and the second not measured", rep.Unresponsive)
+	}
+	if n := len(rep.Sites[0].Loads); n == 0 || n >= 2000 {
+		t.Errorf("%d loads before the interruption", n)
 	}
 }
