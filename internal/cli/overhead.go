@@ -25,7 +25,7 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 	objects := fs.Bool("objects", false, "with --json, include every request of every load")
 	allowPrivate := fs.Bool("allow-private", false, "allow loopback, private and other non-public addresses")
 	var resolves []string
-	fs.Func("resolve", "`HOST[:PORT]=ADDR:PORT`: connect to ADDR:PORT for HOST (on PORT 80 or 443 only, if given); repeatable", func(s string) error {
+	fs.Func("resolve", "`HOST[:PORT]=IP[:PORT]`: connect to IP (on PORT, or the URL's port 80/443) for HOST (only when the URL's port is PORT, if given); repeatable", func(s string) error {
 		resolves = append(resolves, s)
 		return nil
 	})
@@ -187,11 +187,16 @@ func parseResolves(specs []string) (*resolveMap, error) {
 	for _, s := range specs {
 		name, addr, ok := strings.Cut(s, "=")
 		if !ok || name == "" || addr == "" {
-			return nil, fmt.Errorf("%q: want HOST[:PORT]=ADDR:PORT", s)
+			return nil, fmt.Errorf("%q: want HOST[:PORT]=IP[:PORT]", s)
 		}
 		ap, err := netip.ParseAddrPort(addr)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %q is not an IP:PORT address: %v", s, addr, err)
+			// A bare IP keeps the port the URL asks for (80 or 443).
+			ip, err2 := netip.ParseAddr(strings.Trim(addr, "[]"))
+			if err2 != nil {
+				return nil, fmt.Errorf("%q: %q is not an IP or IP:PORT address: %v", s, addr, err)
+			}
+			ap = netip.AddrPortFrom(ip, 0)
 		}
 		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 		host, port, err := splitHostPort(name, 0)
@@ -211,11 +216,21 @@ func parseResolves(specs []string) (*resolveMap, error) {
 
 func (r *resolveMap) lookup(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
 	host = strings.ToLower(host)
+	withPort := func(as []netip.AddrPort) []netip.AddrPort {
+		out := make([]netip.AddrPort, len(as))
+		for i, a := range as {
+			if a.Port() == 0 {
+				a = netip.AddrPortFrom(a.Addr(), uint16(port))
+			}
+			out[i] = a
+		}
+		return out
+	}
 	if a, ok := r.byHostPort[net.JoinHostPort(host, fmt.Sprint(port))]; ok {
-		return a, nil
+		return withPort(a), nil
 	}
 	if a, ok := r.byHost[host]; ok {
-		return a, nil
+		return withPort(a), nil
 	}
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {

@@ -78,8 +78,9 @@ func TestOverheadCommandErrors(t *testing.T) {
 		{[]string{"overhead", "http://%zz/"}, ExitUsage, "malformed URL"},
 		{[]string{"overhead", "x.test", "-n", "0"}, ExitUsage, "want 1 to 100000 runs"},
 		{[]string{"overhead", "x.test", "--mode", "sometimes"}, ExitUsage, "not persistent, nonpersistent or both"},
-		{[]string{"overhead", "x.test", "--resolve", "x.test"}, ExitUsage, "want HOST[:PORT]=ADDR:PORT"},
-		{[]string{"overhead", "x.test", "--resolve", "x.test=localhost:80"}, ExitUsage, "is not an IP:PORT address"},
+		{[]string{"overhead", "x.test", "--resolve", "x.test"}, ExitUsage, "want HOST[:PORT]=IP[:PORT]"},
+		{[]string{"overhead", "x.test", "--resolve", "x.test=localhost:80"}, ExitUsage, "is not an IP or IP:PORT address"},
+		{[]string{"overhead", "x.test", "--resolve", "x.test:http=127.0.0.1:80"}, ExitUsage, "is not a number"},
 		{[]string{"overhead", "x.test", "--tls-max", "1.1"}, ExitUsage, "want 1.2 or 1.3"},
 		{[]string{"overhead", "x.test", "--roots", "/nonexistent.pem"}, ExitUsage, "--roots"},
 		{[]string{"overhead", "x.test", "--parallel", "0"}, ExitUsage, "--parallel 0"},
@@ -90,6 +91,29 @@ func TestOverheadCommandErrors(t *testing.T) {
 		code, out, errs := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errs, tc.want) {
 			t.Errorf("%q: exit %d, output %q %q; want exit %d mentioning %q", tc.args, code, out, errs, tc.code, tc.want)
+		}
+	}
+}
+
+func TestResolveMap(t *testing.T) {
+	r, err := parseResolves([]string{"a.test:443=127.0.0.1:8443", "a.test=127.0.0.2", "B.test=[::1]:9000", "c.test=::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		host string
+		port int
+		want string
+	}{
+		{"a.test", 443, "127.0.0.1:8443"},
+		{"a.test", 80, "127.0.0.2:80"},
+		{"b.test", 80, "[::1]:9000"},
+		{"c.test", 443, "[::1]:443"},
+	}
+	for _, tc := range tests {
+		got, err := r.lookup(t.Context(), tc.host, tc.port)
+		if err != nil || len(got) != 1 || got[0].String() != tc.want {
+			t.Errorf("lookup(%s, %d) = %v, %v; want %s", tc.host, tc.port, got, err, tc.want)
 		}
 	}
 }
