@@ -9,6 +9,7 @@ import (
 
 	"github.com/pkie/pkie/internal/roots"
 	"github.com/pkie/pkie/internal/scan/scanbench"
+	"github.com/pkie/pkie/internal/testbed"
 )
 
 func runBenchScan(ctx context.Context, env *Env, args []string) error {
@@ -17,6 +18,7 @@ func runBenchScan(ctx context.Context, env *Env, args []string) error {
 	conc := fs.Int("concurrency", 50, "workers for the scanner and the raw-handshake ceiling")
 	listeners := fs.Int("listeners", 4, "TLS listeners the sites share")
 	rounds := fs.Int("rounds", 3, "alternating ceiling and scan rounds")
+	serve := fs.String("serve", "", "instead of measuring, serve the synthetic web until interrupted, writing DIR/sites.csv, DIR/resolve.txt and DIR/roots.pem for pkie scan and pkie roots")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -27,6 +29,9 @@ func runBenchScan(ctx context.Context, env *Env, args []string) error {
 	}
 	if *sites < 100 || *conc < 1 || *listeners < 1 || *rounds < 1 {
 		return usageError("--sites must be at least 100; --concurrency, --listeners and --rounds at least 1")
+	}
+	if *serve != "" {
+		return serveSynthWeb(ctx, env, *serve, *sites, *listeners)
 	}
 	r, err := scanbench.Throughput(ctx, scanbench.ThroughputConfig{
 		Sites: *sites, Concurrency: *conc, Listeners: *listeners, Rounds: *rounds, Log: prefixWriter{env, "bench scan: "},
@@ -168,5 +173,33 @@ func runBenchRoots(ctx context.Context, env *Env, args []string) error {
 	fmt.Fprintf(w, "  total                      %6.2f s  (%.0f records/s; target <= %.0f s)\n", res.TotalSeconds, res.RecordsPerSec, res.TargetSeconds)
 	fmt.Fprintf(w, "  peak RSS                   %6.0f MB (target <= %d MB)\n", float64(res.PeakRSSBytes)/1e6, res.TargetRSSBytes>>20)
 	fmt.Fprintf(w, "  %d sites valid; minimal set for 80%%: %d roots\n", res.SitesValid, res.MinimalRoots)
+	return nil
+}
+
+// serveSynthWeb runs a synthetic web for offline demonstrations of pkie scan
+// and pkie roots, with its ground truth on stdout.
+func serveSynthWeb(ctx context.Context, env *Env, dir string, sites, listeners int) error {
+	w, err := testbed.StartSynthWeb(testbed.SynthWebOptions{Sites: sites, Listeners: listeners, Seed: 1})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"sites.csv": w.SiteList(), "resolve.txt": w.ResolveFile(), "roots.pem": w.RootsPEM()} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(env.Stdout, "serving %d synthetic sites on %v; interrupt to stop\n", len(w.Sites), w.Listeners)
+	fmt.Fprintf(env.Stdout, "  pkie scan %s --resolve-file %s --allow-private --out scan.jsonl\n",
+		filepath.Join(dir, "sites.csv"), filepath.Join(dir, "resolve.txt"))
+	fmt.Fprintf(env.Stdout, "  pkie roots scan.jsonl --roots %s\n", filepath.Join(dir, "roots.pem"))
+	fmt.Fprintf(env.Stdout, "truth: %d sites validate; sites per root:\n", w.ValidSites())
+	for i, n := range w.RootSiteCounts() {
+		fmt.Fprintf(env.Stdout, "  %-40s %d\n", w.Roots[i].Cert.Subject.CommonName, n)
+	}
+	<-ctx.Done()
 	return nil
 }

@@ -134,7 +134,8 @@ func printRoots(w io.Writer, rep *roots.Report, top int, export, plot string) {
 	if len(l.Truncated) > 0 {
 		fmt.Fprintf(w, ", %d file(s) ending mid-record", len(l.Truncated))
 	}
-	fmt.Fprintf(w, "; %d distinct chains, %d verifications\n", l.DistinctChain, l.Verifications)
+	fmt.Fprintf(w, "; %d distinct chains: %d verified in full, %d by their leaf against cached paths\n",
+		l.DistinctChain, l.Verifications, l.LeafChecks)
 	printView(w, "", &rep.View, top, "Table 3", "Figure 17")
 	if c := rep.Companies; c != nil {
 		fmt.Fprintf(w, "\n== One site per company (thesis Table 5): %d sites removed as another site of a company already counted\n", c.Removed)
@@ -185,7 +186,11 @@ func printView(w io.Writer, ind string, v *roots.View, top int, table, figure st
 	}
 	fmt.Fprintf(w, "\n%sTop %d CA organisations\n", ind, min(top, len(v.Organisations)))
 	for i, o := range v.Organisations[:min(top, len(v.Organisations))] {
-		fmt.Fprintf(w, "%s  %3d  %-56s %8d %7s  (%d roots)\n", ind, i+1, cut(o.Organisation, 56), o.Sites, pct(o.Share), o.Roots)
+		plural := "s"
+		if o.Roots == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(w, "%s  %3d  %-56s %8d %7s  (%d root%s)\n", ind, i+1, cut(o.Organisation, 56), o.Sites, pct(o.Share), o.Roots, plural)
 	}
 	if len(v.Coverage) > 0 {
 		title := "Coverage when trusting only the top k roots"

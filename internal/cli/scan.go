@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -155,6 +156,9 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 		}
 	} else {
 		printScanSummary(report, &sum)
+	}
+	if errors.Is(runErr, context.Canceled) {
+		return &exitError{code: ExitUsage, msg: "interrupted; run the same command again to resume"}
 	}
 	return runErr
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pkie/pkie/internal/scan"
 	"github.com/pkie/pkie/internal/testbed"
@@ -190,5 +191,55 @@ func TestScanAndRootsCommandErrors(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
 		}
+	}
+}
+
+// TestScanKilledResumes kills a scanning pkie process with SIGKILL and
+// resumes the scan from its file: every site ends up recorded exactly once.
+func TestScanKilledResumes(t *testing.T) {
+	w, err := testbed.StartSynthWeb(testbed.SynthWebOptions{Sites: 80, Listeners: 1, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	dir := t.TempDir()
+	list, resolve, out := filepath.Join(dir, "sites.csv"), filepath.Join(dir, "resolve.txt"), filepath.Join(dir, "scan.jsonl")
+	os.WriteFile(list, w.SiteList(), 0o644)
+	os.WriteFile(resolve, w.ResolveFile(), 0o644)
+	c := startChild(t, "scan", list, "--out", out, "--allow-private", "--resolve-file", resolve, "--rate", "40", "--quiet")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, err := os.Stat(out); err == nil && st.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scanner wrote nothing in 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+
+	code, stdout, stderr := runCLI(t, "scan", list, "--out", out, "--allow-private", "--resolve-file", resolve, "--json", "--quiet")
+	if code != 0 {
+		t.Fatalf("resume exit %d: %s", code, stderr)
+	}
+	var sum scanSummaryJSON
+	json.Unmarshal([]byte(stdout), &sum)
+	if sum.Skipped == 0 || sum.Skipped+sum.Scanned != len(w.Sites) {
+		t.Errorf("resume summary %+v", sum)
+	}
+	f, _ := os.Open(out)
+	defer f.Close()
+	seen := map[string]bool{}
+	st, err := scan.ReadRecords(f, func(r scan.Record) error {
+		if seen[r.Domain] {
+			t.Errorf("%s recorded twice", r.Domain)
+		}
+		seen[r.Domain] = true
+		return nil
+	})
+	if err != nil || st.Malformed != 0 || st.Truncated || len(seen) != len(w.Sites) {
+		t.Errorf("after resume: %d sites, stats %+v, %v", len(seen), st, err)
 	}
 }
