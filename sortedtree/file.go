@@ -207,6 +207,15 @@ func Open(path string) (*Tree, error) {
 	if level > CacheLevel && n > 0 && height(n) >= CacheLevel {
 		t.cache = newCache(t, level)
 	}
+	t.index = newIndex(t.keys, true)
+	t.ready = make(chan struct{})
+	go func(c *cache, ix *prefixIndex, ready chan struct{}) {
+		if c != nil {
+			<-c.done
+		}
+		ix.wg.Wait()
+		close(ready)
+	}(t.cache, t.index, t.ready)
 	if got := t.computeRoot(); got != root {
 		t.Close()
 		return nil, fmt.Errorf("%w: %s: root in header does not match the stored tree", ErrFormat, path)
@@ -221,6 +230,7 @@ func (t *Tree) Close() error {
 	if t.cache != nil {
 		t.cache.close()
 	}
+	t.index.close()
 	mm := t.mm
 	t.mm, t.keys, t.levels = nil, nil, nil
 	if mm == nil {

@@ -79,6 +79,8 @@ type Tree struct {
 	root   [32]byte
 	mm     []byte // the memory-mapped file behind keys (and some levels), if any
 	cache  *cache // levels a file leaves out, filled in the background
+	index  *prefixIndex
+	ready  chan struct{} // closed when background work is done; nil: none
 }
 
 // width returns the number of nodes at level l of a tree of n leaves.
@@ -114,7 +116,7 @@ func Build(keys [][32]byte) *Tree {
 	sortKeys(keys)
 	keys = slices.Compact(keys)
 	keys = slices.Clip(keys)
-	t := &Tree{keys: keys, low: CacheLevel}
+	t := &Tree{keys: keys, low: CacheLevel, index: newIndex(keys, false)}
 	t.levels = buildLevels(keys, CacheLevel, nil)
 	t.root = t.computeRoot()
 	return t
@@ -265,12 +267,13 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // Ready returns a channel that is closed once the tree runs at full speed. A
 // tree from Build is ready at once; a tree from Open whose file leaves out
 // low levels fills them in the background (about a second per 10 million
-// keys on two cores), and until then proofs cost more hashing.
+// keys on two cores) and indexes the keys, and until then proofs cost more
+// hashing and searching.
 func (t *Tree) Ready() <-chan struct{} {
-	if t.cache == nil {
+	if t.ready == nil {
 		return closedChan
 	}
-	return t.cache.done
+	return t.ready
 }
 
 // Size returns the number of keys in the tree.
@@ -289,7 +292,7 @@ func (t *Tree) AppendKeys(dst [][32]byte) [][32]byte { return append(dst, t.keys
 
 // search returns the index of the first key >= k and whether it equals k.
 func (t *Tree) search(k *[32]byte) (uint64, bool) {
-	lo, hi := 0, len(t.keys)
+	lo, hi := t.index.bounds(k, len(t.keys))
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if compareKeys(&t.keys[m], k) < 0 {

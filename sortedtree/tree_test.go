@@ -535,3 +535,45 @@ func TestLeafAndNodeHash(t *testing.T) {
 		t.Fatal("EmptyRoot differs from RFC 6962")
 	}
 }
+
+// TestSearchIndex checks the prefix index against a plain search, with
+// runs of keys sharing their first 8 bytes across index blocks, and for an
+// opened tree before and after its index is ready.
+func TestSearchIndex(t *testing.T) {
+	keys := testKeys(3000, 8)[:3000]
+	for i := range keys {
+		if i%3 != 0 {
+			// Three long runs of equal 8-byte prefixes.
+			copy(keys[i][:8], []byte{byte(i % 3), 0, 0, 0, 0, 0, 0, 9})
+		}
+	}
+	tr := Build(keys)
+	path := filepath.Join(t.TempDir(), "tree")
+	if err := tr.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	all := tr.AppendKeys(nil)
+	probe := func(tt *Tree, k [32]byte) {
+		t.Helper()
+		i, found := tt.search(&k)
+		j, want := slices.BinarySearchFunc(all, k, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+		if int(i) != j || found != want {
+			t.Fatalf("search(%x) = %d,%v; want %d,%v", k[:10], i, found, j, want)
+		}
+	}
+	for _, tt := range []*Tree{tr, o, o} {
+		for _, k := range all {
+			probe(tt, k)
+			probe(tt, next(k))
+			probe(tt, prev(k))
+		}
+		probe(tt, [32]byte{})
+		probe(tt, [32]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+		<-o.Ready()
+	}
+}

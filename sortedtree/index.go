@@ -1,0 +1,94 @@
+package sortedtree
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+)
+
+// indexStride is how many keys one index entry stands for: 128 keys are
+// 4 KiB, one page of the tree file.
+const indexStride = 128
+
+// prefixIndex holds the first 8 bytes of every indexStride-th key, so that
+// a search first narrows to a page of keys in a small array that stays in
+// cache (n/16 bytes) instead of touching a cold page at every step of a
+// binary search over all keys, which is what dominates proof generation in
+// trees of hundreds of millions of keys.
+type prefixIndex struct {
+	first []uint64
+	ready atomic.Bool // first is complete and may be read
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+}
+
+func prefix(k *[32]byte) uint64 { return binary.BigEndian.Uint64(k[:8]) }
+
+// newIndex indexes keys, now or (background) in a goroutine, for trees
+// that must open without reading every page first.
+func newIndex(keys [][32]byte, background bool) *prefixIndex {
+	ix := &prefixIndex{first: make([]uint64, (len(keys)+indexStride-1)/indexStride)}
+	fill := func() {
+		for j := range ix.first {
+			if j%4096 == 0 && ix.stop.Load() {
+				return
+			}
+			ix.first[j] = prefix(&keys[j*indexStride])
+		}
+		ix.ready.Store(true)
+	}
+	if !background {
+		fill()
+		return ix
+	}
+	ix.wg.Add(1)
+	go func() {
+		defer ix.wg.Done()
+		fill()
+	}()
+	return ix
+}
+
+// bounds returns a range [lo, hi) of key positions that contains the first
+// key >= k (or hi, if every key in range is smaller), or the whole tree if
+// the index is not ready yet.
+func (ix *prefixIndex) bounds(k *[32]byte, n int) (lo, hi int) {
+	if ix == nil || !ix.ready.Load() {
+		return 0, n
+	}
+	p := prefix(k)
+	f := ix.first
+	// j1: first entry >= p; j2: first entry > p. Keys before block j1-1
+	// are below k and the first key of block j2 is above it.
+	a, b := 0, len(f)
+	for a < b {
+		m := int(uint(a+b) >> 1)
+		if f[m] < p {
+			a = m + 1
+		} else {
+			b = m
+		}
+	}
+	j1 := a
+	b = len(f)
+	for a < b {
+		m := int(uint(a+b) >> 1)
+		if f[m] <= p {
+			a = m + 1
+		} else {
+			b = m
+		}
+	}
+	j2 := a
+	if j1 > 0 {
+		lo = (j1 - 1) * indexStride
+	}
+	return lo, min(j2*indexStride, n)
+}
+
+func (ix *prefixIndex) close() {
+	if ix != nil {
+		ix.stop.Store(true)
+		ix.wg.Wait()
+	}
+}
