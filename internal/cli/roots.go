@@ -71,6 +71,9 @@ func runRoots(ctx context.Context, env *Env, args []string) error {
 	}
 	rep := d.Analyze(*coverage)
 	if *export != "" {
+		if rep.SitesValid == 0 {
+			return fmt.Errorf("--export: no site validates against %s: nothing to export", st.Name)
+		}
 		if rep.Minimal == nil || !rep.Minimal.Reachable {
 			return fmt.Errorf("--export: no root set reaches %.0f%% coverage", 100**coverage)
 		}

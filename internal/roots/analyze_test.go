@@ -2,7 +2,9 @@ package roots
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -138,6 +140,36 @@ func FuzzParseRecord(f *testing.F) {
 			if der, _ := base64.StdEncoding.DecodeString(string(fast.chain[i])); !bytes.Equal(der, c) {
 				t.Fatalf("chain[%d] differs for %q", i, line)
 			}
+		}
+	})
+}
+
+// FuzzLoad feeds arbitrary bytes to the whole loader and analysis: no
+// panic, and every line is counted once as a record, malformed or a
+// truncated tail.
+func FuzzLoad(f *testing.F) {
+	ca, err := testbed.NewRootCA("Fuzz Root", testbed.ECDSAP256)
+	if err != nil {
+		f.Fatal(err)
+	}
+	leaf, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"a.test"}})
+	store, _ := ParsePEM("fuzz", ca.PEM())
+	good, _ := json.Marshal(scan.Record{Rank: 1, Domain: "a.test", Chain: leaf.Chain})
+	f.Add(append(good, '\n'))
+	f.Add([]byte(`{"rank":2,"domain":"b.test","chain":[],"error":"timeout: x"}` + "\n" + `{"rank":3,"dom`))
+	f.Add([]byte(`{"rank":1,"domain":"c.test","chain":["AAAA"],"error":""}` + "\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d, err := Load(context.Background(), []Input{{Name: "f", R: bytes.NewReader(in)}}, LoadOptions{Store: store, Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := d.Stats
+		if st.Records+st.Malformed+len(st.Truncated) > bytes.Count(in, []byte("\n"))+1 {
+			t.Fatalf("more outcomes than lines: %+v", st)
+		}
+		rep := d.Analyze(0.8)
+		if rep.SitesValid > rep.SitesAnswered || rep.SitesAnswered > rep.SitesTotal {
+			t.Fatalf("valid %d > answered %d > total %d", rep.SitesValid, rep.SitesAnswered, rep.SitesTotal)
 		}
 	})
 }
