@@ -168,7 +168,7 @@ func (v *verifier) verifyNow(chain [][]byte, t time.Time) span {
 		return span{o: outcome{status: StatusUnparseable}}
 	}
 	var g *groupEntry
-	if !v.exact && leafEligible(leaf, t) {
+	if !v.exact && leafEligible(leaf, t) && !v.inStore(leaf) {
 		g = v.group(chain[1:], leaf)
 		if sp, ok := g.verifyLeaf(v, leaf, t); ok {
 			v.leafOnly.Add(1)
@@ -238,9 +238,10 @@ type groupEntry struct {
 }
 
 type groupSpan struct {
-	lo, hi  time.Time
-	parents []*x509.Certificate // first hops of the paths
-	anchors [][]int32           // roots reachable through each parent
+	lo, hi   time.Time
+	parents  []*x509.Certificate // first hops of the paths
+	anchors  [][]int32           // roots reachable through each parent
+	subjects map[string]bool     // of every certificate above the leaf
 }
 
 func (v *verifier) group(inter [][]byte, leaf *x509.Certificate) *groupEntry {
@@ -269,11 +270,21 @@ func (v *verifier) group(inter [][]byte, leaf *x509.Certificate) *groupEntry {
 	return g
 }
 
+// inStore reports whether c is itself one of the store's roots (then
+// x509.Verify returns it as its own path).
+func (v *verifier) inStore(c *x509.Certificate) bool {
+	return slices.ContainsFunc(v.store.bySubject[string(c.RawSubject)], func(r *x509.Certificate) bool { return bytes.Equal(r.Raw, c.Raw) })
+}
+
 // leafEligible reports whether leaf itself passes what x509.Verify checks
 // of a leaf alone: valid at t, no critical extension it does not know,
-// usable for server authentication, not self-issued.
+// usable for server authentication, not self-issued, and not requiring an
+// explicit policy (which makes the policy check depend on the leaf).
 func leafEligible(leaf *x509.Certificate, t time.Time) bool {
 	if t.Before(leaf.NotBefore) || t.After(leaf.NotAfter) || len(leaf.UnhandledCriticalExtensions) > 0 {
+		return false
+	}
+	if leaf.RequireExplicitPolicy > 0 || leaf.RequireExplicitPolicyZero {
 		return false
 	}
 	if bytes.Equal(leaf.RawIssuer, leaf.RawSubject) {
@@ -303,7 +314,9 @@ func (g *groupEntry) verifyLeaf(v *verifier, leaf *x509.Certificate, t time.Time
 		}
 	}
 	g.mu.Unlock()
-	if gs == nil {
+	if gs == nil || gs.subjects[string(leaf.RawSubject)] {
+		// A leaf named like a certificate above it could close a loop
+		// that x509.Verify would refuse.
 		return span{}, false
 	}
 	var ids []int32
@@ -369,6 +382,10 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 	// any that could be on a path (those sent, the store's candidates).
 	above = append(above, inter...)
 	above = append(above, candidates...)
+	gs.subjects = map[string]bool{}
+	for _, c := range above {
+		gs.subjects[string(c.RawSubject)] = true
+	}
 	gs.lo, gs.hi = v.stableSpan(above, t)
 	g.mu.Lock()
 	defer g.mu.Unlock()
