@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -445,5 +446,28 @@ func TestGroupCacheAgreesWithFullVerify(t *testing.T) {
 	}
 	if expiredLater != len(w.Sites) {
 		t.Errorf("%d of %d sites expired a year later", expiredLater, len(w.Sites))
+	}
+}
+
+func TestSystemStoreFromSSLCertFile(t *testing.T) {
+	ca, err := testbed.NewRootCA("System Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/bundle.pem"
+	if err := os.WriteFile(path, ca.PEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := System(func(k string) string {
+		if k == "SSL_CERT_FILE" {
+			return path
+		}
+		return ""
+	})
+	if err != nil || len(s.Certs) != 1 || s.Name != "system" {
+		t.Fatalf("System() = %v, %v", s, err)
+	}
+	if _, err := System(func(string) string { return path + ".missing" }); err == nil {
+		t.Error("missing bundle: want an error")
 	}
 }
