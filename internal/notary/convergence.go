@@ -105,7 +105,7 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 	k := store.Key{Host: strings.Trim(host, "[]"), Port: port}
 	ctx := r.Context()
 	if r.Method == http.MethodGet {
-		recs, err := n.cfg.History.Lookup(ctx, k)
+		recs, err := n.lookup(ctx, k)
 		if err != nil {
 			httpError(w, http.StatusInternalServerError, "history unavailable")
 			return http.StatusInternalServerError
@@ -144,7 +144,7 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 	var want [20]byte
 	copy(want[:], fp)
 
-	recs, err := n.cfg.History.Lookup(ctx, k)
+	recs, err := n.lookup(ctx, k)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "history unavailable")
 		return http.StatusInternalServerError
@@ -163,7 +163,7 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, code, "cannot verify "+net.JoinHostPort(k.Host, strconv.Itoa(port))+": "+err.Error())
 		return code
 	}
-	if recs, err = n.cfg.History.Lookup(ctx, k); err != nil {
+	if recs, err = n.lookup(ctx, k); err != nil {
 		httpError(w, http.StatusInternalServerError, "history unavailable")
 		return http.StatusInternalServerError
 	}

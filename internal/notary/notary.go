@@ -50,6 +50,11 @@ type Config struct {
 	MaxQueue int
 	// MaxRequests bounds requests being handled at once; 0 means 4096.
 	MaxRequests int
+	// HistoryTTL is how long a target's history read from the store is
+	// reused in memory; 0 means 1 s, negative disables. Within one process
+	// a new observation invalidates it at once; replicas sharing a
+	// PostgreSQL history see each other's observations within HistoryTTL.
+	HistoryTTL time.Duration
 
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // nil means time.Now
@@ -66,6 +71,7 @@ type Notary struct {
 	reqs    chan struct{}
 	metrics *metrics
 	signed  signedCache
+	recent  recentCache
 }
 
 // New returns a Notary.
@@ -85,6 +91,9 @@ func New(cfg Config) (*Notary, error) {
 	if cfg.MaxRequests <= 0 {
 		cfg.MaxRequests = 4096
 	}
+	if cfg.HistoryTTL == 0 {
+		cfg.HistoryTTL = time.Second
+	}
 	n := &Notary{
 		cfg:     cfg,
 		now:     cfg.Now,
@@ -100,6 +109,7 @@ func New(cfg Config) (*Notary, error) {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	n.signed.init(4096)
+	n.recent.init(16384)
 	return n, nil
 }
 
@@ -202,6 +212,7 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 		if err := n.cfg.History.Observe(pctx, k, obs.SHA256, obs.SHA1, obs.Time); err != nil {
 			return nil, fmt.Errorf("recording observation: %w", err)
 		}
+		n.recent.forget(k)
 		return obs, nil
 	})
 	select {
@@ -252,4 +263,60 @@ func (c *signedCache) put(k string, b []byte) {
 		clear(c.m)
 	}
 	c.m[k] = b
+}
+
+// lookup returns k's history, from memory when it was read less than
+// HistoryTTL ago.
+func (n *Notary) lookup(ctx context.Context, k store.Key) ([]store.Record, error) {
+	ttl := n.cfg.HistoryTTL
+	if ttl > 0 {
+		if recs, ok := n.recent.get(k, time.Now(), ttl); ok {
+			return recs, nil
+		}
+	}
+	recs, err := n.cfg.History.Lookup(ctx, k)
+	if err == nil && ttl > 0 {
+		n.recent.put(k, recs, time.Now())
+	}
+	return recs, err
+}
+
+// recentCache holds histories recently read from the store. Callers must
+// not modify the returned slices.
+type recentCache struct {
+	mu  sync.RWMutex
+	max int
+	m   map[store.Key]recentEntry
+}
+
+type recentEntry struct {
+	recs []store.Record
+	at   time.Time
+}
+
+func (c *recentCache) init(max int) { c.max, c.m = max, make(map[store.Key]recentEntry) }
+
+func (c *recentCache) get(k store.Key, now time.Time, ttl time.Duration) ([]store.Record, bool) {
+	c.mu.RLock()
+	e, ok := c.m[k]
+	c.mu.RUnlock()
+	if !ok || now.Sub(e.at) > ttl {
+		return nil, false
+	}
+	return e.recs, true
+}
+
+func (c *recentCache) put(k store.Key, recs []store.Record, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[k] = recentEntry{recs, now}
+}
+
+func (c *recentCache) forget(k store.Key) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
 }

@@ -131,7 +131,7 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 	}
 	k := store.Key{Host: t.Host, Port: t.Port, SNI: t.ServerName}
 	ctx := r.Context()
-	recs, err := n.cfg.History.Lookup(ctx, k)
+	recs, err := n.lookup(ctx, k)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "history unavailable")
 		return http.StatusInternalServerError
@@ -148,7 +148,7 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 			httpError(w, code, "cannot verify "+t.String()+": "+err.Error())
 			return code
 		}
-		if recs, err = n.cfg.History.Lookup(ctx, k); err != nil {
+		if recs, err = n.lookup(ctx, k); err != nil {
 			httpError(w, http.StatusInternalServerError, "history unavailable")
 			return http.StatusInternalServerError
 		}

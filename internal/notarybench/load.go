@@ -34,34 +34,33 @@ type Stats struct {
 // non-HTTP operations that succeeded) or an error.
 type op func(ctx context.Context, w int) (int, error)
 
-// load runs op from concurrency workers for d and summarises.
+// load runs op from concurrency workers for d and summarises. Workers stop
+// starting operations after d; operations in flight then run to completion
+// (under their own 30 s bound) and count, so the end of a phase never shows
+// up as a burst of spurious errors.
 func load(ctx context.Context, name string, concurrency int, d time.Duration, fn op) Stats {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
 	type result struct {
 		lat  []time.Duration
 		code map[int]int
-		errs int
-		last error
+		errs map[string]int
 	}
 	results := make([]result, concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
+	stop := start.Add(d)
 	for w := 0; w < concurrency; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			r := result{code: map[int]int{}}
-			for ctx.Err() == nil {
+			r := result{code: map[int]int{}, errs: map[string]int{}}
+			for ctx.Err() == nil && time.Now().Before(stop) {
+				octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				t0 := time.Now()
-				code, err := fn(ctx, w)
-				if ctx.Err() != nil {
-					break // cut off by the end of the phase: not a sample
-				}
+				code, err := fn(octx, w)
+				cancel()
 				r.lat = append(r.lat, time.Since(t0))
 				if err != nil {
-					r.errs++
-					r.last = err
+					r.errs[err.Error()]++
 					continue
 				}
 				r.code[code]++
@@ -75,9 +74,9 @@ func load(ctx context.Context, name string, concurrency int, d time.Duration, fn
 	var all []time.Duration
 	for _, r := range results {
 		all = append(all, r.lat...)
-		s.Errors += r.errs
-		if r.last != nil {
-			s.ErrorSample = r.last.Error()
+		for e, n := range r.errs {
+			s.Errors += n
+			s.ErrorSample = e
 		}
 		for c, n := range r.code {
 			s.Codes[codeName(c)] += n
