@@ -99,3 +99,15 @@ func BenchmarkOpen(b *testing.B) {
 		o.Close()
 	}
 }
+
+// BenchmarkMerge adds 1,000 keys to the seed's CT-scale tree, a prover's
+// incremental update; compare BenchmarkBuild/2129920.
+func BenchmarkMerge(b *testing.B) {
+	tr := benchTree(b, 2129920)
+	add := testKeys(1000, 99)
+	buf := make([][32]byte, len(add))
+	for b.Loop() {
+		copy(buf, add)
+		tr.Merge(buf)
+	}
+}

@@ -122,6 +122,39 @@ func Build(keys [][32]byte) *Tree {
 	return t
 }
 
+// Merge returns a new tree holding t's keys and the keys in add, as
+// Build(append(t's keys, add...)) would, but without sorting t's keys again:
+// it sorts add (in place: Merge takes ownership of it, as Build does) and
+// merges, so a prover that receives a few new keys pays one linear pass and
+// the hashing instead of a full sort. t is unchanged and stays usable.
+func (t *Tree) Merge(add [][32]byte) *Tree {
+	sortKeys(add)
+	add = slices.Compact(add)
+	old := t.keys
+	keys := make([][32]byte, 0, len(old)+len(add))
+	i, j := 0, 0
+	for i < len(old) && j < len(add) {
+		switch c := compareKeys(&old[i], &add[j]); {
+		case c < 0:
+			keys = append(keys, old[i])
+			i++
+		case c > 0:
+			keys = append(keys, add[j])
+			j++
+		default:
+			keys = append(keys, old[i])
+			i++
+			j++
+		}
+	}
+	keys = append(keys, old[i:]...)
+	keys = append(keys, add[j:]...)
+	nt := &Tree{keys: keys, low: CacheLevel, index: newIndex(keys, false)}
+	nt.levels = buildLevels(keys, CacheLevel, nil)
+	nt.root = nt.computeRoot()
+	return nt
+}
+
 // buildLevels computes levels low..height(n) of the tree over keys. If have
 // is non-nil it already holds levels from some level above low upwards (for
 // example from a file) and only the levels below it are computed; the result

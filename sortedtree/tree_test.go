@@ -576,3 +576,42 @@ func TestSearchIndex(t *testing.T) {
 		<-o.Ready()
 	}
 }
+
+// TestMerge checks that merging new keys (with duplicates, and keys already
+// in the tree) gives the tree Build gives for the union, for built and
+// opened trees.
+func TestMerge(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 7, 300, 3000} {
+		for _, m := range []int{0, 1, 5, 1000} {
+			base := testKeys(n, uint64(n))
+			add := testKeys(m, uint64(1000+m))
+			if n > 0 && m > 0 {
+				add = append(add, base[0], base[n/2]) // already present
+			}
+			want := Build(append(slices.Clone(base), add...))
+			tr := Build(slices.Clone(base))
+			path := filepath.Join(dir, "t")
+			if err := tr.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			o, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, from := range []*Tree{tr, o} {
+				got := from.Merge(slices.Clone(add))
+				if got.Size() != want.Size() || got.Root() != want.Root() {
+					t.Fatalf("n=%d m=%d: merged %d keys root %x, built %d keys root %x", n, m, got.Size(), got.Root(), want.Size(), want.Root())
+				}
+				if err := got.Check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tr.Root() == want.Root() && m > 0 {
+				t.Fatalf("n=%d m=%d: Merge changed nothing?", n, m)
+			}
+			o.Close()
+		}
+	}
+}
