@@ -35,7 +35,8 @@ const HashSize = 32
 // CacheLevel is the lowest level of interior hashes a Tree keeps. Level 0 is
 // the leaf hashes, level 1 covers pairs of leaves, level 2 groups of four:
 // keeping levels 2 and up costs about n/2 hashes (half the size of the keys)
-// and leaves at most three extra hashes to compute per audit path.
+// and leaves at most four extra hashes to compute per audit path (the leaf
+// sibling, and the pair next to it: two leaf hashes and their parent).
 const CacheLevel = 2
 
 // Leaf and node prefixes from RFC 6962 §2.1: they separate leaf hashes from
