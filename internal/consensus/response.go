@@ -159,30 +159,3 @@ func parseUnix(s string) (time.Time, error) {
 	}
 	return time.Unix(n, 0).UTC(), nil
 }
-
-// SignResponse builds a Convergence answer body signed with key, in the
-// exact layout clients cut and verify. Notaries and tests use it.
-func SignResponse(entries []Entry, key *rsa.PrivateKey) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString(`{"fingerprintList":[`)
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"timestamp":{"start":"%d","finish":"%d"},"fingerprint":"%s"}`,
-			e.Start.Unix(), e.Finish.Unix(), probe.ColonHex(e.Fingerprint[:]))
-	}
-	b.WriteString(`]}`)
-	sum := sha1.Sum(b.Bytes())
-	sig, err := rsa.SignPKCS1v15(nil, key, crypto.SHA1, sum[:])
-	if err != nil {
-		return nil, fmt.Errorf("signing answer: %w", err)
-	}
-	body := b.Bytes()[:b.Len()-1] // drop the closing brace: the signature goes inside
-	out := append([]byte(nil), body...)
-	out = append(out, signatureSep...)
-	out = append(out, '"')
-	out = append(out, base64.StdEncoding.EncodeToString(sig)...)
-	out = append(out, "\"}"...)
-	return out, nil
-}

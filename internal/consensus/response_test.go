@@ -8,6 +8,8 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"fmt"
+	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/store"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +61,7 @@ func independentVerify(body []byte, pub *rsa.PublicKey) error {
 }
 
 // independentSign builds an answer body by hand, as a notary would, sharing
-// no code with SignResponse.
+// no code with the notary package.
 func independentSign(t testing.TB, key *rsa.PrivateKey, list string) []byte {
 	t.Helper()
 	signed := `{"fingerprintList":` + list + `}`
@@ -76,13 +78,15 @@ const (
 	fpB = "01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67"
 )
 
-func TestSignResponseVerifiesIndependently(t *testing.T) {
+// TestNotaryAnswerVerifiesIndependently checks the notary's own signer
+// against both the independent verifier and this package's.
+func TestNotaryAnswerVerifiesIndependently(t *testing.T) {
 	k, other := rsaKeys(t)
-	entries := []Entry{
-		{Fingerprint: [20]byte{1, 2, 3}, Start: time.Unix(1700000000, 0), Finish: time.Unix(1700000100, 0)},
-		{Fingerprint: [20]byte{4, 5, 6}, Start: time.Unix(1700000200, 0), Finish: time.Unix(1700000300, 0)},
+	recs := []store.Record{
+		{SHA1: [20]byte{1, 2, 3}, First: time.Unix(1700000000, 0), Last: time.Unix(1700000100, 0)},
+		{SHA1: [20]byte{4, 5, 6}, First: time.Unix(1700000200, 0), Last: time.Unix(1700000300, 0)},
 	}
-	body, err := SignResponse(entries, k)
+	body, err := notary.SignedBody(k, notary.FingerprintList(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +94,7 @@ func TestSignResponseVerifiesIndependently(t *testing.T) {
 		t.Fatalf("body does not carry the timestamps as strings: %s", body)
 	}
 	if err := independentVerify(body, &k.PublicKey); err != nil {
-		t.Fatalf("independent verifier rejects SignResponse output: %v\n%s", err, body)
+		t.Fatalf("independent verifier rejects the notary's answer: %v\n%s", err, body)
 	}
 	if err := independentVerify(body, &other.PublicKey); err == nil {
 		t.Fatal("independent verifier accepts the wrong key: the test cannot fail")
@@ -99,7 +103,7 @@ func TestSignResponseVerifiesIndependently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[1].Fingerprint != entries[1].Fingerprint || !got[0].Start.Equal(entries[0].Start) || got[0].Observed() != 100*time.Second {
+	if len(got) != 2 || got[1].Fingerprint != recs[1].SHA1 || !got[0].Start.Equal(recs[0].First) || got[0].Observed() != 100*time.Second {
 		t.Fatalf("VerifyResponse = %+v", got)
 	}
 }
