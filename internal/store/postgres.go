@@ -48,20 +48,7 @@ func (s *postgresStore) Lookup(ctx context.Context, k Key) ([]Record, error) {
 		return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
 	}
 	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		var h256, h1 []byte
-		var first, last int64
-		if err := rows.Scan(&h256, &h1, &first, &last); err != nil {
-			return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
-		}
-		r, err := makeRecord(h256, h1, first, last)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanRecords(rows, k)
 }
 
 func (s *postgresStore) Observe(ctx context.Context, k Key, sha256 [32]byte, sha1 [20]byte, t time.Time) error {

@@ -97,20 +97,7 @@ func (s *sqliteStore) Lookup(ctx context.Context, k Key) ([]Record, error) {
 		return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
 	}
 	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		var h256, h1 []byte
-		var first, last int64
-		if err := rows.Scan(&h256, &h1, &first, &last); err != nil {
-			return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
-		}
-		r, err := makeRecord(h256, h1, first, last)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanRecords(rows, k)
 }
 
 func (s *sqliteStore) Observe(ctx context.Context, k Key, sha256 [32]byte, sha1 [20]byte, t time.Time) error {
@@ -133,6 +120,30 @@ func (s *sqliteStore) Close() error {
 		err = werr
 	}
 	return err
+}
+
+// rows is what database/sql and pgx result sets have in common.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+func scanRecords(rs rows, k Key) ([]Record, error) {
+	var out []Record
+	for rs.Next() {
+		var h256, h1 []byte
+		var first, last int64
+		if err := rs.Scan(&h256, &h1, &first, &last); err != nil {
+			return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
+		}
+		r, err := makeRecord(h256, h1, first, last)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
 }
 
 func makeRecord(h256, h1 []byte, first, last int64) (Record, error) {
