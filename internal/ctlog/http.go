@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -118,21 +117,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		writeJSON(w, map[string]any{"index": idx, "sct": sct})
 	})
 	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(l.Feed())))
-	mux.HandleFunc("GET /v1/sorted/tree", func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(filepath.Join(l.dir, SortedTreeFile))
-		if err != nil {
-			httpError(w, http.StatusNotFound, errors.New("no sorted tree built yet"))
-			return
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		http.ServeContent(w, r, SortedTreeFile, fi.ModTime(), f)
-	})
+	mux.HandleFunc("GET /v1/sorted/tree", feed.TreeFileHandler(filepath.Join(l.dir, SortedTreeFile), "no sorted tree built yet"))
 	return limit(mux, o.MaxInFlight, o.Timeout)
 }
 

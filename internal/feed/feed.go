@@ -27,6 +27,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -210,4 +212,27 @@ func FetchAll(ctx context.Context, src Source, start, end uint64, progress func(
 		}
 	}
 	return out, nil
+}
+
+// TreeFileHandler serves the published sorted-tree file at path (provers
+// that would rather fetch the built tree than rebuild it), or 404 with
+// missing as the error while none has been published.
+func TreeFileHandler(path, missing string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(path)
+		if err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(map[string]string{"error": missing})
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			http.Error(w, `{"error":"cannot read the tree file"}`, http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, filepath.Base(path), fi.ModTime(), f)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -34,21 +33,7 @@ func (a *Authority) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /v1/revocation/checkpoint", cp)
 	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(a.Feed())))
-	mux.HandleFunc("GET /v1/sorted/tree", func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(filepath.Join(a.dir, TreeFile))
-		if err != nil {
-			httpError(w, http.StatusNotFound, errors.New("no tree published yet"))
-			return
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		http.ServeContent(w, r, TreeFile, fi.ModTime(), f)
-	})
+	mux.HandleFunc("GET /v1/sorted/tree", feed.TreeFileHandler(filepath.Join(a.dir, TreeFile), "no tree published yet"))
 	sem := make(chan struct{}, 64)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
