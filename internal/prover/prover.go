@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -159,12 +158,13 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
 		}
-		var keys [][32]byte
+		// Merging the new keys into the held tree costs one linear pass
+		// instead of sorting every key again.
 		if old != nil {
-			keys = old.AppendKeys(make([][32]byte, 0, cp.Size))
+			tree = old.Merge(fresh)
+		} else {
+			tree = sortedtree.Build(fresh)
 		}
-		keys = append(slices.Clip(keys), fresh...)
-		tree = sortedtree.Build(keys)
 	}
 	if tree.Size() != cp.Size {
 		return nil, fmt.Errorf("prover %s: feed gave %d distinct keys, checkpoint signs %d", p.cfg.PKIE, tree.Size(), cp.Size)
