@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,14 +121,22 @@ func (n *Notary) Identity() *Identity { return n.cfg.Identity }
 // /target/, the v1 API under /v1/, /metrics and /healthz.
 func (n *Notary) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/target/", n.handleTarget)
 	mux.HandleFunc("/v1/", n.handleV1)
 	mux.Handle("/metrics", n.metrics.handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("ok\n"))
 	})
-	return n.limit(mux)
+	// The Convergence paths bypass ServeMux, which would answer a
+	// non-canonical path such as "/target/." with a redirect: a Convergence
+	// client expects 400 for a malformed target, not a 307.
+	return n.limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/target/") {
+			n.handleTarget(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 }
 
 // limit bounds concurrent requests: beyond MaxRequests the notary answers

@@ -243,6 +243,8 @@ func TestBadInputs(t *testing.T) {
 		msg                      string
 	}{
 		{"no port", "POST", "/target/site.test", good, w, 400, "is not <host>+<port>"},
+		{"dot path, no redirect", "POST", "/target/.", good, w, 400, "is not <host>+<port>"},
+		{"dot host", "POST", "/target/..+443", good, w, 400, "empty or over-long label"},
 		{"port out of range", "POST", "/target/site.test+70000", good, w, 400, "out of range"},
 		{"port zero", "POST", "/target/site.test+0", good, w, 400, "out of range"},
 		{"port not a number", "POST", "/target/site.test+https", good, w, 400, "out of range"},
