@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/feed"
 	"github.com/pkie/pkie/sortedtree"
 )
 
@@ -174,7 +175,7 @@ func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 				err = fmt.Errorf("keys hash to %x, checkpoint signs %x", root, scp.Root)
 			}
 			rep.add("root recomputed from keys matches checkpoint", err)
-			keys, err := readKeys(ctx, l.db, 0, scp.Size)
+			keys, err := feed.QueryKeys(ctx, l.db, keysQuery, 0, scp.Size)
 			if err == nil {
 				err = CheckSameSet(tree, keys)
 			}

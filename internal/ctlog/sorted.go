@@ -43,7 +43,7 @@ func (l *Log) BuildSorted(ctx context.Context) (*SortedBuild, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := readKeys(ctx, a.tx, 0, n)
+	keys, err := feed.QueryKeys(ctx, a.tx, keysQuery, 0, n)
 	if err != nil {
 		return nil, err
 	}
@@ -95,25 +95,8 @@ func (l *Log) BuildSorted(ctx context.Context) (*SortedBuild, error) {
 	return &SortedBuild{Checkpoint: msg, Size: cp.Size, Root: cp.Root, EntryIndex: idx, TreePath: path, TreeBytes: fi.Size()}, nil
 }
 
-func readKeys(ctx context.Context, q querier, start, end uint64) ([][32]byte, error) {
-	rows, err := q.QueryContext(ctx, `SELECT key FROM certs WHERE seq >= ? AND seq < ? ORDER BY seq`, int64(start), int64(end))
-	if err != nil {
-		return nil, fmt.Errorf("ctlog: reading keys: %w", err)
-	}
-	defer rows.Close()
-	out := make([][32]byte, 0, end-start)
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		if len(b) != 32 {
-			return nil, fmt.Errorf("ctlog: stored key of %d bytes", len(b))
-		}
-		out = append(out, [32]byte(b))
-	}
-	return out, rows.Err()
-}
+// keysQuery selects keys in publication order for feed.QueryKeys.
+const keysQuery = `SELECT key FROM certs WHERE seq >= ? AND seq < ? ORDER BY seq`
 
 // SortedCheckpoint returns the latest signed sorted-tree checkpoint.
 func (l *Log) SortedCheckpoint(ctx context.Context) ([]byte, error) {
@@ -149,7 +132,7 @@ func (f logFeed) LatestCheckpoint(ctx context.Context) ([]byte, error) {
 }
 
 func (f logFeed) Keys(ctx context.Context, start uint64, count int) ([][32]byte, error) {
-	return readKeys(ctx, f.l.db, start, start+uint64(max(0, min(count, feed.MaxKeys))))
+	return feed.QueryKeys(ctx, f.l.db, keysQuery, start, start+uint64(max(0, min(count, feed.MaxKeys))))
 }
 
 // Run builds the sorted tree every interval until ctx ends.

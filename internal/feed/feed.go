@@ -21,6 +21,7 @@ package feed
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -235,4 +236,48 @@ func TreeFileHandler(path, missing string) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		http.ServeContent(w, r, filepath.Base(path), fi.ModTime(), f)
 	}
+}
+
+// Querier is what QueryKeys reads from: a *sql.DB, *sql.Tx or *sql.Conn.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// QueryKeys runs query, which must select one 32-byte key column for
+// positions [start, end) in publication order given start and end as its two
+// arguments, e.g.
+//
+//	SELECT key FROM certs WHERE seq >= ? AND seq < ? ORDER BY seq
+//
+// It is how a publisher backed by SQL implements Source.Keys and reads the
+// keys it builds its tree from. It allocates room for end-start keys. A
+// stored key of any other length is an
+// error: the store is corrupt, and a tree built from it would be wrong.
+func QueryKeys(ctx context.Context, q Querier, query string, start, end uint64) ([][32]byte, error) {
+	if end < start {
+		return nil, fmt.Errorf("feed: end %d before start %d", end, start)
+	}
+	rows, err := q.QueryContext(ctx, query, int64(start), int64(end))
+	if err != nil {
+		return nil, fmt.Errorf("feed: reading keys: %w", err)
+	}
+	defer rows.Close()
+	// Room for every key asked for: callers pass counts they know (a
+	// feed request of at most MaxKeys, a tree build of the stored count),
+	// and a tree build of millions of keys should not copy while growing.
+	out := make([][32]byte, 0, end-start)
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("feed: reading keys: %w", err)
+		}
+		if len(b) != 32 {
+			return nil, fmt.Errorf("feed: stored key %d is %d bytes, want 32", start+uint64(len(out)), len(b))
+		}
+		out = append(out, [32]byte(b))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("feed: reading keys: %w", err)
+	}
+	return out, nil
 }

@@ -317,7 +317,7 @@ func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := readKeys(ctx, tx, 0, n)
+	keys, err := feed.QueryKeys(ctx, tx, keysQuery, 0, n)
 	if err != nil {
 		return nil, err
 	}
@@ -369,25 +369,8 @@ func count(ctx context.Context, q querier) (uint64, error) {
 // Size returns the number of revoked keys.
 func (a *Authority) Size(ctx context.Context) (uint64, error) { return count(ctx, a.db) }
 
-func readKeys(ctx context.Context, q querier, start, end uint64) ([][32]byte, error) {
-	rows, err := q.QueryContext(ctx, `SELECT key FROM revoked WHERE seq >= ? AND seq < ? ORDER BY seq`, int64(start), int64(end))
-	if err != nil {
-		return nil, fmt.Errorf("revocation: reading keys: %w", err)
-	}
-	defer rows.Close()
-	out := make([][32]byte, 0, end-start)
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		if len(b) != 32 {
-			return nil, fmt.Errorf("revocation: stored key of %d bytes", len(b))
-		}
-		out = append(out, [32]byte(b))
-	}
-	return out, rows.Err()
-}
+// keysQuery selects keys in publication order for feed.QueryKeys.
+const keysQuery = `SELECT key FROM revoked WHERE seq >= ? AND seq < ? ORDER BY seq`
 
 // Checkpoint returns the latest signed checkpoint.
 func (a *Authority) Checkpoint(ctx context.Context) ([]byte, error) {
@@ -410,7 +393,7 @@ type authFeed struct{ a *Authority }
 func (f authFeed) LatestCheckpoint(ctx context.Context) ([]byte, error) { return f.a.Checkpoint(ctx) }
 
 func (f authFeed) Keys(ctx context.Context, start uint64, count int) ([][32]byte, error) {
-	return readKeys(ctx, f.a.db, start, start+uint64(max(0, min(count, feed.MaxKeys))))
+	return feed.QueryKeys(ctx, f.a.db, keysQuery, start, start+uint64(max(0, min(count, feed.MaxKeys))))
 }
 
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
