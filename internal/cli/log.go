@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,7 +27,7 @@ func runLog(ctx context.Context, env *Env, args []string) error {
 			"  add      log certificate chains (PEM or DER files) and print their SCTs\n"+
 			"  import   bulk-log a directory of PEM/DER chains or a JSON-lines file\n"+
 			"  build    build, sign and append the sorted tree now\n"+
-			"  audit    check the published sorted tree against the log")
+			"  audit    check the published sorted tree against the log (--url: from outside, via its HTTP API)")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			return nil
 		}
@@ -261,34 +262,76 @@ func logBuild(ctx context.Context, env *Env, args []string) error {
 }
 
 func logAudit(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "log audit", "[--data DIR] [--tree FILE] [--checkpoint FILE] [--previous FILE]")
-	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	tree := fs.String("tree", "", "the published sorted tree file to audit (default: the log's)")
-	cpFile := fs.String("checkpoint", "", "the signed sorted-tree checkpoint it was published with (default: the latest)")
-	prev := fs.String("previous", "", "a log checkpoint saved earlier, to check the log grew consistently from it (default: the one before the latest)")
+	fs := newFlags(env, "log audit", "[--data DIR] [--tree FILE] [--checkpoint FILE] [--previous FILE]\n"+
+		"       pkie log audit --url http://LOG --key VKEY|@FILE [--state FILE]")
+	data := fs.String("data", defaultDataDir(env, "log"), "log directory (local audit)")
+	tree := fs.String("tree", "", "the published sorted tree file to audit (local audit; default: the log's)")
+	cpFile := fs.String("checkpoint", "", "the signed sorted-tree checkpoint it was published with (local audit; default: the latest)")
+	prev := fs.String("previous", "", "a log checkpoint saved earlier, to check the log grew consistently from it (local audit; default: the one before the latest)")
+	logURL := fs.String("url", "", "audit the log at this base URL through its public HTTP API, trusting only --key")
+	keyArg := fs.String("key", "", "the log's pinned note verifier key, or @FILE holding it (remote audit)")
+	state := fs.String("state", "", "file remembering the last log checkpoint verified; each run checks the log is consistent with it, then updates it (remote audit)")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on each API request (remote audit)")
+	treeTimeout := fs.Duration("tree-timeout", 30*time.Minute, "bound on the sorted tree download (remote audit)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	l, err := ctlog.Open(*data, ctlog.Options{})
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	o := ctlog.AuditOptions{TreePath: *tree}
-	for _, p := range []struct {
-		path string
-		dst  *[]byte
-	}{{*cpFile, &o.SortedCheckpoint}, {*prev, &o.Previous}} {
-		if p.path != "" {
-			if *p.dst, err = readLimited(p.path, 64<<10); err != nil {
-				return err
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var rep *ctlog.AuditReport
+	if *logURL != "" {
+		for _, n := range []string{"data", "tree", "checkpoint", "previous"} {
+			if set[n] {
+				return usageError("--%s is for a local audit; a remote audit (--url) reads only the log's HTTP API", n)
 			}
 		}
-	}
-	rep, err := l.Audit(ctx, o)
-	if err != nil {
-		return err
+		if *keyArg == "" {
+			return usageError("--url needs --key: the log's pinned verifier key (VKEY or @FILE)")
+		}
+		if *timeout <= 0 || *treeTimeout <= 0 {
+			return usageError("--timeout and --tree-timeout must be positive")
+		}
+		vkey, err := readKeyArg(*keyArg)
+		if err != nil {
+			return usageError("--key: %v", err)
+		}
+		v, err := ctlog.VerifierFromKey(vkey)
+		if err != nil {
+			return usageError("--key: %v", err)
+		}
+		progress := newAuditProgress(env)
+		rep, err = ctlog.AuditRemote(ctx, ctlog.RemoteAuditOptions{URL: *logURL, Verifier: v, State: *state,
+			RequestTimeout: *timeout, TreeTimeout: *treeTimeout, Progress: progress.report})
+		progress.done()
+		if err != nil {
+			return err
+		}
+	} else {
+		for _, n := range []string{"key", "state", "timeout", "tree-timeout"} {
+			if set[n] {
+				return usageError("--%s is for a remote audit: give the log's --url", n)
+			}
+		}
+		l, err := ctlog.Open(*data, ctlog.Options{})
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		o := ctlog.AuditOptions{TreePath: *tree}
+		for _, p := range []struct {
+			path string
+			dst  *[]byte
+		}{{*cpFile, &o.SortedCheckpoint}, {*prev, &o.Previous}} {
+			if p.path != "" {
+				if *p.dst, err = readLimited(p.path, 64<<10); err != nil {
+					return err
+				}
+			}
+		}
+		if rep, err = l.Audit(ctx, o); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		if err := writeJSON(env.Stdout, map[string]any{"ok": rep.OK(), "report": rep}); err != nil {
@@ -312,6 +355,42 @@ func logAudit(ctx context.Context, env *Env, args []string) error {
 		return negative()
 	}
 	return nil
+}
+
+// auditProgress shows a remote audit's progress on stderr, at most a few
+// times a second.
+type auditProgress struct {
+	env   *Env
+	start time.Time
+	last  time.Time
+	stage string
+	shown bool
+}
+
+func newAuditProgress(env *Env) *auditProgress {
+	return &auditProgress{env: env, start: time.Now()}
+}
+
+func (p *auditProgress) report(stage string, done, total uint64) {
+	now := time.Now()
+	if now.Sub(p.last) < 250*time.Millisecond && done != total && stage == p.stage {
+		return
+	}
+	if p.shown && stage != p.stage {
+		fmt.Fprintln(p.env.Stderr) // keep the finished stage's last line
+	}
+	p.last, p.shown, p.stage = now, true, stage
+	what := "log entries"
+	if stage == "tree" {
+		what = "tree bytes"
+	}
+	fmt.Fprintf(p.env.Stderr, "\rread %d/%d %s (%s)   ", done, total, what, now.Sub(p.start).Round(time.Second))
+}
+
+func (p *auditProgress) done() {
+	if p.shown {
+		fmt.Fprintln(p.env.Stderr)
+	}
 }
 
 // readKeyArg reads a verifier key given literally or as @FILE.
