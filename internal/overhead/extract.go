@@ -21,20 +21,37 @@ const (
 type Ref struct {
 	URL  *url.URL
 	Kind string
+	// CSS is set when the reference is in CSS — a url() or an @import, in
+	// a stylesheet, a <style> block or a style attribute — rather than in
+	// the HTML's own markup.
+	CSS bool
 }
 
 // ExtractRefs returns the images, scripts, stylesheets and icons an HTML
-// document references, resolved against base (or the document's own <base
-// href>), in document order, without duplicates, at most max of them (0
-// means no limit). Only http and https references are returned: data:,
-// javascript: and other schemes fetch nothing over the network. The input is
-// untrusted: malformed HTML yields whatever references can be recognised,
-// never an error.
+// document references, and what the CSS in its <style> blocks and style
+// attributes references (see ExtractCSSRefs), resolved against base (or the
+// document's own <base href>), in document order, without duplicates, at
+// most max of them (0 means no limit). Only http and https references are
+// returned: data:, javascript: and other schemes fetch nothing over the
+// network. The input is untrusted: malformed HTML yields whatever
+// references can be recognised, never an error.
 func ExtractRefs(base *url.URL, doc []byte, max int) []Ref {
+	return extractRefs(base, doc, max, true)
+}
+
+// extractRefs is ExtractRefs, leaving out inline CSS unless css is set.
+func extractRefs(base *url.URL, doc []byte, max int, css bool) []Ref {
 	z := html.NewTokenizer(bytes.NewReader(doc))
 	var refs []Ref
 	seen := map[string]bool{}
 	baseSet := false
+	full := func() bool { return max > 0 && len(refs) >= max }
+	addURL := func(u *url.URL, kind string, fromCSS bool) {
+		if k := u.String(); !seen[k] && !full() {
+			seen[k] = true
+			refs = append(refs, Ref{URL: u, Kind: kind, CSS: fromCSS})
+		}
+	}
 	add := func(raw, kind string) {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
@@ -45,22 +62,42 @@ func ExtractRefs(base *url.URL, doc []byte, max int) []Ref {
 			return
 		}
 		u.Fragment, u.RawFragment = "", ""
-		k := u.String()
-		if seen[k] {
-			return
-		}
-		seen[k] = true
-		refs = append(refs, Ref{URL: u, Kind: kind})
+		addURL(u, kind, false)
 	}
-	for max <= 0 || len(refs) < max {
+	addCSS := func(text []byte, decls bool) {
+		scanCSS(text, decls, func(raw string, isImport bool) bool {
+			if u := resolveCSSURL(base, raw); u != nil {
+				kind := KindCSSURL
+				if isImport {
+					kind = KindStylesheet
+				}
+				addURL(u, kind, true)
+			}
+			return !full()
+		})
+	}
+	inStyle := false // the previous token was a <style> start tag
+	for !full() {
 		tt := z.Next()
 		if tt == html.ErrorToken { // io.EOF: a bytes.Reader fails no other way
 			break
+		}
+		if inStyle {
+			// The tokenizer hands a <style> element's content over raw,
+			// as one text token.
+			inStyle = false
+			if tt == html.TextToken && css {
+				addCSS(z.Text(), false)
+				continue
+			}
 		}
 		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
 			continue
 		}
 		name, hasAttr := z.TagName()
+		if string(name) == "style" {
+			inStyle = true
+		}
 		if !hasAttr {
 			continue
 		}
@@ -95,6 +132,9 @@ func ExtractRefs(base *url.URL, doc []byte, max int) []Ref {
 			case rel["icon"]:
 				add(attrs["href"], KindIcon)
 			}
+		}
+		if st, ok := attrs["style"]; ok && css {
+			addCSS([]byte(st), true)
 		}
 	}
 	return refs

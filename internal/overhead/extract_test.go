@@ -54,6 +54,18 @@ func TestExtractRefs(t *testing.T) {
 		{"host-less", `<img src="http:///x">`, 0, nil},
 		{"script body ignored", `<script>document.write('<img src="/no.png">')</script>`, 0, nil},
 		{"icon rel list", `<link rel="apple-touch-icon icon" href="/i.png">`, 0, []string{"http://site.test/i.png"}},
+		{"style block", `<style>@import "s.css"; body { background: url(/bg.png) } /* url(/no.png) */</style><img src="/i.png">`, 0,
+			[]string{"http://site.test/a/s.css", "http://site.test/bg.png", "http://site.test/i.png"}},
+		{"style block without end tag", `<STYLE type="text/css">a{b:url(/bg.png)}`, 0, []string{"http://site.test/bg.png"}},
+		{"style block entities are not decoded", `<style>a{b:url(/a&amp;b.png)}</style>`, 0, []string{"http://site.test/a&amp;b.png"}},
+		{"style attribute", `<div style="background-image: url('/d.png')"></div><img src="/i.png" style="border-image:url(/b.png) 30">`, 0,
+			[]string{"http://site.test/d.png", "http://site.test/i.png", "http://site.test/b.png"}},
+		{"style attribute entities are decoded", `<p style="background:url(&quot;/q.png&quot;)">`, 0, []string{"http://site.test/q.png"}},
+		{"no import in a style attribute", `<p style="@import '/no.css'; background:url(/ok.png)">`, 0, []string{"http://site.test/ok.png"}},
+		{"style relative to base href", `<base href="https://other.test/x/"><style>a{b:url(i.png)}</style>`, 0, []string{"https://other.test/x/i.png"}},
+		{"style and markup deduplicated", `<img src="/i.png"><p style="background:url(/i.png)">`, 0, []string{"http://site.test/i.png"}},
+		{"max counts css", `<style>a{b:url(/1) c:url(/2)}</style><img src=/3>`, 1, []string{"http://site.test/1"}},
+		{"style in a script is text", `<script>x = "<style>a{b:url(/no.png)}</style>"</script>`, 0, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +91,7 @@ func FuzzExtractRefs(f *testing.F) {
 	f.Add([]byte(`<base href="//x/"><img src="a"><link rel=stylesheet href=b>`), 1)
 	f.Add([]byte(`<script src="http://[::1]:80/x"></script><img src="#">`), 0)
 	f.Add([]byte("<img src=\"\x00\">"), 3)
+	f.Add([]byte(`<style>@import "a.css";a{b:url(x)}</style><p style="c:url('y')">`), 0)
 	base, _ := url.Parse("https://fuzz.test/p/")
 	f.Fuzz(func(t *testing.T, doc []byte, max int) {
 		if max < 0 || max > 1000 {
@@ -99,7 +112,15 @@ func FuzzExtractRefs(f *testing.F) {
 			}
 			seen[u.String()] = true
 			switch r.Kind {
-			case KindImage, KindScript, KindStylesheet, KindIcon:
+			case KindImage, KindScript, KindIcon:
+				if r.CSS {
+					t.Fatalf("%s ref %q marked as from CSS", r.Kind, u)
+				}
+			case KindStylesheet:
+			case KindCSSURL:
+				if !r.CSS {
+					t.Fatalf("css-url ref %q not marked as from CSS", u)
+				}
 			default:
 				t.Fatalf("ref %q has kind %q", u, r.Kind)
 			}

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +56,12 @@ type Object struct {
 	Handshake  bool   `json:"handshake"` // a TLS handshake was completed for this request
 	TLSVersion string `json:"tls_version,omitempty"`
 	Phases     Phases `json:"phases"`
-	Err        string `json:"error,omitempty"`
+	// FromCSS is set on an object found in CSS (a url() or @import in a
+	// stylesheet, <style> block or style attribute), and Via names the
+	// stylesheet that referenced it (empty for the page's inline CSS).
+	FromCSS bool   `json:"from_css,omitempty"`
+	Via     string `json:"via,omitempty"`
+	Err     string `json:"error,omitempty"`
 }
 
 // Load is one download of a whole page over one scheme in one mode.
@@ -70,6 +77,7 @@ type Load struct {
 	Duration   time.Duration `json:"duration_ns"` // first request sent → last byte of the last object
 	Bytes      int64         `json:"bytes"`
 	Requests   int           `json:"requests"`
+	CSSObjects int           `json:"css_objects"`              // sub-resources found in CSS rather than in the HTML's markup
 	Failed     int           `json:"failed_objects,omitempty"` // sub-resources that failed (the load still counts)
 	Conns      int           `json:"conns"`                    // TCP connections opened
 	Handshakes int           `json:"handshakes"`               // TLS handshakes completed
@@ -369,14 +377,18 @@ func gunzip(b []byte, limit int64) ([]byte, error) {
 }
 
 // fetch requests u and follows its redirects, returning every hop, the
-// final URL and (if keep) the final body.
-func (pl *pageLoad) fetch(ctx context.Context, u *url.URL, kind string, keep bool) ([]Object, *url.URL, []byte) {
+// final URL, (if keep) the final body and its Content-Type.
+func (pl *pageLoad) fetch(ctx context.Context, u *url.URL, kind string, keep bool) ([]Object, *url.URL, []byte, string) {
 	var hops []Object
 	for i := 0; ; i++ {
 		obj, resp, body := pl.get(ctx, u, kind, keep)
 		if obj.Err != "" || resp == nil || !isRedirect(resp.StatusCode) {
 			hops = append(hops, obj)
-			return hops, u, body
+			ctype := ""
+			if resp != nil {
+				ctype = resp.Header.Get("Content-Type")
+			}
+			return hops, u, body, ctype
 		}
 		loc := resp.Header.Get("Location")
 		next, err := u.Parse(loc)
@@ -392,7 +404,7 @@ func (pl *pageLoad) fetch(ctx context.Context, u *url.URL, kind string, keep boo
 		}
 		if obj.Err != "" {
 			hops = append(hops, obj)
-			return hops, u, nil
+			return hops, u, nil, ""
 		}
 		next.Fragment, next.RawFragment = "", ""
 		obj.RedirectTo = next.String()
@@ -433,10 +445,13 @@ func trunc(s string, n int) string {
 
 // LoadPage downloads the page at u once, in mode: the HTML (following
 // redirects) and then every image, script, stylesheet and icon it
-// references, Options.Parallel at a time. Sub-resource failures are
-// counted, as a browser shows a page with a broken image; the load fails
-// only when the page itself does not arrive with a 2xx status, the page
-// timeout passes or the byte budget is exceeded.
+// references, Options.Parallel at a time. Unless Options.IgnoreCSS is set,
+// what CSS references is fetched too, as a browser would: the url()s and
+// @imports of the page's <style> blocks and style attributes, and of every
+// stylesheet as it arrives (see fetchSubresources). Sub-resource failures
+// are counted, as a browser shows a page with a broken image; the load
+// fails only when the page itself does not arrive with a 2xx status, the
+// page timeout passes or the byte budget is exceeded.
 func (m *Meter) LoadPage(ctx context.Context, u *url.URL, mode Mode) Load {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.PageTimeout)
 	defer cancel()
@@ -445,7 +460,7 @@ func (m *Meter) LoadPage(ctx context.Context, u *url.URL, mode Mode) Load {
 
 	ld := Load{Scheme: u.Scheme, Mode: mode, URL: u.String(), Start: time.Now()}
 	var objs []Object
-	hops, final, body := pl.fetch(ctx, u, KindPage, true)
+	hops, final, body, _ := pl.fetch(ctx, u, KindPage, true)
 	objs = append(objs, hops...)
 	last := hops[len(hops)-1]
 	for _, h := range hops[:len(hops)-1] {
@@ -459,24 +474,14 @@ func (m *Meter) LoadPage(ctx context.Context, u *url.URL, mode Mode) Load {
 		ld.Err = fmt.Sprintf("page answered HTTP status %d", last.Status)
 	}
 	if ld.Err == "" {
-		refs := ExtractRefs(final, body, m.opts.MaxObjects)
-		sub := make([][]Object, len(refs))
-		sem := make(chan struct{}, m.opts.Parallel)
-		var wg sync.WaitGroup
-		for i, r := range refs {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				sub[i], _, _ = pl.fetch(ctx, r.URL, r.Kind, false)
-			}()
-		}
-		wg.Wait()
-		for _, s := range sub {
-			objs = append(objs, s...)
-			if l := s[len(s)-1]; l.Err != "" || l.Status >= 400 {
+		refs := extractRefs(final, body, m.opts.MaxObjects, !m.opts.IgnoreCSS)
+		for _, sub := range pl.fetchSubresources(ctx, refs) {
+			objs = append(objs, sub.hops...)
+			if l := sub.hops[len(sub.hops)-1]; l.Err != "" || l.Status >= 400 {
 				ld.Failed++
+			}
+			if sub.ref.CSS {
+				ld.CSSObjects++
 			}
 		}
 		switch {
@@ -500,4 +505,112 @@ func (m *Meter) LoadPage(ctx context.Context, u *url.URL, mode Mode) Load {
 		ld.Objects = objs
 	}
 	return ld
+}
+
+// subresource is one object of a page load other than the page.
+type subresource struct {
+	ref   Ref
+	via   string // the stylesheet whose CSS referenced it; "" for the page
+	depth int    // a stylesheet's @import depth: 0 for one the page links
+	hops  []Object
+}
+
+// fetchSubresources fetches refs and what their CSS references, at most
+// Options.Parallel at a time, and returns them in the order they were
+// found: refs first, then each stylesheet's references as it arrived.
+//
+// A stylesheet (requested by <link rel=stylesheet> or @import) is read as
+// CSS when it arrives with a 2xx status and a text/css Content-Type (or
+// none): a browser in standards mode does not apply one served as, say, an
+// HTML error page. Its url()s and @imports, resolved against its final URL,
+// join the queue. Within the load every URL is fetched once (so an @import
+// cycle ends), the number of sub-resources stays within
+// Options.MaxObjects, and @imports deeper than DefaultMaxImportDepth are
+// not followed. Parsing stops once the load is over its byte budget or out
+// of time.
+func (pl *pageLoad) fetchSubresources(ctx context.Context, refs []Ref) []*subresource {
+	opts := &pl.m.opts
+	var (
+		mu     sync.Mutex
+		cond   = sync.NewCond(&mu)
+		items  []*subresource // in the order found; items[next:] wait to be fetched
+		next   int
+		active int
+		seen   = map[string]bool{}
+	)
+	// push queues r unless it was queued before or the load has its
+	// MaxObjects already. mu is held.
+	push := func(r Ref, via string, depth int) {
+		k := r.URL.String()
+		if seen[k] || len(items) >= opts.MaxObjects {
+			return
+		}
+		if r.Kind == KindStylesheet && depth > DefaultMaxImportDepth {
+			return
+		}
+		seen[k] = true
+		items = append(items, &subresource{ref: r, via: via, depth: depth})
+	}
+	for _, r := range refs {
+		depth := 0
+		if r.CSS {
+			depth = 1 // imported by the page's own <style>
+		}
+		push(r, "", depth)
+	}
+	worker := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			for next == len(items) && active > 0 {
+				cond.Wait() // a stylesheet in flight may queue more
+			}
+			if next == len(items) {
+				return // nothing queued, nothing in flight: done
+			}
+			it := items[next]
+			next++
+			active++
+			mu.Unlock()
+
+			parse := it.ref.Kind == KindStylesheet && !opts.IgnoreCSS
+			hops, final, body, ctype := pl.fetch(ctx, it.ref.URL, it.ref.Kind, parse)
+			last := hops[len(hops)-1]
+			var found []Ref
+			if parse && last.Err == "" && last.Status >= 200 && last.Status <= 299 && isCSSType(ctype) &&
+				ctx.Err() == nil && !pl.overBudget.Load() {
+				// At most MaxObjects: ExtractCSSRefs de-duplicates
+				// within the sheet, so however many of them were queued
+				// before, that is enough to fill what is left.
+				found = ExtractCSSRefs(final, body, opts.MaxObjects)
+			}
+			for i := range hops {
+				hops[i].FromCSS, hops[i].Via = it.ref.CSS, it.via
+			}
+
+			mu.Lock()
+			it.hops = hops
+			for _, r := range found {
+				push(r, final.String(), it.depth+1)
+			}
+			active--
+			cond.Broadcast()
+		}
+	}
+	var wg sync.WaitGroup
+	for range opts.Parallel {
+		wg.Go(worker)
+	}
+	wg.Wait()
+	return items
+}
+
+// isCSSType reports whether a Content-Type header lets a browser apply the
+// body as a stylesheet: text/css, or no type at all.
+func isCSSType(ctype string) bool {
+	if strings.TrimSpace(ctype) == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ctype)
+	return err == nil && mt == "text/css"
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -27,6 +28,13 @@ type TwinOptions struct {
 	ObjectSize int
 	// PageSize pads the HTML page to at least this many bytes.
 	PageSize int
+	// CSSImages, when positive, gives the page CSS that references this
+	// many background images (TwinCSSImage(i), ObjectSize bytes each) the
+	// way sites do: from a linked stylesheet (TwinMainCSS), from a
+	// stylesheet that one @imports (TwinImportedCSS), from a <style> block
+	// and from style attributes, alongside references that must not be
+	// fetched (comments, data: URIs, duplicates, an @import cycle).
+	CSSImages int
 	// Redirect makes "/" answer 302 to "/index.html" on the same scheme, a
 	// site whose front page costs an extra request.
 	Redirect bool
@@ -53,9 +61,13 @@ type Twins struct {
 	TLSVersion  uint16
 	RTT         time.Duration
 	Objects     int
+	CSSImages   int
 
 	page     []byte
 	object   []byte
+	css      *twinCSS
+	hitsMu   sync.Mutex
+	hits     map[string]int64 // "scheme path" → requests
 	servers  []*http.Server
 	proxies  []*DelayProxy
 	httpNew  atomic.Int64
@@ -69,8 +81,8 @@ func StartTwins(o TwinOptions) (t *Twins, err error) {
 	if o.Host == "" {
 		o.Host = "twin.test"
 	}
-	if o.Objects < 0 {
-		return nil, fmt.Errorf("testbed: twins: negative object count %d", o.Objects)
+	if o.Objects < 0 || o.CSSImages < 0 {
+		return nil, fmt.Errorf("testbed: twins: negative object count %d or CSS image count %d", o.Objects, o.CSSImages)
 	}
 	if o.ObjectSize <= 0 {
 		o.ObjectSize = 1024
@@ -91,8 +103,9 @@ func StartTwins(o TwinOptions) (t *Twins, err error) {
 	if err != nil {
 		return nil, err
 	}
-	t = &Twins{Host: o.Host, CA: o.CA, TLSVersion: o.TLSVersion, RTT: o.RTT, Objects: o.Objects}
-	t.page = twinPage(o.Host, o.Objects, o.PageSize)
+	t = &Twins{Host: o.Host, CA: o.CA, TLSVersion: o.TLSVersion, RTT: o.RTT, Objects: o.Objects, CSSImages: o.CSSImages, hits: map[string]int64{}}
+	t.css = newTwinCSS(o.CSSImages)
+	t.page = twinPage(o.Host, o.Objects, o.PageSize, t.css)
 	t.object = make([]byte, o.ObjectSize)
 	for i := range t.object {
 		t.object[i] = 'a' + byte(i%26)
@@ -167,9 +180,13 @@ var twinObjectKinds = []struct{ ext, ctype, tag string }{
 	{"css", "text/css", `<link rel="stylesheet" href="/obj/%d.css">`},
 }
 
-func twinPage(host string, objects, size int) []byte {
+func twinPage(host string, objects, size int, css *twinCSS) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<!doctype html>\n<html><head><title>%s</title></head><body>\n<h1>%s</h1>\n", host, host)
+	head, body := "", ""
+	if css != nil {
+		head, body = css.head, css.body
+	}
+	fmt.Fprintf(&b, "<!doctype html>\n<html><head><title>%s</title>\n%s</head><body>\n<h1>%s</h1>\n%s", host, head, host, body)
 	for i := 0; i < objects; i++ {
 		k := twinObjectKinds[i%len(twinObjectKinds)]
 		fmt.Fprintf(&b, k.tag+"\n", i)
@@ -184,6 +201,11 @@ func twinPage(host string, objects, size int) []byte {
 func (t *Twins) handler(o TwinOptions, scheme string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.requests.Add(1)
+		t.hitsMu.Lock()
+		if k := scheme + " " + r.URL.Path; len(t.hits) < maxTwinHitPaths || t.hits[k] > 0 {
+			t.hits[k]++ // bounded: a client cannot grow the table without limit
+		}
+		t.hitsMu.Unlock()
 		switch p := r.URL.Path; {
 		case p == "/" && scheme == "http" && o.UpgradeHTTP:
 			http.Redirect(w, r, "https://"+o.Host+"/", http.StatusMovedPermanently)
@@ -193,6 +215,23 @@ func (t *Twins) handler(o TwinOptions, scheme string) http.Handler {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Header().Set("Content-Length", strconv.Itoa(len(t.page)))
 			w.Write(t.page)
+		case t.css != nil && strings.HasPrefix(p, "/css/"):
+			if sheet, ok := t.css.stylesheet(p); ok {
+				w.Header().Set("Content-Type", "text/css; charset=utf-8")
+				w.Header().Set("Content-Length", strconv.Itoa(len(sheet)))
+				w.Write(sheet)
+				return
+			}
+			num, ok := strings.CutPrefix(p, "/css/img/")
+			num, ok2 := strings.CutSuffix(num, ".png")
+			i, err := strconv.Atoi(num)
+			if !ok || !ok2 || err != nil || i < 0 || i >= o.CSSImages || TwinCSSImage(i) != p {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "image/png")
+			w.Header().Set("Content-Length", strconv.Itoa(len(t.object)))
+			w.Write(t.object)
 		case strings.HasPrefix(p, "/obj/"):
 			name := strings.TrimPrefix(p, "/obj/")
 			num, ext, _ := strings.Cut(name, ".")
@@ -241,6 +280,22 @@ func (t *Twins) Conns() (http, https int64) { return t.httpNew.Load(), t.httpsNe
 
 // Requests returns how many requests the twins have answered together.
 func (t *Twins) Requests() int64 { return t.requests.Load() }
+
+// maxTwinHitPaths bounds the paths Hits counts separately.
+const maxTwinHitPaths = 4096
+
+// Hits returns how many requests for each path each twin has answered:
+// the keys are "http /path" and "https /path" (for at most 4096 distinct
+// paths; Requests counts them all).
+func (t *Twins) Hits() map[string]int64 {
+	t.hitsMu.Lock()
+	defer t.hitsMu.Unlock()
+	m := make(map[string]int64, len(t.hits))
+	for k, v := range t.hits {
+		m[k] = v
+	}
+	return m
+}
 
 // Close stops the twins and their proxies.
 func (t *Twins) Close() error {

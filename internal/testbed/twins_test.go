@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -114,5 +115,90 @@ func TestTwinsRedirects(t *testing.T) {
 	}
 	if _, err := StartTwins(TwinOptions{TLSVersion: tls.VersionTLS11}); err == nil {
 		t.Error("TLS 1.1 twins started")
+	}
+}
+
+// TestTwinsCSS checks the CSS twins' content: every background image is
+// referenced from exactly one of its four places, relative to that place,
+// the stylesheets are served as text/css and the images exist.
+func TestTwinsCSS(t *testing.T) {
+	const images = 8
+	tw, err := StartTwins(TwinOptions{Objects: 1, CSSImages: images, ObjectSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	c := twinClient(tw)
+	get := func(scheme, path string) (string, *http.Response) {
+		t.Helper()
+		resp, err := c.Get(tw.URL(scheme) + strings.TrimPrefix(path, "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b), resp
+	}
+	page, _ := get("https", "/")
+	main, resp := get("https", TwinMainCSS)
+	imported, resp2 := get("http", TwinImportedCSS)
+	for _, r := range []*http.Response{resp, resp2} {
+		if r.StatusCode != 200 || r.Header.Get("Content-Type") != "text/css; charset=utf-8" {
+			t.Errorf("%s: %d %q, want a 200 text/css stylesheet", r.Request.URL, r.StatusCode, r.Header.Get("Content-Type"))
+		}
+	}
+	if len(main)+len(imported) != tw.StylesheetBytes() {
+		t.Errorf("stylesheets %d bytes, StylesheetBytes %d", len(main)+len(imported), tw.StylesheetBytes())
+	}
+	if !strings.Contains(page, `<link rel="stylesheet" href="/css/main.css">`) || !strings.Contains(main, `@import url("more/imported.css")`) ||
+		!strings.Contains(imported, `@import "../main.css"`) {
+		t.Errorf("page, main.css or imported.css lacks its link or @import:\n%s\n%s\n%s", page, main, imported)
+	}
+	// Where each image must be referenced, in that place's own relative form.
+	for i := 0; i < images; i++ {
+		where, ref := []string{main, imported, page, page}[i%4], []string{
+			fmt.Sprintf("url(img/%d.png)", i),
+			fmt.Sprintf("url('../img/%d.png')", i),
+			fmt.Sprintf(`url("/css/img/%d.png")`, i),
+			fmt.Sprintf("url(&quot;css/img/%d.png&quot;)", i),
+		}[i%4]
+		if !strings.Contains(where, ref) {
+			t.Errorf("image %d: %q not found", i, ref)
+		}
+		body, r := get([]string{"http", "https"}[i%2], TwinCSSImage(i))
+		if r.StatusCode != 200 || len(body) != 64 || r.Header.Get("Content-Type") != "image/png" {
+			t.Errorf("%s: %d, %d bytes, %q", TwinCSSImage(i), r.StatusCode, len(body), r.Header.Get("Content-Type"))
+		}
+	}
+	for _, bad := range []string{"/css/img/8.png", "/css/img/commented.png", "/css/img/07.png", "/css/ignored.css", "/css/more/ignored.css"} {
+		if _, r := get("http", bad); r.StatusCode != 404 {
+			t.Errorf("%s: status %d, want 404", bad, r.StatusCode)
+		}
+	}
+	if got, want := tw.LoadRequests(), 1+1+2+images; got != want {
+		t.Errorf("LoadRequests %d, want %d", got, want)
+	}
+	if got, want := tw.LoadBytes(), len(page)+(1+images)*64+len(main)+len(imported); got != want {
+		t.Errorf("LoadBytes %d, want %d", got, want)
+	}
+	hits := tw.Hits()
+	if hits["https /"] != 1 || hits["https "+TwinMainCSS] != 1 || hits["http "+TwinImportedCSS] != 1 || hits["http /css/img/8.png"] != 1 {
+		t.Errorf("hits %v", hits)
+	}
+	// Without CSSImages there are no stylesheets.
+	plain, err := StartTwins(TwinOptions{Objects: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	c = twinClient(plain)
+	if _, r := get("http", TwinMainCSS); r.StatusCode != 404 {
+		t.Errorf("plain twins serve %s: %d", TwinMainCSS, r.StatusCode)
+	}
+	if plain.LoadRequests() != 2 || plain.StylesheetBytes() != 0 {
+		t.Errorf("plain twins: LoadRequests %d, StylesheetBytes %d", plain.LoadRequests(), plain.StylesheetBytes())
+	}
+	if _, err := StartTwins(TwinOptions{CSSImages: -1}); err == nil {
+		t.Error("twins with -1 CSS images started")
 	}
 }
