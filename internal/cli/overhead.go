@@ -16,8 +16,9 @@ import (
 )
 
 func runOverhead(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "overhead", "[flags] URL…\n\nDownloads each page (HTML, images, scripts, stylesheets; following redirects)\n"+
-		"N times over http:// and N times over https:// and reports what HTTPS costs.")
+	fs := newFlags(env, "overhead", "[flags] URL…\n\nDownloads each page (HTML, images, scripts, stylesheets, and what CSS references:\n"+
+		"url() and @import; following redirects; scripts are not run) N times over http:// and\n"+
+		"N times over https:// and reports what HTTPS costs.")
 	runs := fs.Int("n", overhead.DefaultRuns, "page loads per site, scheme and mode")
 	mode := fs.String("mode", "both", "connection mode: persistent, nonpersistent or both")
 	plot := fs.String("plot", "", "write plots to PREFIX-*.svg and PREFIX-*.png")
@@ -34,7 +35,8 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 	timeout := fs.Duration("timeout", overhead.DefaultPageTimeout, "limit for one whole page load")
 	maxObjBytes := fs.Int64("max-object-bytes", overhead.DefaultMaxObjectBytes, "largest response body accepted")
 	maxPageBytes := fs.Int64("max-page-bytes", overhead.DefaultMaxPageBytes, "largest page (all objects together) accepted")
-	maxObjects := fs.Int("max-objects", overhead.DefaultMaxObjects, "sub-resources fetched per page")
+	maxObjects := fs.Int("max-objects", overhead.DefaultMaxObjects, "sub-resources fetched per page (CSS-referenced ones included)")
+	noCSS := fs.Bool("no-css", false, "fetch only what the HTML's markup references, not what stylesheets, <style> blocks and style attributes reference")
 	roots := fs.String("roots", "", "PEM file of root certificates to trust instead of the system's")
 	insecure := fs.Bool("insecure", false, "do not validate certificates (still measures the handshake)")
 	tlsMax := fs.String("tls-max", "1.3", "highest TLS version to offer: 1.2 or 1.3")
@@ -63,7 +65,7 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 	}
 	opts := overhead.Options{
 		Runs: *runs, Modes: modes, Concurrency: *concurrency, Parallel: *parallel, PageTimeout: *timeout,
-		MaxObjectBytes: *maxObjBytes, MaxPageBytes: *maxPageBytes, MaxObjects: *maxObjects,
+		MaxObjectBytes: *maxObjBytes, MaxPageBytes: *maxPageBytes, MaxObjects: *maxObjects, IgnoreCSS: *noCSS,
 		AllowPrivate: *allowPrivate, InsecureSkipVerify: *insecure, KeepObjects: *objects && *asJSON,
 		Progress: env.Stderr,
 	}
@@ -154,15 +156,15 @@ func printOverhead(env *Env, rep *overhead.Report) {
 	w.Flush()
 	if len(rep.Aggregates.Sites) > 0 {
 		fmt.Fprintln(env.Stdout)
-		fmt.Fprintln(w, "site\tmode\truns\tHTTP ms\tHTTPS ms\toverhead ms\t%\tp50 ms\tp75 ms\tp90 ms\trequests\thandshakes\tKiB\tredirect\t")
+		fmt.Fprintln(w, "site\tmode\truns\tHTTP ms\tHTTPS ms\toverhead ms\t%\tp50 ms\tp75 ms\tp90 ms\trequests\tfrom CSS\thandshakes\tKiB\tredirect\t")
 		for _, s := range rep.Aggregates.Sites {
 			redir := ""
 			if s.Redirected {
 				redir = "yes"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Site, s.Mode, s.Pairs, f(s.HTTPMS.Mean), f(s.HTTPSMS.Mean),
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Site, s.Mode, s.Pairs, f(s.HTTPMS.Mean), f(s.HTTPSMS.Mean),
 				f(s.MeanOverheadMS), f(s.MeanOverheadPct), f(s.OverheadMS.Median), f(s.OverheadMS.P75), f(s.OverheadMS.P90),
-				f(s.Requests), f(s.Handshakes), f(s.HTTPSBytes/1024), redir)
+				f(s.Requests), f(s.CSSObjects), f(s.Handshakes), f(s.HTTPSBytes/1024), redir)
 		}
 		w.Flush()
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestOverheadCommand(t *testing.T) {
-	tw, err := testbed.StartTwins(testbed.TwinOptions{Objects: 2})
+	tw, err := testbed.StartTwins(testbed.TwinOptions{Objects: 2, CSSImages: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestOverheadCommand(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
-		for _, want := range []string{"nonpersistent", "persistent, no redirects", "twin.test/", "unresponsive (2)", "twin.test/missing (http nonpersistent)", "page answered HTTP status 404"} {
+		for _, want := range []string{"nonpersistent", "persistent, no redirects", "twin.test/", "from CSS", "unresponsive (2)", "twin.test/missing (http nonpersistent)", "page answered HTTP status 404"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
@@ -60,8 +60,27 @@ func TestOverheadCommand(t *testing.T) {
 			t.Fatalf("report: runs %d, modes %v, %d sites, %d unresponsive, %d aggregated", rep.Runs, rep.Modes, len(rep.Sites), len(rep.Unresponsive), len(rep.Aggregates.Sites))
 		}
 		l := rep.Sites[0].Loads[0]
-		if len(l.Objects) != 3 || l.Objects[0].Kind != overhead.KindPage || l.Objects[0].Status != 200 {
-			t.Errorf("first load's objects: %+v", l.Objects)
+		// The page, 2 objects, 2 stylesheets and 4 background images, 5
+		// of them found in CSS (the @import'ed sheet and the images).
+		if len(l.Objects) != 9 || l.CSSObjects != 5 || l.Objects[0].Kind != overhead.KindPage || l.Objects[0].Status != 200 {
+			t.Errorf("first load: %d from CSS, objects %+v", l.CSSObjects, l.Objects)
+		}
+		if sa := rep.Aggregates.Sites[0]; sa.CSSObjects != 5 {
+			t.Errorf("aggregate: %.1f objects from CSS per load, want 5", sa.CSSObjects)
+		}
+	})
+	t.Run("no-css", func(t *testing.T) {
+		code, out, errs := runCLI(t, append(base, "--json", "--mode", "persistent", "--no-css", "-n", "1")...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var rep overhead.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		// The page, 2 objects and the linked stylesheet.
+		if l := rep.Sites[0].Loads[0]; l.Requests != 4 || l.CSSObjects != 0 {
+			t.Errorf("--no-css load: %d requests, %d from CSS; want 4 and 0", l.Requests, l.CSSObjects)
 		}
 	})
 }

@@ -70,6 +70,7 @@ type SiteAggregate struct {
 	MeanOverheadPct float64 `json:"mean_overhead_pct"`
 
 	Requests             float64 `json:"requests"`                // per HTTPS load (page, redirects and objects)
+	CSSObjects           float64 `json:"css_objects"`             // per HTTPS load: objects found in CSS
 	OverheadPerRequestMS float64 `json:"overhead_per_request_ms"` // MeanOverheadMS / Requests
 	Handshakes           float64 `json:"handshakes"`              // TLS handshakes per HTTPS load
 	Conns                float64 `json:"conns"`                   // TCP connections per HTTPS load
@@ -166,7 +167,7 @@ func aggregateSite(s SiteResult, mode Mode) (sa SiteAggregate, runMS, runPct []f
 		}
 	}
 	var httpMS, httpsMS []float64
-	var reqs, hs, conns, tlsMS, hb, hsb float64
+	var reqs, css, hs, conns, tlsMS, hb, hsb float64
 	for _, r := range order {
 		p := runs[r]
 		if p.http == nil || p.https == nil || !p.http.OK() || !p.https.OK() {
@@ -185,6 +186,7 @@ func aggregateSite(s SiteResult, mode Mode) (sa SiteAggregate, runMS, runPct []f
 			sa.Redirected = true
 		}
 		reqs += float64(p.https.Requests)
+		css += float64(p.https.CSSObjects)
 		hs += float64(p.https.Handshakes)
 		conns += float64(p.https.Conns)
 		tlsMS += msOf(p.https.Phases.TLS)
@@ -201,7 +203,7 @@ func aggregateSite(s SiteResult, mode Mode) (sa SiteAggregate, runMS, runPct []f
 	if sa.HTTPMS.Mean > 0 {
 		sa.MeanOverheadPct = 100 * sa.MeanOverheadMS / sa.HTTPMS.Mean
 	}
-	sa.Requests, sa.Handshakes, sa.Conns = reqs/n, hs/n, conns/n
+	sa.Requests, sa.CSSObjects, sa.Handshakes, sa.Conns = reqs/n, css/n, hs/n, conns/n
 	if sa.Requests > 0 {
 		sa.OverheadPerRequestMS = sa.MeanOverheadMS / sa.Requests
 	}
