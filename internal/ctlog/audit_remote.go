@@ -77,6 +77,10 @@ type RemoteAuditOptions struct {
 	// MaxTreeBytes bounds the tree download; zero means
 	// DefaultMaxTreeBytes.
 	MaxTreeBytes int64
+	// MaxEntriesBytes bounds one page of entries; zero means
+	// MaxEntriesResponseBytes. Pages over it are asked for again in
+	// halves; a single entry over it fails the audit.
+	MaxEntriesBytes int64
 	// TempDir receives the downloaded tree, removed when the audit ends;
 	// empty means os.TempDir().
 	TempDir string
@@ -142,6 +146,9 @@ func AuditRemote(ctx context.Context, o RemoteAuditOptions) (*AuditReport, error
 	}
 	if o.MaxTreeBytes <= 0 {
 		o.MaxTreeBytes = DefaultMaxTreeBytes
+	}
+	if o.MaxEntriesBytes <= 0 {
+		o.MaxEntriesBytes = MaxEntriesResponseBytes
 	}
 	if o.Now.IsZero() {
 		o.Now = time.Now()
@@ -443,7 +450,7 @@ func (a *remoteAuditor) walk(ctx context.Context, w *logWalk) error {
 	size := w.lcp.Size
 	for pos := uint64(0); pos < size; {
 		n := min(page, size-pos)
-		body, err := a.get(ctx, fmt.Sprintf("/v1/log/entries?start=%d&end=%d", pos, pos+n), MaxEntriesResponseBytes, a.o.RequestTimeout)
+		body, err := a.get(ctx, fmt.Sprintf("/v1/log/entries?start=%d&end=%d", pos, pos+n), a.o.MaxEntriesBytes, a.o.RequestTimeout)
 		if errors.Is(err, errTooLarge) && page > 1 {
 			page /= 2 // large chains: ask for fewer entries at a time
 			continue

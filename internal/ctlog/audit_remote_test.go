@@ -553,6 +553,29 @@ func TestAuditRemoteBounds(t *testing.T) {
 	if rep.OK() {
 		t.Error("oversized tree passed")
 	}
+
+	// Entry pages over the bound are asked for again in halves; an entry
+	// alone over it fails the audit.
+	srv2 := httptest.NewServer(l.Handler(HandlerOptions{}))
+	defer srv2.Close()
+	if es, _ := l.Entries(ctx, 0, 4); len(mustJSON(t, map[string]any{"entries": es})) <= 2<<10 {
+		t.Fatal("the entries fit one page under the bound: nothing to halve")
+	}
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{2 << 10, true}, {200, false}} {
+		rep, err := AuditRemote(ctx, RemoteAuditOptions{URL: srv2.URL, Verifier: l.Verifier(), MaxEntriesBytes: tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() != tc.ok {
+			t.Errorf("entries bound %d: OK %v, want %v\n%s", tc.limit, rep.OK(), tc.ok, reportText(rep))
+		}
+		if !tc.ok && !strings.Contains(reportText(rep), "too large") {
+			t.Errorf("entries bound %d: failure does not say the answer was too large\n%s", tc.limit, reportText(rep))
+		}
+	}
 }
 
 // countingHandler counts the bytes of the answers h writes.
@@ -635,4 +658,13 @@ func BenchmarkAuditRemote(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/cert")
 	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
