@@ -473,22 +473,22 @@ func (z *cssTokenizer) next() cssToken {
 // carries a {block} the block goes with it.
 func scanCSS(css []byte, decls bool, emit func(raw string, isImport bool) bool) {
 	z := &cssTokenizer{s: css}
-	var stack []byte     // closers of the open ( [ { blocks
-	importsOK := !decls  // no rule other than @charset/@layer/@import seen yet
-	stmtStart := true    // the next significant token starts a statement
-	var stmt string      // at-rule that started the current statement, lower-cased; "" for others
-	var importURL string // the current @import's target
-	importBad := false   // the current @import is malformed or misplaced
-	stmtDepth := 0       // len(stack) where the current statement started
-	dropUntil := -1      // inside a dropped rule's block: skip until the stack shrinks back to this
-	importState := 0     // within a valid @import: 0 want URL, 1 have URL
+	var stack []byte       // closers of the open ( [ { blocks
+	importsOK := !decls    // no rule other than @charset/@layer/@import seen yet
+	stmtStart := true      // the next significant token starts a statement
+	var stmt string        // at-rule that started the current statement, lower-cased; "" for others
+	var importURL string   // the current @import's target
+	importBad := false     // the current @import is malformed or misplaced
+	stmtDepth := 0         // len(stack) where the current statement started
+	dropUntil := -1        // inside a dropped rule's block: skip until the stack shrinks back to this
+	haveImportURL := false // the current @import's URL has been read
 	inBrackets := func() bool { return len(stack) > stmtDepth }
 	endStatement := func() bool {
 		ok := true
-		if stmt == "import" && !importBad && importState == 1 {
+		if stmt == "import" && !importBad && haveImportURL {
 			ok = emit(importURL, true)
 		}
-		stmt, importBad, importState, stmtStart = "", false, 0, true
+		stmt, importBad, haveImportURL, stmtStart = "", false, false, true
 		return ok
 	}
 	for {
@@ -541,11 +541,11 @@ func scanCSS(css []byte, decls bool, emit func(raw string, isImport bool) bool) 
 				importsOK = false
 			}
 		}
-		if stmt == "import" && importState == 0 && !importBad {
+		if stmt == "import" && !haveImportURL && !importBad {
 			// The first thing after @import must be its URL.
 			switch t.typ {
 			case cssString, cssURL:
-				importURL, importState = t.val, 1
+				importURL, haveImportURL = t.val, true
 				continue
 			default:
 				importBad = true
@@ -567,7 +567,7 @@ func scanCSS(css []byte, decls bool, emit func(raw string, isImport bool) bool) 
 				// The statement's block.
 				if stmt == "import" || stmt == "namespace" || stmt == "charset" {
 					dropUntil = len(stack)
-					stmt, importBad, importState = "", false, 0
+					stmt, importBad, haveImportURL = "", false, false
 				} else {
 					stmt = ""
 				}
