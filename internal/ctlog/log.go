@@ -642,6 +642,18 @@ func (l *Log) Checkpoints(ctx context.Context, sorted bool, limit int) ([][]byte
 // InclusionProof returns the RFC 6962 inclusion proof of leaf index in the
 // tree of the given size.
 func (l *Log) InclusionProof(ctx context.Context, index, size uint64) ([][]byte, error) {
+	return l.proof(ctx, size, func() (proof.Nodes, error) { return proof.Inclusion(index, size) })
+}
+
+// ConsistencyProof returns the RFC 6962 consistency proof between two
+// sizes.
+func (l *Log) ConsistencyProof(ctx context.Context, size1, size2 uint64) ([][]byte, error) {
+	return l.proof(ctx, size2, func() (proof.Nodes, error) { return proof.Consistency(size1, size2) })
+}
+
+// proof answers a proof over a tree of the given size from the stored
+// subtree hashes: nodes names the hashes it needs.
+func (l *Log) proof(ctx context.Context, size uint64, nodes func() (proof.Nodes, error)) ([][]byte, error) {
 	n, err := l.Size(ctx)
 	if err != nil {
 		return nil, err
@@ -649,36 +661,15 @@ func (l *Log) InclusionProof(ctx context.Context, index, size uint64) ([][]byte,
 	if size > n {
 		return nil, fmt.Errorf("ctlog: size %d beyond the log's %d leaves", size, n)
 	}
-	nodes, err := proof.Inclusion(index, size)
+	ns, err := nodes()
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: %w", err)
 	}
-	h, err := nodeHashes(ctx, l.db, nodes.IDs)
+	h, err := nodeHashes(ctx, l.db, ns.IDs)
 	if err != nil {
 		return nil, err
 	}
-	return nodes.Rehash(h, hasher.HashChildren)
-}
-
-// ConsistencyProof returns the RFC 6962 consistency proof between two
-// sizes.
-func (l *Log) ConsistencyProof(ctx context.Context, size1, size2 uint64) ([][]byte, error) {
-	n, err := l.Size(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if size2 > n {
-		return nil, fmt.Errorf("ctlog: size %d beyond the log's %d leaves", size2, n)
-	}
-	nodes, err := proof.Consistency(size1, size2)
-	if err != nil {
-		return nil, fmt.Errorf("ctlog: %w", err)
-	}
-	h, err := nodeHashes(ctx, l.db, nodes.IDs)
-	if err != nil {
-		return nil, err
-	}
-	return nodes.Rehash(h, hasher.HashChildren)
+	return ns.Rehash(h, hasher.HashChildren)
 }
 
 // Entry is one log entry as served to monitors.
