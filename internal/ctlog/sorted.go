@@ -147,16 +147,8 @@ func (f logFeed) Keys(ctx context.Context, start uint64, count int) ([][32]byte,
 
 // Run builds the sorted tree every interval until ctx ends.
 func (l *Log) Run(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := l.BuildSorted(ctx); err != nil && ctx.Err() == nil && logf != nil {
-				logf("building sorted tree: %v", err)
-			}
-		}
-	}
+	feed.Every(ctx, interval, "building sorted tree", func(ctx context.Context) error {
+		_, err := l.BuildSorted(ctx)
+		return err
+	}, logf)
 }

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxKeys bounds one keys response: 65,536 keys are 2 MiB.
@@ -280,4 +281,22 @@ func QueryKeys(ctx context.Context, q Querier, query string, start, end uint64) 
 		return nil, fmt.Errorf("feed: reading keys: %w", err)
 	}
 	return out, nil
+}
+
+// Every runs fn every interval until ctx ends: how a TTP keeps its signed
+// root fresh and a prover keeps in sync. Errors go to logf (if not nil),
+// prefixed with what, except those caused by ctx ending.
+func Every(ctx context.Context, interval time.Duration, what string, fn func(context.Context) error, logf func(string, ...any)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := fn(ctx); err != nil && ctx.Err() == nil && logf != nil {
+				logf("%s: %v", what, err)
+			}
+		}
+	}
 }

@@ -180,18 +180,10 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 
 // Run syncs every interval until ctx ends, reporting errors to logf.
 func (p *Prover) Run(ctx context.Context, interval time.Duration, logf func(format string, a ...any)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := p.Sync(ctx); err != nil && logf != nil && ctx.Err() == nil {
-				logf("%v", err)
-			}
-		}
-	}
+	feed.Every(ctx, interval, "sync", func(ctx context.Context) error {
+		_, err := p.Sync(ctx)
+		return err
+	}, logf)
 }
 
 // ErrNotSynced is returned by Prove before the first successful sync.

@@ -52,18 +52,10 @@ func (a *Authority) Handler() http.Handler {
 // Run republishes every interval until ctx ends, so the checkpoint stays
 // fresh even when nothing is revoked.
 func (a *Authority) Run(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := a.Publish(ctx); err != nil && ctx.Err() == nil && logf != nil {
-				logf("republishing: %v", err)
-			}
-		}
-	}
+	feed.Every(ctx, interval, "republishing", func(ctx context.Context) error {
+		_, err := a.Publish(ctx)
+		return err
+	}, logf)
 }
 
 func httpError(w http.ResponseWriter, code int, err error) {
