@@ -83,6 +83,11 @@ func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, host st
 	defer resp.Body.Close()
 	a.Status = resp.StatusCode
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody+1))
+	if err == nil && ctx.Err() != nil {
+		// An answer cut short by the deadline would otherwise look like a
+		// malformed one.
+		err = ctx.Err()
+	}
 	if err != nil {
 		a.Reason = "unreachable: reading answer: " + describe(ctx, err)
 		return a
