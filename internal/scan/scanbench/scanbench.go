@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -171,11 +172,18 @@ func rawHandshakes(ctx context.Context, w *testbed.SynthWeb, conc int) (float64,
 
 // GenConfig shapes a generated scan file.
 type GenConfig struct {
-	Records int            // scan records (default 1,000,000)
-	Chains  int            // distinct chains the records draw from (default 10,000)
-	Roots   int            // trusted roots (default 40)
-	Failed  float64        // share of records that are failures (default 0.1)
-	CAAlg   testbed.KeyAlg // CA keys (default RSA-2048, as most real CAs)
+	Records int // scan records (default 1,000,000)
+	Chains  int // distinct chains the records draw from (default 10,000)
+	// Distinct gives every answered record a leaf of its own, as on the
+	// real web, where only CDNs and large companies share certificates;
+	// Chains is then ignored.
+	Distinct bool
+	Roots    int     // trusted roots (default 40)
+	Failed   float64 // share of records that are failures (default 0.1)
+	// CAAlgs are the CAs' key types, taken by the roots in turn (root i
+	// uses CAAlgs[i%len]); default RSA-2048 only, as most real CAs.
+	CAAlgs  []testbed.KeyAlg
+	Workers int // parallel leaf issuance (default GOMAXPROCS)
 	Seed    uint64
 	Log     io.Writer
 }
@@ -183,18 +191,29 @@ type GenConfig struct {
 // GenResult describes a generated file.
 type GenResult struct {
 	Records int   `json:"records"`
-	Chains  int   `json:"chains"`
+	Chains  int   `json:"chains"` // distinct chains written
 	Roots   int   `json:"roots"`
 	Bytes   int64 `json:"bytes"`
+	// LeavesByIssuerAlg counts the distinct leaves by their issuer's key
+	// type: the signature a verifier checks once per distinct leaf.
+	LeavesByIssuerAlg map[testbed.KeyAlg]int `json:"leaves_by_issuer_alg"`
+}
+
+// chainPlan is what the seeded generator decided for one chain; issuing
+// it (the signature) happens in parallel.
+type chainPlan struct {
+	root int // index of the root (and its intermediate)
+	kind int // 0..99: <3 sends the root, <5 leaf only, <10 on root 1 cross-signed
 }
 
 // Generate writes a scan file of c.Records records to w and the trusted
 // roots as PEM to roots. Records draw their chains from a pool of c.Chains
-// distinct chains, Zipf-distributed over roots and over chains as real
-// sites share intermediates and CDNs share certificates; the CAs use
-// RSA-2048 keys and leaves ECDSA P-256, so a record is about as long as a
-// real one (3-4 KB). Some chains are cross-signed, some send the root, some
-// only the leaf; a share of records are failures.
+// distinct chains (or each has its own, with c.Distinct), Zipf-distributed
+// over roots, and over chains as real sites share intermediates and CDNs
+// share certificates; leaves are ECDSA P-256, so a record is about as long
+// as a real one. Some chains are cross-signed, some send the root, some
+// only the leaf; a share of records are failures. The file's content is
+// fixed by c.Seed apart from keys and signatures.
 func Generate(w io.Writer, roots io.Writer, c GenConfig) (*GenResult, error) {
 	if c.Records <= 0 {
 		c.Records = 1_000_000
@@ -208,73 +227,47 @@ func Generate(w io.Writer, roots io.Writer, c GenConfig) (*GenResult, error) {
 	if c.Failed == 0 {
 		c.Failed = 0.1
 	}
+	if len(c.CAAlgs) == 0 {
+		c.CAAlgs = []testbed.KeyAlg{testbed.RSA2048}
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
 	logf := func(format string, a ...any) {
 		if c.Log != nil {
 			fmt.Fprintf(c.Log, format+"\n", a...)
 		}
 	}
-	if c.CAAlg == "" {
-		c.CAAlg = testbed.RSA2048
-	}
-	logf("generating %d roots with %s keys", c.Roots, c.CAAlg)
-	var cas, ints []*testbed.CA
+	logf("generating %d roots with %v keys", c.Roots, c.CAAlgs)
+	g := &generator{res: GenResult{Records: c.Records, Roots: c.Roots, LeavesByIssuerAlg: map[testbed.KeyAlg]int{}}}
 	for i := range c.Roots {
-		r, err := testbed.NewRootCA(fmt.Sprintf("Gen Root CA %d", i), c.CAAlg)
+		alg := c.CAAlgs[i%len(c.CAAlgs)]
+		r, err := testbed.NewRootCA(fmt.Sprintf("Gen Root CA %d", i), alg)
 		if err != nil {
 			return nil, err
 		}
-		in, err := r.NewIntermediate(fmt.Sprintf("Gen Issuing CA %d", i), c.CAAlg)
+		in, err := r.NewIntermediate(fmt.Sprintf("Gen Issuing CA %d", i), alg)
 		if err != nil {
 			return nil, err
 		}
-		cas, ints = append(cas, r), append(ints, in)
+		g.cas, g.ints, g.algs = append(g.cas, r), append(g.ints, in), append(g.algs, alg)
 		if _, err := roots.Write(r.PEM()); err != nil {
 			return nil, err
 		}
 	}
-	cross, err := cas[0].CrossSign(cas[1])
-	if err != nil {
+	var err error
+	if g.cross, err = g.cas[0].CrossSign(g.cas[1]); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0xbe7c4))
 	rootZipf := rand.NewZipf(rng, 1.3, 1, uint64(c.Roots-1))
-	logf("issuing %d leaves", c.Chains)
-	pool := make([][]byte, c.Chains) // each chain's JSON array text
-	for i := range pool {
-		ri := int(rootZipf.Uint64())
-		leaf, err := ints[ri].Issue(testbed.LeafOptions{DNSNames: []string{fmt.Sprintf("pool%06d.test", i)}})
-		if err != nil {
-			return nil, err
-		}
-		chain := leaf.Chain
-		switch k := rng.IntN(100); {
-		case k < 3:
-			chain = append(chain, cas[ri].Cert.Raw) // sends the root
-		case k < 5:
-			chain = chain[:1] // leaf only
-		case k < 10 && ri == 1:
-			chain = append(chain, cross.Raw) // cross-signed
-		}
-		var b strings.Builder
-		b.WriteByte('[')
-		for j, der := range chain {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('"')
-			b.WriteString(base64.StdEncoding.EncodeToString(der))
-			b.WriteByte('"')
-		}
-		b.WriteByte(']')
-		pool[i] = []byte(b.String())
-	}
-	chainZipf := rand.NewZipf(rng, 1.1, 10, uint64(c.Chains-1))
+	plan := func() chainPlan { return chainPlan{root: int(rootZipf.Uint64()), kind: rng.IntN(100)} }
+
 	ts := strconv.Quote(time.Now().UTC().Format(time.RFC3339Nano))
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cw := &countWriter{w: bw}
 	var line []byte
-	logf("writing %d records", c.Records)
-	for i := range c.Records {
+	record := func(i int, chain []byte) error {
 		line = line[:0]
 		line = append(line, `{"rank":`...)
 		line = strconv.AppendInt(line, int64(i+1), 10)
@@ -283,24 +276,160 @@ func Generate(w io.Writer, roots io.Writer, c GenConfig) (*GenResult, error) {
 		line = append(line, `.test","ip":"127.0.0.1","port":443,"time":`...)
 		line = append(line, ts...)
 		line = append(line, `,"vantage":"gen","chain":`...)
-		if rng.Float64() < c.Failed {
+		if chain == nil {
 			line = append(line, `[],"error":"timeout: generated failure"}`...)
 		} else {
-			line = append(line, pool[chainZipf.Uint64()]...)
+			line = append(line, chain...)
 			line = append(line, `,"error":""}`...)
 		}
 		line = append(line, '\n')
-		if _, err := cw.Write(line); err != nil {
+		_, err := cw.Write(line)
+		return err
+	}
+	progress := func(i int) {
+		if c.Log != nil && (i+1)%100_000 == 0 {
+			logf("  %d records", i+1)
+		}
+	}
+
+	if c.Distinct {
+		// Stream in blocks: decide serially, issue in parallel, write in
+		// order, so memory stays flat however many records.
+		logf("writing %d records, each answered one with its own leaf (%d issuing workers)", c.Records, c.Workers)
+		const block = 4096
+		plans := make([]chainPlan, 0, block)
+		failed := make([]bool, 0, block)
+		for lo := 0; lo < c.Records; lo += block {
+			hi := min(lo+block, c.Records)
+			plans, failed = plans[:0], failed[:0]
+			for range hi - lo {
+				f := rng.Float64() < c.Failed
+				failed = append(failed, f)
+				var p chainPlan
+				if !f {
+					p = plan()
+				}
+				plans = append(plans, p)
+			}
+			chains, err := g.issueAll(plans, lo, c.Workers, func(j int) bool { return !failed[j] })
+			if err != nil {
+				return nil, err
+			}
+			for j := range plans {
+				if err := record(lo+j, chains[j]); err != nil {
+					return nil, err
+				}
+				progress(lo + j)
+			}
+		}
+	} else {
+		logf("issuing %d leaves (%d workers)", c.Chains, c.Workers)
+		plans := make([]chainPlan, c.Chains)
+		for i := range plans {
+			plans[i] = plan()
+		}
+		pool, err := g.issueAll(plans, 0, c.Workers, func(int) bool { return true })
+		if err != nil {
 			return nil, err
 		}
-		if c.Log != nil && (i+1)%200_000 == 0 {
-			logf("  %d records", i+1)
+		chainZipf := rand.NewZipf(rng, 1.1, 10, uint64(c.Chains-1))
+		logf("writing %d records", c.Records)
+		for i := range c.Records {
+			var chain []byte
+			if rng.Float64() >= c.Failed {
+				chain = pool[chainZipf.Uint64()]
+			}
+			if err := record(i, chain); err != nil {
+				return nil, err
+			}
+			progress(i)
 		}
 	}
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}
-	return &GenResult{Records: c.Records, Chains: c.Chains, Roots: c.Roots, Bytes: cw.n}, nil
+	g.res.Bytes = cw.n
+	return &g.res, nil
+}
+
+// generator holds the generated hierarchy.
+type generator struct {
+	cas, ints []*testbed.CA
+	algs      []testbed.KeyAlg
+	cross     *x509.Certificate
+	res       GenResult
+}
+
+// issueAll issues the chains for plans[j] where want(j), named by base+j,
+// on workers goroutines, and returns each chain's JSON array text (nil
+// where not wanted).
+func (g *generator) issueAll(plans []chainPlan, base, workers int, want func(int) bool) ([][]byte, error) {
+	out := make([][]byte, len(plans))
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1) - 1)
+				if j >= len(plans) {
+					return
+				}
+				if !want(j) {
+					continue
+				}
+				b, err := g.issue(plans[j], base+j)
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				out[j] = b
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	for j := range plans {
+		if out[j] != nil {
+			g.res.Chains++
+			g.res.LeavesByIssuerAlg[g.algs[plans[j].root]]++
+		}
+	}
+	return out, nil
+}
+
+// issue makes chain n as planned and renders it as a JSON array of base64.
+func (g *generator) issue(p chainPlan, n int) ([]byte, error) {
+	leaf, err := g.ints[p.root].Issue(testbed.LeafOptions{DNSNames: []string{fmt.Sprintf("leaf%07d.test", n)}})
+	if err != nil {
+		return nil, err
+	}
+	chain := leaf.Chain
+	switch k := p.kind; {
+	case k < 3:
+		chain = append(chain, g.cas[p.root].Cert.Raw) // sends the root
+	case k < 5:
+		chain = chain[:1] // leaf only
+	case k < 10 && p.root == 1:
+		chain = append(chain, g.cross.Raw) // cross-signed
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for j, der := range chain {
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(base64.StdEncoding.EncodeToString(der))
+		b.WriteByte('"')
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
 }
 
 type countWriter struct {
