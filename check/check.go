@@ -79,7 +79,19 @@ type (
 	Decision = consensus.Decision
 	// Result is trusted, untrusted or inconclusive.
 	Result = consensus.Result
+	// API is the notary wire API: auto, convergence or v1.
+	API = consensus.API
 )
+
+// Notary APIs.
+const (
+	APIAuto        = consensus.APIAuto
+	APIConvergence = consensus.APIConvergence
+	APIV1          = consensus.APIV1
+)
+
+// ParseAPI parses "auto", "convergence" or "v1".
+func ParseAPI(s string) (API, error) { return consensus.ParseAPI(s) }
 
 // Results.
 const (
@@ -98,6 +110,10 @@ const (
 	// the local cache. Convergence kept entries for months; a month bounds
 	// how long a mistake can live.
 	DefaultCacheMaxAge = 30 * 24 * time.Hour
+	// DefaultAnswerMaxAge bounds the age of a v1 notary answer's
+	// observation: a pkie notary answers from its history for up to a day
+	// before probing again.
+	DefaultAnswerMaxAge = consensus.DefaultAnswerMaxAge
 )
 
 // ParsePolicy parses "majority", "consensus", "minority" or "quorum:Q".
@@ -139,6 +155,13 @@ type Config struct {
 	// CONNECT listener so the other notaries do not learn the client's
 	// address.
 	BounceVia *Bundle
+	// API chooses the notary wire API: APIAuto ("", the default) asks a
+	// notary whose bundle pins a v1 key over pkie's v1 API (SHA-256, SNI,
+	// Ed25519-signed, dated answers) and the others over Convergence.
+	API API
+	// AnswerMaxAge bounds how old a v1 answer's observation may be; 0
+	// means DefaultAnswerMaxAge.
+	AnswerMaxAge time.Duration
 
 	// Lookup resolves target names on the client's own path; nil means DNS.
 	Lookup probe.Lookup
@@ -190,7 +213,11 @@ func New(cfg Config) (*Checker, error) {
 	if _, err := consensus.ParsePolicy(cfg.Policy.String()); err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
-	if cfg.Policy.MinDuration < 0 || cfg.NotaryTimeout < 0 || cfg.CacheMaxAge < 0 || cfg.ProbeTimeout < 0 {
+	var err error
+	if cfg.API, err = consensus.ParseAPI(string(cfg.API)); err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	if cfg.Policy.MinDuration < 0 || cfg.NotaryTimeout < 0 || cfg.CacheMaxAge < 0 || cfg.ProbeTimeout < 0 || cfg.AnswerMaxAge < 0 {
 		return nil, errors.New("check: negative duration in config")
 	}
 	if cfg.NotaryTimeout == 0 {
@@ -199,13 +226,17 @@ func New(cfg Config) (*Checker, error) {
 	if cfg.CacheMaxAge == 0 {
 		cfg.CacheMaxAge = DefaultCacheMaxAge
 	}
+	if cfg.AnswerMaxAge == 0 {
+		cfg.AnswerMaxAge = DefaultAnswerMaxAge
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	c := &Checker{
 		cfg:     cfg,
 		prober:  probe.New(probe.Options{Timeout: cfg.ProbeTimeout, AllowPrivate: cfg.AllowPrivate, Lookup: cfg.Lookup, Vantage: "client"}),
-		client:  &consensus.Client{Dial: cfg.NotaryDial, BounceVia: cfg.BounceVia},
+		client: &consensus.Client{Dial: cfg.NotaryDial, BounceVia: cfg.BounceVia,
+			API: cfg.API, AnswerMaxAge: cfg.AnswerMaxAge, Now: cfg.Now},
 		sources: []Source{CASource{Roots: cfg.Roots, Now: cfg.Now}},
 		require: map[string]bool{},
 	}
@@ -325,7 +356,7 @@ func (c *Checker) CheckObservation(ctx context.Context, obs *probe.Observation) 
 	// Recompute the fingerprints: they must be of the chain we assess.
 	o := *obs
 	o.SHA1, o.SHA256 = sha1.Sum(o.Chain[0]), sha256.Sum256(o.Chain[0])
-	return c.decide(ctx, &o, &o.SHA256)
+	return c.decide(ctx, &o, &o.SHA256, &o.SHA1)
 }
 
 // Converge is the seed paper's converge(host, port, sha1sum): given the
@@ -344,7 +375,29 @@ func (c *Checker) Converge(ctx context.Context, host string, port int, fingerpri
 		return false, nil, fmt.Errorf("check: %w", err)
 	}
 	obs := &probe.Observation{Target: t, SHA1: fp, Time: c.cfg.Now(), Vantage: "caller"}
-	v, err := c.decide(ctx, obs, nil)
+	v, err := c.decide(ctx, obs, nil, &fp)
+	if err != nil {
+		return false, nil, err
+	}
+	return v.Result == Trusted, v, nil
+}
+
+// ConvergeSHA256 is Converge for a caller that holds the certificate's
+// SHA-256 (64 hex digits or 32 colon separated bytes) and possibly an SNI
+// name other than host (sni; "" means host). Only notaries whose bundle
+// pins a v1 key can answer it: the Convergence API speaks SHA-1 alone, so
+// Convergence-only notaries stand aside.
+func (c *Checker) ConvergeSHA256(ctx context.Context, host string, port int, sni, fingerprint string) (bool, *Verdict, error) {
+	fp, err := ParseSHA256(fingerprint)
+	if err != nil {
+		return false, nil, fmt.Errorf("check: %w", err)
+	}
+	t := probe.Target{Host: host, Port: port, ServerName: sni}
+	if err := t.Validate(); err != nil {
+		return false, nil, fmt.Errorf("check: %w", err)
+	}
+	obs := &probe.Observation{Target: t, SHA256: fp, Time: c.cfg.Now(), Vantage: "caller"}
+	v, err := c.decide(ctx, obs, &fp, nil)
 	if err != nil {
 		return false, nil, err
 	}
@@ -362,6 +415,31 @@ func (c *Checker) policyKey() string {
 		k += ",unreachable-is-failure"
 	}
 	return k
+}
+
+// ParseSHA256 parses a SHA-256 certificate fingerprint written as 32 colon
+// separated hex bytes or 64 hex digits, in either case.
+func ParseSHA256(s string) ([32]byte, error) {
+	var fp [32]byte
+	s = strings.TrimSpace(s)
+	var b []byte
+	var err error
+	if len(s) == 64 {
+		b, err = hex.DecodeString(s)
+		if err != nil {
+			err = fmt.Errorf("fingerprint %q is not 64 hex digits", s)
+		}
+	} else {
+		b, err = probe.ParseColonHex(s, 32)
+		if err != nil {
+			err = fmt.Errorf("%w (want the certificate's SHA-256 as AA:BB:… or 64 hex digits)", err)
+		}
+	}
+	if err != nil {
+		return fp, err
+	}
+	copy(fp[:], b)
+	return fp, nil
 }
 
 // ParseSHA1 parses a SHA-1 certificate fingerprint written as 20 colon
@@ -389,14 +467,18 @@ func ParseSHA1(s string) ([20]byte, error) {
 	return fp, nil
 }
 
-// decide runs cache, notaries, sources and policy for obs. sha256 is nil
-// when only the SHA-1 is known (Converge).
-func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]byte) (*Verdict, error) {
+// decide runs cache, notaries, sources and policy for obs. s256 is nil
+// when only the SHA-1 is known (Converge), s1 when only the SHA-256 is
+// (ConvergeSHA256).
+func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]byte, s1 *[20]byte) (*Verdict, error) {
 	start := time.Now()
 	t := obs.Target
 	v := &Verdict{
-		Target: t.String(), SNI: t.SNI(), SHA1: probe.ColonHex(obs.SHA1[:]),
+		Target: t.String(), SNI: t.SNI(),
 		Policy: c.cfg.Policy.String(), Notaries: []NotaryAnswer{},
+	}
+	if s1 != nil {
+		v.SHA1 = probe.ColonHex(s1[:])
 	}
 	if c.cfg.Policy.MinDuration > 0 {
 		v.Policy += fmt.Sprintf(" (min duration %s)", c.cfg.Policy.MinDuration)
@@ -404,7 +486,10 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	if s256 != nil {
 		v.SHA256 = hex.EncodeToString(s256[:])
 	}
-	key := consensus.Key{Host: t.Host, Port: t.Port, SHA1: obs.SHA1, SHA256: s256}
+	key := consensus.Key{Host: t.Host, Port: t.Port, SHA256: s256}
+	if s1 != nil {
+		key.SHA1 = *s1
+	}
 
 	// Local cache. An entry counts only under the policy that accepted it:
 	// a certificate accepted by one notary under minority must not pass
@@ -461,7 +546,9 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				v.Notaries[i] = c.client.Query(dctx, b, t.Host, t.Port, obs.SHA1)
+				v.Notaries[i] = c.client.Ask(dctx, b, consensus.Request{
+					Host: t.Host, Port: t.Port, SNI: t.ServerName, SHA1: s1, SHA256: s256,
+				})
 			}()
 		}
 		wg.Wait()
@@ -513,7 +600,9 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	// Only trusted verdicts reached through the notaries are cached; a hit
 	// is not refreshed, so an entry expires CacheMaxAge after the notaries
 	// last vouched for it.
-	if c.cache != nil && result == Trusted && !v.FromCache {
+	// A verdict on the SHA-256 alone (ConvergeSHA256) is not stored: the
+	// cache also answers lookups by SHA-1, which it would not know.
+	if c.cache != nil && result == Trusted && !v.FromCache && s1 != nil {
 		if err := c.cache.Store(ctx, key, c.cfg.Now(), policyKey); err != nil {
 			v.Reasons = append(v.Reasons, "could not remember this verdict: "+err.Error())
 		}

@@ -2,9 +2,11 @@ package consensus
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -46,9 +48,18 @@ type Host struct {
 	SSLPort     int    `json:"ssl_port"`
 	HTTPPort    int    `json:"http_port"` // the bouncing (CONNECT) listener; 0 if none
 	Certificate string `json:"certificate"`
+	// V1Key is pkie's extension to the Convergence format: the base64
+	// Ed25519 public key that signs the notary's v1 answers. It is
+	// optional; Convergence clients ignore it, and a host without it is
+	// asked over the Convergence API only.
+	V1Key string `json:"pkie_v1_ed25519,omitempty"`
 
 	cert *x509.Certificate
+	v1   ed25519.PublicKey
 }
+
+// V1FieldName is the bundle host field carrying the v1 Ed25519 key.
+const V1FieldName = "pkie_v1_ed25519"
 
 // Cert returns the host's parsed pinned certificate. It is nil for a Host
 // that did not come from ParseBundle or NewHost.
@@ -61,6 +72,20 @@ func (h *Host) PublicKey() *rsa.PublicKey {
 	}
 	k, _ := h.cert.PublicKey.(*rsa.PublicKey)
 	return k
+}
+
+// V1PublicKey returns the pinned Ed25519 key of the notary's v1 API, or
+// nil if the bundle does not carry one.
+func (h *Host) V1PublicKey() ed25519.PublicKey { return h.v1 }
+
+// PinV1 sets the host's v1 key (and its V1Key field).
+func (h *Host) PinV1(pub ed25519.PublicKey) error {
+	if len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("%s key is %d bytes; an Ed25519 public key has %d", V1FieldName, len(pub), ed25519.PublicKeySize)
+	}
+	h.V1Key = base64.StdEncoding.EncodeToString(pub)
+	h.v1 = bytes.Clone(pub)
+	return nil
 }
 
 // SSLAddr returns host:ssl_port.
@@ -167,6 +192,17 @@ func (h *Host) check() error {
 		return fmt.Errorf("certificate RSA key has %d bits; at least %d required", key.N.BitLen(), minRSABits)
 	}
 	h.cert = cert
+	h.v1 = nil
+	if h.V1Key != "" {
+		k, err := base64.StdEncoding.Strict().DecodeString(h.V1Key)
+		if err != nil {
+			return fmt.Errorf("%s is not base64: %w", V1FieldName, err)
+		}
+		if len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("%s key is %d bytes; an Ed25519 public key has %d", V1FieldName, len(k), ed25519.PublicKeySize)
+		}
+		h.v1 = ed25519.PublicKey(k)
+	}
 	return nil
 }
 

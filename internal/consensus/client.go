@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,9 +28,32 @@ const maxAnswerBody = 1 << 20
 // DialFunc opens a TCP connection, like net.Dialer.DialContext.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// Client queries Convergence notaries. It keeps idle connections to each
-// notary host for reuse, so a long-lived client pays the TLS handshake once.
-// It is safe for concurrent use.
+// API names the wire API a client speaks to a notary.
+type API string
+
+// APIs. Auto asks a notary host over v1 when its bundle pins a v1 key and
+// the client knows the certificate's SHA-256, and over Convergence
+// otherwise.
+const (
+	APIAuto        API = "auto"
+	APIConvergence API = "convergence"
+	APIV1          API = "v1"
+)
+
+// ParseAPI parses "auto", "convergence" or "v1"; "" is auto.
+func ParseAPI(s string) (API, error) {
+	switch a := API(strings.ToLower(strings.TrimSpace(s))); a {
+	case "":
+		return APIAuto, nil
+	case APIAuto, APIConvergence, APIV1:
+		return a, nil
+	}
+	return "", fmt.Errorf("notary API %q is not auto, convergence or v1", s)
+}
+
+// Client queries notaries over the Convergence API or pkie's v1 API. It
+// keeps idle connections to each notary host for reuse, so a long-lived
+// client pays the TLS handshake once. It is safe for concurrent use.
 type Client struct {
 	// Dial opens TCP connections; nil means a net.Dialer.
 	Dial DialFunc
@@ -36,21 +62,48 @@ type Client struct {
 	// do not learn the client's address. Queries to BounceVia itself go
 	// direct.
 	BounceVia *Bundle
+	// API chooses the wire API; "" is APIAuto.
+	API API
+	// AnswerMaxAge bounds the age of a v1 answer's signed_at and
+	// observed_at; 0 means DefaultAnswerMaxAge. (Convergence answers carry
+	// no signing time to check.)
+	AnswerMaxAge time.Duration
+	// Now is the clock v1 answers are judged by; nil means time.Now.
+	Now func() time.Time
 
 	mu         sync.Mutex
 	transports map[string]*http.Transport // by pinned host identity
 }
 
+// Request is what a client asks notaries about: the target as the client
+// reached it and the fingerprints of the leaf certificate it saw. At least
+// one fingerprint must be set.
+type Request struct {
+	Host string
+	Port int
+	// SNI is the server name the client sent, if the user chose one; it is
+	// passed to v1 notaries when it differs from Host. The Convergence API
+	// cannot carry it.
+	SNI    string
+	SHA1   *[20]byte
+	SHA256 *[32]byte
+}
+
 // Query asks notary whether it sees fingerprint (the SHA-1 of the leaf
-// certificate's DER) at host:port. Replica hosts are tried in order until
-// one gives a verified yes or no. Query never fails: every problem is an
-// answer that stands aside, with the reason.
+// certificate's DER) at host:port. It is Ask with only the SHA-1 known.
 func (c *Client) Query(ctx context.Context, notary *Bundle, host string, port int, fingerprint [20]byte) Answer {
+	return c.Ask(ctx, notary, Request{Host: host, Port: port, SHA1: &fingerprint})
+}
+
+// Ask asks notary whether it sees the certificate of r. Replica hosts are
+// tried in order until one gives a verified yes or no. Ask never fails:
+// every problem is an answer that stands aside, with the reason.
+func (c *Client) Ask(ctx context.Context, notary *Bundle, r Request) Answer {
 	start := time.Now()
 	a := Answer{Notary: notary.Name, Vote: StandAside}
 	for i := range notary.Hosts {
 		h := &notary.Hosts[i]
-		a = c.queryHost(ctx, notary, h, host, port, fingerprint, a.SigCheck)
+		a = c.queryHost(ctx, notary, h, r, a.SigCheck)
 		if a.Vote != StandAside || ctx.Err() != nil {
 			break
 		}
@@ -59,30 +112,70 @@ func (c *Client) Query(ctx context.Context, notary *Bundle, host string, port in
 	return a
 }
 
-func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, host string, port int, fp [20]byte, sigSoFar time.Duration) Answer {
+// apiFor picks the API to ask host h about r, or explains why none fits.
+func (c *Client) apiFor(h *Host, r Request) (API, string) {
+	switch c.API {
+	case APIConvergence:
+		if r.SHA1 == nil {
+			return "", "the Convergence API needs the certificate's SHA-1, which is not known"
+		}
+		return APIConvergence, ""
+	case APIV1:
+		if h.v1 == nil {
+			return "", "bundle carries no " + V1FieldName + " key: this notary cannot be asked over v1"
+		}
+		return APIV1, ""
+	}
+	if h.v1 != nil && (r.SHA256 != nil || r.SHA1 == nil) {
+		return APIV1, ""
+	}
+	if r.SHA1 == nil {
+		return "", "bundle carries no " + V1FieldName + " key and the Convergence API needs the certificate's SHA-1, which is not known"
+	}
+	return APIConvergence, ""
+}
+
+func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, r Request, sigSoFar time.Duration) Answer {
 	a := Answer{Notary: notary.Name, Host: h.SSLAddr(), Vote: StandAside, SigCheck: sigSoFar}
 	if h.cert == nil {
 		a.Reason = "bundle host has no parsed certificate (use ParseBundle or NewHost)"
 		return a
 	}
-	bounce := c.bounceHost(notary)
-	a.Bounced = bounce != nil
-	form := url.Values{"fingerprint": {probe.ColonHex(fp[:])}}.Encode()
-	u := "https://" + h.SSLAddr() + "/target/" + url.PathEscape(host) + "+" + strconv.Itoa(port)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewBufferString(form))
-	if err != nil {
-		a.Reason = fmt.Sprintf("cannot build request: %v", err)
+	api, why := c.apiFor(h, r)
+	a.API = api
+	if api == "" {
+		a.Reason = why
 		return a
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	bounce := c.bounceHost(notary)
+	a.Bounced = bounce != nil
+	if api == APIV1 {
+		c.askV1(ctx, h, bounce, r, &a)
+	} else {
+		c.askConvergence(ctx, h, bounce, r, &a)
+	}
+	return a
+}
+
+// post sends one request to a notary host and reads the answer, bounded.
+// It returns the body of a 200 or 409; anything else sets a.Reason and
+// returns false.
+func (c *Client) post(ctx context.Context, h, bounce *Host, path, contentType string, body []byte, a *Answer) ([]byte, bool) {
+	u := "https://" + h.SSLAddr() + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		a.Reason = fmt.Sprintf("cannot build request: %v", err)
+		return nil, false
+	}
+	req.Header.Set("Content-Type", contentType)
 	resp, err := c.transport(h, bounce).RoundTrip(req)
 	if err != nil {
 		a.Reason = "unreachable: " + describe(ctx, err)
-		return a
+		return nil, false
 	}
 	defer resp.Body.Close()
 	a.Status = resp.StatusCode
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody+1))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody+1))
 	if err == nil && ctx.Err() != nil {
 		// An answer cut short by the deadline would otherwise look like a
 		// malformed one.
@@ -90,30 +183,39 @@ func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, host st
 	}
 	if err != nil {
 		a.Reason = "unreachable: reading answer: " + describe(ctx, err)
-		return a
+		return nil, false
 	}
-	if len(body) > maxAnswerBody {
+	if len(out) > maxAnswerBody {
 		a.Reason = fmt.Sprintf("invalid answer: body exceeds %d bytes", maxAnswerBody)
-		return a
+		return nil, false
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusConflict:
+		return out, true
 	case http.StatusServiceUnavailable:
 		a.Reason = "notary could not reach the target or is overloaded (503)"
-		return a
 	case http.StatusBadRequest:
-		a.Reason = "notary rejected the request (400): " + string(firstLine(body))
-		return a
+		a.Reason = "notary rejected the request (400): " + string(firstLine(out))
 	default:
 		a.Reason = fmt.Sprintf("unexpected status %d", resp.StatusCode)
-		return a
+	}
+	return nil, false
+}
+
+func (c *Client) askConvergence(ctx context.Context, h, bounce *Host, r Request, a *Answer) {
+	fp := *r.SHA1
+	form := url.Values{"fingerprint": {probe.ColonHex(fp[:])}}.Encode()
+	path := "/target/" + url.PathEscape(r.Host) + "+" + strconv.Itoa(r.Port)
+	body, ok := c.post(ctx, h, bounce, path, "application/x-www-form-urlencoded", []byte(form), a)
+	if !ok {
+		return
 	}
 	sigStart := time.Now()
 	entries, err := VerifyResponse(body, h.PublicKey())
 	a.SigCheck += time.Since(sigStart)
 	if err != nil {
 		a.Reason = "invalid answer: " + err.Error()
-		return a
+		return
 	}
 	a.History = entries
 	var mine *Entry
@@ -122,23 +224,87 @@ func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, host st
 			mine = &entries[i]
 		}
 	}
-	if resp.StatusCode == http.StatusConflict {
+	if a.Status == http.StatusConflict {
 		a.Vote = No
 		a.Reason = "notary sees a different certificate (409)"
 		if len(entries) > 0 {
 			last := entries[len(entries)-1]
 			a.Reason = fmt.Sprintf("notary sees a different certificate (409): %s, last seen %s", probe.ColonHex(last.Fingerprint[:]), last.Finish.Format(time.RFC3339))
 		}
-		return a
+		return
 	}
 	if mine == nil {
 		a.Reason = "invalid answer: 200 whose signed history does not list the fingerprint"
-		return a
+		return
 	}
 	a.Vote = Yes
 	a.Observed = mine.Observed()
 	a.Reason = fmt.Sprintf("notary sees the same certificate (200), observed from %s to %s", mine.Start.Format(time.RFC3339), mine.Finish.Format(time.RFC3339))
-	return a
+}
+
+func (c *Client) askV1(ctx context.Context, h, bounce *Host, r Request, a *Answer) {
+	q := V1Question{Host: strings.ToLower(r.Host), Port: r.Port, SHA256: r.SHA256}
+	if sni := strings.ToLower(r.SNI); sni != "" && sni != q.Host {
+		q.SNI = sni
+	}
+	wire := struct {
+		Host   string `json:"host"`
+		Port   int    `json:"port"`
+		SNI    string `json:"sni,omitempty"`
+		SHA256 string `json:"sha256,omitempty"`
+	}{Host: q.Host, Port: q.Port, SNI: q.SNI}
+	if q.SHA256 != nil {
+		wire.SHA256 = hex.EncodeToString(q.SHA256[:])
+	}
+	reqBody, err := json.Marshal(wire)
+	if err != nil {
+		a.Reason = fmt.Sprintf("cannot build request: %v", err)
+		return
+	}
+	body, ok := c.post(ctx, h, bounce, "/v1/check", "application/json", reqBody, a)
+	if !ok {
+		return
+	}
+	if a.Status != http.StatusOK {
+		a.Reason = fmt.Sprintf("unexpected status %d from the v1 API", a.Status)
+		return
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	maxAge := c.AnswerMaxAge
+	if maxAge <= 0 {
+		maxAge = DefaultAnswerMaxAge
+	}
+	sigStart := time.Now()
+	ans, err := VerifyV1(body, h.v1, q, now(), maxAge)
+	a.SigCheck += time.Since(sigStart)
+	if err != nil {
+		a.Reason = "invalid v1 answer: " + err.Error()
+		return
+	}
+	a.History, a.ObservedAt = ans.entries(), ans.ObservedAt.UTC()
+	var match bool
+	var mine V1Record
+	if q.SHA256 != nil {
+		match = *ans.Match
+		mine, _ = ans.Record(wire.SHA256)
+	} else {
+		// Only the SHA-1 is known: compare it with the SHA-1 the notary
+		// signed for its current certificate.
+		cur, _ := ans.Record(ans.Current)
+		match = cur.SHA1 == hex.EncodeToString(r.SHA1[:])
+		mine = cur
+	}
+	if !match {
+		a.Vote = No
+		a.Reason = fmt.Sprintf("notary sees a different certificate (v1): sha256 %s, last seen %s", ans.Current, ans.ObservedAt.UTC().Format(time.RFC3339))
+		return
+	}
+	a.Vote = Yes
+	a.Observed = mine.LastSeen.Sub(mine.FirstSeen)
+	a.Reason = fmt.Sprintf("notary sees the same certificate (v1), observed from %s to %s, signed %s", mine.FirstSeen.UTC().Format(time.RFC3339), mine.LastSeen.UTC().Format(time.RFC3339), ans.SignedAt.UTC().Format(time.RFC3339))
 }
 
 // bounceHost returns the relay to reach notary through, or nil to go direct.

@@ -63,6 +63,12 @@ type Answer struct {
 	Observed time.Duration `json:"observed_ns,omitempty"`
 	History  []Entry       `json:"history,omitempty"`
 	Bounced  bool          `json:"bounced,omitempty"` // reached through another notary's CONNECT relay
+	// API is the wire API the answer came over: "convergence" or "v1"
+	// ("" if no request was made).
+	API API `json:"api,omitempty"`
+	// ObservedAt is, for a verified v1 answer, when the notary last saw
+	// the target's current certificate, as it signed.
+	ObservedAt time.Time `json:"observed_at,omitzero"`
 	// RoundTrip is the wall time of the query, replicas included;
 	// SigCheck the part of it spent verifying signatures.
 	RoundTrip time.Duration `json:"round_trip_ns"`

@@ -1,6 +1,8 @@
 package notary
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 )
 
@@ -10,6 +12,10 @@ type BundleHost struct {
 	SSLPort     int    `json:"ssl_port"`
 	HTTPPort    int    `json:"http_port"`
 	Certificate string `json:"certificate"` // PEM
+	// V1Key is pkie's extension: the base64 Ed25519 key that signs v1
+	// answers. Convergence clients ignore the unknown field; pkie's client
+	// uses the v1 API for hosts that carry it.
+	V1Key string `json:"pkie_v1_ed25519,omitempty"`
 }
 
 // Bundle is a Convergence v1 ".notary" file: how clients find a notary and
@@ -30,7 +36,10 @@ func (id *Identity) Bundle(host string, sslPort, httpPort int, name, region, loc
 	}
 	return Bundle{
 		Version: 1, Name: name, BundleLocation: location, Region: region,
-		Hosts: []BundleHost{{Host: host, SSLPort: sslPort, HTTPPort: httpPort, Certificate: string(id.CertPEM)}},
+		Hosts: []BundleHost{{
+			Host: host, SSLPort: sslPort, HTTPPort: httpPort, Certificate: string(id.CertPEM),
+			V1Key: base64.StdEncoding.EncodeToString(id.V1.Public().(ed25519.PublicKey)),
+		}},
 	}
 }
 
