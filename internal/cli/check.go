@@ -40,7 +40,9 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "connect + handshake timeout of the client's own probe")
 	sni := fs.String("sni", "", "SNI name to send (default: the host)")
 	ip := fs.String("ip", "", "connect to this IP instead of resolving the host")
-	fingerprint := fs.String("fingerprint", "", "check this SHA-1 fingerprint (AA:BB:… or hex) instead of probing: the seed's converge(host, port, sha1)")
+	fingerprint := fs.String("fingerprint", "", "check this fingerprint instead of probing: a SHA-1 (AA:BB:… or 40 hex digits; the seed's converge(host, port, sha1)) or a SHA-256 (64 hex digits, asked of v1 notaries only)")
+	api := fs.String("api", "auto", "notary API: auto (v1 for bundles that pin a pkie_v1_ed25519 key, Convergence otherwise) | convergence | v1")
+	answerMaxAge := fs.Duration("answer-max-age", check.DefaultAnswerMaxAge, "a v1 notary answer whose observation or signature is older than this does not vote")
 	bounceVia := fs.String("bounce-via", "", "relay notary queries through this notary bundle's CONNECT listener (privacy)")
 	allowPrivate := fs.Bool("allow-private", false, "allow probing loopback, private and other non-public addresses")
 	var resolve resolveFlag
@@ -65,8 +67,12 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 		AllowPrivate:  *allowPrivate,
 		CacheMaxAge:   *cacheMaxAge,
 	}
-	if *timeout <= 0 || *probeTimeout <= 0 || *cacheMaxAge <= 0 || *minDur < 0 {
-		return usageError("--timeout, --probe-timeout and --cache-max-age must be positive, --min-duration not negative")
+	if *timeout <= 0 || *probeTimeout <= 0 || *cacheMaxAge <= 0 || *answerMaxAge <= 0 || *minDur < 0 {
+		return usageError("--timeout, --probe-timeout, --cache-max-age and --answer-max-age must be positive, --min-duration not negative")
+	}
+	cfg.AnswerMaxAge = *answerMaxAge
+	if cfg.API, err = check.ParseAPI(*api); err != nil {
+		return usageError("--api: %v", err)
 	}
 	if cfg.Policy, err = check.ParsePolicy(*policy); err != nil {
 		return usageError("--policy: %v", err)
@@ -131,10 +137,17 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 
 	var v *check.Verdict
 	if *fingerprint != "" {
-		if *sni != "" || *ip != "" {
-			return usageError("--fingerprint checks a fingerprint without connecting: --sni and --ip do not apply")
+		if *ip != "" {
+			return usageError("--fingerprint checks a fingerprint without connecting: --ip does not apply")
 		}
-		if _, v, err = c.Converge(ctx, host, port, *fingerprint); err != nil {
+		if _, err := check.ParseSHA256(*fingerprint); err == nil {
+			_, v, err = c.ConvergeSHA256(ctx, host, port, *sni, *fingerprint)
+		} else if *sni != "" {
+			return usageError("--sni with --fingerprint needs a SHA-256 fingerprint: the Convergence API (SHA-1) cannot carry an SNI name")
+		} else {
+			_, v, err = c.Converge(ctx, host, port, *fingerprint)
+		}
+		if err != nil {
 			return usageError("%v", strings.TrimPrefix(err.Error(), "check: "))
 		}
 	} else {
@@ -185,7 +198,9 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 	if v.SHA256 != "" {
 		fmt.Fprintf(w, "  sha256   %s\n", v.SHA256)
 	}
-	fmt.Fprintf(w, "  sha1     %s\n", v.SHA1)
+	if v.SHA1 != "" {
+		fmt.Fprintf(w, "  sha1     %s\n", v.SHA1)
+	}
 	if v.FromCache {
 		fmt.Fprintf(w, "  notaries not asked: accepted %s ago (local cache)\n", v.CacheAge.Round(time.Second))
 	} else {
@@ -199,7 +214,11 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 			if a.Bounced {
 				via = " (bounced)"
 			}
-			fmt.Fprintf(w, "    %-16s %-12s %-4s %10s  %s%s\n", a.Notary, a.Vote, status, ms(a.RoundTrip), a.Reason, via)
+			api := string(a.API)
+			if api == "" {
+				api = "-"
+			}
+			fmt.Fprintf(w, "    %-16s %-12s %-11s %-4s %10s  %s%s\n", a.Notary, a.Vote, api, status, ms(a.RoundTrip), a.Reason, via)
 		}
 	}
 	fmt.Fprintln(w, "  sources:")

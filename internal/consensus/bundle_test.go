@@ -1,6 +1,8 @@
 package consensus
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -81,6 +83,11 @@ func TestParseBundle(t *testing.T) {
 		{"ECDSA key", readFixture(t, "ecdsa.notary.bad"), "sign with RSA"},
 		{"RSA-1024 key", readFixture(t, "rsa1024.notary.bad"), "1024 bits"},
 		{"oversized", make([]byte, maxBundleSize+1), "at most"},
+		{"v1 key", edit(t, func(m map[string]any) { host0(m)[V1FieldName] = testV1Key }), ""},
+		{"v1 key empty is absent", edit(t, func(m map[string]any) { host0(m)[V1FieldName] = "" }), ""},
+		{"v1 key not base64", edit(t, func(m map[string]any) { host0(m)[V1FieldName] = "not base64!" }), V1FieldName + " is not base64"},
+		{"v1 key too short", edit(t, func(m map[string]any) { host0(m)[V1FieldName] = "AAAA" }), "key is 3 bytes"},
+		{"v1 key not a string", edit(t, func(m map[string]any) { host0(m)[V1FieldName] = 5 }), "not valid JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,12 +101,46 @@ func TestParseBundle(t *testing.T) {
 						t.Fatalf("host %s has no parsed certificate", h.Host)
 					}
 				}
+				if got := b.Hosts[0].V1PublicKey(); (got != nil) != (b.Hosts[0].V1Key != "") ||
+					(got != nil && base64.StdEncoding.EncodeToString(got) != testV1Key) {
+					t.Fatalf("v1 key %x from field %q", got, b.Hosts[0].V1Key)
+				}
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("ParseBundle error = %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// testV1Key is a base64 Ed25519 public key (32 bytes).
+const testV1Key = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+
+func TestBundleV1KeyRoundTrip(t *testing.T) {
+	b, err := ParseBundle(edit(t, func(m map[string]any) { host0(m)[V1FieldName] = testV1Key }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"`+V1FieldName+`": "`+testV1Key+`"`) {
+		t.Fatalf("marshalled bundle lost the v1 key:\n%s", out)
+	}
+	// Hosts without the key do not grow an empty field: a Convergence
+	// bundle stays as it was.
+	if strings.Count(string(out), V1FieldName) != 1 {
+		t.Fatalf("v1 field written for a host without a key:\n%s", out)
+	}
+	b2, err := ParseBundle(out)
+	if err != nil || !b2.Hosts[0].V1PublicKey().Equal(b.Hosts[0].V1PublicKey()) || b2.Hosts[1].V1PublicKey() != nil {
+		t.Fatalf("re-parse: %v", err)
+	}
+	h := b2.Hosts[1]
+	if err := h.PinV1(make([]byte, 31)); err == nil {
+		t.Fatal("PinV1 accepted a 31-byte key")
 	}
 }
 
@@ -177,6 +218,11 @@ func FuzzParseBundle(f *testing.F) {
 	}
 	f.Add([]byte(`{"version":1,"name":"x","hosts":[{"host":"h","ssl_port":1,"certificate":""}]}`))
 	f.Add([]byte(`{}`))
+	var m map[string]any
+	json.Unmarshal(readFixture(f, "notary-b.notary"), &m)
+	host0(m)[V1FieldName] = testV1Key
+	withKey, _ := json.Marshal(m)
+	f.Add(withKey)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := ParseBundle(data)
 		if err != nil {
@@ -190,6 +236,9 @@ func FuzzParseBundle(f *testing.F) {
 		for _, h := range b.Hosts {
 			if h.PublicKey() == nil {
 				t.Fatalf("host %q has no RSA key", h.Host)
+			}
+			if (h.V1Key != "") != (len(h.V1PublicKey()) == ed25519.PublicKeySize) {
+				t.Fatalf("host %q: v1 field %q but key %x", h.Host, h.V1Key, h.V1PublicKey())
 			}
 		}
 		out, err := b.Marshal()
