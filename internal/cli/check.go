@@ -140,7 +140,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 		if *ip != "" {
 			return usageError("--fingerprint checks a fingerprint without connecting: --ip does not apply")
 		}
-		if _, err := check.ParseSHA256(*fingerprint); err == nil {
+		if _, perr := check.ParseSHA256(*fingerprint); perr == nil {
 			_, v, err = c.ConvergeSHA256(ctx, host, port, *sni, *fingerprint)
 		} else if *sni != "" {
 			return usageError("--sni with --fingerprint needs a SHA-256 fingerprint: the Convergence API (SHA-1) cannot carry an SNI name")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"os"
@@ -22,6 +24,7 @@ import (
 // bundles sit in a directory, for driving "pkie check" end to end.
 type checkWorld struct {
 	site, mitm, dir, roots, fp, forgedFP string
+	fp256                                string // hex SHA-256 of the real leaf
 	notaries                             []*testbed.Notary
 }
 
@@ -75,6 +78,8 @@ func newCheckWorld(t testing.TB) *checkWorld {
 	w.fp = probe.ColonHex(s[:])
 	s = sha1.Sum(forged.Cert.Raw)
 	w.forgedFP = probe.ColonHex(s[:])
+	s256 := sha256.Sum256(leaf.Cert.Raw)
+	w.fp256 = hex.EncodeToString(s256[:])
 	return w
 }
 
@@ -158,6 +163,40 @@ func TestCheckCommand(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 	})
+	t.Run("notary APIs", func(t *testing.T) {
+		site := []string{"check", "bank.test", "--notaries", w.dir, "--allow-private", "--roots", w.roots, "--no-cache", "--resolve", "bank.test=" + w.site}
+		tests := []struct {
+			name string
+			args []string
+			want string // the API every notary answered over
+		}{
+			{"auto with an SNI", []string{"--sni", "www.bank.test"}, "v1"},
+			{"forced convergence", []string{"--api", "convergence"}, "convergence"},
+			{"forced v1", []string{"--api", "v1"}, "v1"},
+			{"sha-256 fingerprint and SNI", []string{"--fingerprint", w.fp256, "--sni", "www.bank.test"}, "v1"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				code, out, errOut := runCLI(t, append(append(append([]string(nil), site...), tt.args...), "--json")...)
+				var v check.Verdict
+				if err := json.Unmarshal([]byte(out), &v); code != ExitOK || err != nil {
+					t.Fatalf("exit %d, %v; stderr %s\n%s", code, err, errOut, out)
+				}
+				for _, a := range v.Notaries {
+					if string(a.API) != tt.want || a.Vote.String() != "yes" {
+						t.Fatalf("notary %s voted %s over %q, want yes over %q", a.Notary, a.Vote, a.API, tt.want)
+					}
+				}
+				if !strings.Contains(out, `"api": "`+tt.want+`"`) {
+					t.Fatalf("--json does not name the API:\n%s", out)
+				}
+			})
+		}
+		code, out, _ := runCLI(t, append(site, "--api", "convergence")...)
+		if code != ExitOK || strings.Count(out, " convergence ") != 3 {
+			t.Fatalf("text verdict does not name the API: exit %d\n%s", code, out)
+		}
+	})
 	t.Run("inconclusive is not trusted unless --fail-open", func(t *testing.T) {
 		args := []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", w.fp, "--require", "ca"}
 		if code, out, _ := runCLI(t, args...); code != ExitNegative || !strings.Contains(out, "INCONCLUSIVE") {
@@ -214,6 +253,9 @@ func TestCheckCommand(t *testing.T) {
 		{"bad resolve", []string{"check", "bank.test", "--notaries", w.dir, "--resolve", "bank.test"}, "HOST=IP:PORT"},
 		{"roots without certificates", []string{"check", "bank.test", "--notaries", w.dir, "--roots", filepath.Join(broken, "bad.notary")}, "no PEM certificates"},
 		{"bad fingerprint", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", "AA:BB"}, "fingerprint"},
+		{"bad api", []string{"check", "bank.test", "--notaries", w.dir, "--api", "v2"}, "--api"},
+		{"zero answer max age", []string{"check", "bank.test", "--notaries", w.dir, "--answer-max-age", "0s"}, "--answer-max-age"},
+		{"sni with a sha-1 fingerprint", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", w.fp, "--sni", "www.bank.test"}, "needs a SHA-256"},
 		{"refused connection", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--resolve", "bank.test=" + deadAddr(t)}, "cannot connect"},
 		{"site timeout", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--probe-timeout", "300ms", "--resolve", "bank.test=" + silentAddr(t)}, "timed out"},
 		{"bad bounce bundle", []string{"check", "bank.test", "--notaries", w.dir, "--bounce-via", filepath.Join(broken, "bad.notary")}, "--bounce-via"},
