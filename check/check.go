@@ -14,8 +14,10 @@
 //     Config.CacheMaxAge ago answers without notaries; a changed
 //     certificate is a miss and goes back to them;
 //  3. notaries, in parallel under one deadline (Config.NotaryTimeout), each
-//     answer's signature verified against the notary's bundle certificate
-//     before anything in it is believed;
+//     answer's signature verified against the key pinned in the notary's
+//     bundle before anything in it is believed: pkie's v1 API (SHA-256,
+//     SNI, signed and dated answers) for bundles that pin a v1 key, the
+//     Convergence API for the others (Config.API forces one);
 //  4. the policy (majority by default; consensus, minority, or a
 //     Perspectives quorum with a minimum observation duration) turns the
 //     answers into trusted, untrusted or inconclusive — see package
@@ -233,8 +235,8 @@ func New(cfg Config) (*Checker, error) {
 		cfg.Now = time.Now
 	}
 	c := &Checker{
-		cfg:     cfg,
-		prober:  probe.New(probe.Options{Timeout: cfg.ProbeTimeout, AllowPrivate: cfg.AllowPrivate, Lookup: cfg.Lookup, Vantage: "client"}),
+		cfg:    cfg,
+		prober: probe.New(probe.Options{Timeout: cfg.ProbeTimeout, AllowPrivate: cfg.AllowPrivate, Lookup: cfg.Lookup, Vantage: "client"}),
 		client: &consensus.Client{Dial: cfg.NotaryDial, BounceVia: cfg.BounceVia,
 			API: cfg.API, AnswerMaxAge: cfg.AnswerMaxAge, Now: cfg.Now},
 		sources: []Source{CASource{Roots: cfg.Roots, Now: cfg.Now}},

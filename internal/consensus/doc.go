@@ -5,15 +5,27 @@
 // under a policy. It also keeps the client's local cache of accepted
 // certificates.
 //
+// A notary is asked over one of two wire APIs. The Convergence API
+// (SHA-1 fingerprints, SHA1withRSA by the bundle certificate's key) is
+// what every Convergence notary speaks. pkie's v1 API (SHA-256, an SNI
+// name apart from the host, Ed25519-signed answers that carry when they
+// were signed and when the certificate was observed) is used when the
+// bundle pins the notary's v1 key (pkie_v1_ed25519); VerifyV1 checks such
+// an answer's signature against that pinned key before reading it, then
+// that it is about the target asked and fresh. Client.API forces one API.
+//
 // A notary is one vote however many replica hosts its bundle lists. Each
 // answer is a Vote:
 //
 //   - yes: the notary answered 200 with a correctly signed history listing
-//     the client's fingerprint;
-//   - no: the notary answered 409 with a correctly signed history;
+//     the client's fingerprint (Convergence), or a verified, fresh v1
+//     answer about the target with "match": true;
+//   - no: the notary answered 409 with a correctly signed history
+//     (Convergence), or a verified, fresh v1 answer with "match": false;
 //   - stand aside: anything else (unreachable, timed out, 503 because the
 //     notary could not reach the target or is overloaded, 400, an answer
-//     whose signature or body does not verify). A notary that stands aside
+//     whose signature or body does not verify, a v1 answer about another
+//     target, stale or dated in the future). A notary that stands aside
 //     does not vote, unless the policy sets UnreachableIsFailure, which turns
 //     every stand-aside into a no.
 //
