@@ -15,8 +15,8 @@ type Vote int
 // Votes.
 const (
 	StandAside Vote = iota // did not vote: unreachable, 503, invalid answer…
-	Yes                    // 200 with a verified history listing the fingerprint
-	No                     // 409 with a verified history
+	Yes                    // Convergence 200 listing the fingerprint, or v1 "match": true; verified
+	No                     // Convergence 409, or v1 "match": false; verified
 )
 
 func (v Vote) String() string {
