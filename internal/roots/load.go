@@ -81,7 +81,22 @@ type item struct {
 	trunc   bool
 }
 
-const batchBytes = 1 << 20
+const (
+	batchBytes = 1 << 20
+	batchLines = 4096
+)
+
+// newBatch sizes a batch for what it will hold, so that filling it does
+// not copy the lines over and over as the buffer grows.
+func newBatch(file int) *batch {
+	return &batch{
+		file:  file,
+		lines: make([][]byte, 0, batchLines),
+		nos:   make([]int, 0, batchLines),
+		last:  make([]bool, 0, batchLines),
+		buf:   make([]byte, 0, batchBytes+64<<10),
+	}
+}
 
 // Load reads scan files, streaming, and verifies every answered site's
 // chain against opts.Store. A file cut off mid-record loads up to its last
@@ -106,7 +121,7 @@ func Load(ctx context.Context, inputs []Input, opts LoadOptions) (*Data, error) 
 	go func() {
 		defer close(batches)
 		for fi, in := range inputs {
-			b := &batch{file: fi}
+			b := newBatch(fi)
 			send := func() bool {
 				if len(b.lines) == 0 {
 					return true
@@ -116,7 +131,7 @@ func Load(ctx context.Context, inputs []Input, opts LoadOptions) (*Data, error) 
 				case <-ctx.Done():
 					return false
 				}
-				b = &batch{file: fi}
+				b = newBatch(fi)
 				return true
 			}
 			err := scan.ReadLines(in.R, func(l scan.Line) error {
@@ -132,7 +147,7 @@ func Load(ctx context.Context, inputs []Input, opts LoadOptions) (*Data, error) 
 				}
 				b.nos = append(b.nos, l.No)
 				b.last = append(b.last, !l.Terminated)
-				if len(b.buf) >= batchBytes || len(b.lines) >= 4096 {
+				if len(b.buf) >= batchBytes || len(b.lines) >= batchLines {
 					if !send() {
 						return ctx.Err()
 					}
