@@ -60,24 +60,26 @@ func rounded(x []float64) []int {
 
 // benchRootsResult is pkie bench roots's report.
 type benchRootsResult struct {
-	File            string  `json:"file"`
-	Generated       bool    `json:"generated"`
-	Records         int     `json:"records"`
-	Bytes           int64   `json:"bytes"`
-	DistinctChains  int     `json:"distinct_chains"`
-	Verifications   int64   `json:"verifications"`
-	LeafChecks      int64   `json:"leaf_checks"`
-	ReadSeconds     float64 `json:"read_seconds"` // the ceiling: reading lines, nothing else
-	LoadSeconds     float64 `json:"load_seconds"` // parse + verify
-	AnalyzeSeconds  float64 `json:"analyze_seconds"`
-	TotalSeconds    float64 `json:"total_seconds"`
-	RecordsPerSec   float64 `json:"records_per_second"`
-	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
-	SitesValid      int     `json:"sites_valid"`
-	MinimalRoots    int     `json:"minimal_roots"`
-	TargetSeconds   float64 `json:"target_seconds"`
-	TargetRSSBytes  int64   `json:"target_rss_bytes"`
-	ReadMBPerSecond float64 `json:"read_mb_per_second"`
+	File           string `json:"file"`
+	Generated      bool   `json:"generated"`
+	Records        int    `json:"records"`
+	Bytes          int64  `json:"bytes"`
+	DistinctChains int    `json:"distinct_chains"`
+	Verifications  int64  `json:"verifications"`
+	LeafChecks     int64  `json:"leaf_checks"`
+	// LeavesByIssuerAlg is known when this run generated the file.
+	LeavesByIssuerAlg map[testbed.KeyAlg]int `json:"leaves_by_issuer_alg,omitempty"`
+	ReadSeconds       float64                `json:"read_seconds"` // the ceiling: reading lines, nothing else
+	LoadSeconds       float64                `json:"load_seconds"` // parse + verify
+	AnalyzeSeconds    float64                `json:"analyze_seconds"`
+	TotalSeconds      float64                `json:"total_seconds"`
+	RecordsPerSec     float64                `json:"records_per_second"`
+	PeakRSSBytes      int64                  `json:"peak_rss_bytes"`
+	SitesValid        int                    `json:"sites_valid"`
+	MinimalRoots      int                    `json:"minimal_roots"`
+	TargetSeconds     float64                `json:"target_seconds"`
+	TargetRSSBytes    int64                  `json:"target_rss_bytes"`
+	ReadMBPerSecond   float64                `json:"read_mb_per_second"`
 }
 
 func runBenchRoots(ctx context.Context, env *Env, args []string) error {
@@ -134,7 +136,11 @@ func runBenchRoots(ctx context.Context, env *Env, args []string) error {
 			f.Close()
 			return err
 		}
-		_, err = scanbench.Generate(f, rf, scanbench.GenConfig{Records: *records, Chains: *chains, Distinct: *distinct, CAAlgs: algs, Log: logw})
+		var g *scanbench.GenResult
+		g, err = scanbench.Generate(f, rf, scanbench.GenConfig{Records: *records, Chains: *chains, Distinct: *distinct, CAAlgs: algs, Log: logw})
+		if g != nil {
+			res.LeavesByIssuerAlg = g.LeavesByIssuerAlg
+		}
 		f.Close()
 		rf.Close()
 		if err != nil {
@@ -186,6 +192,9 @@ func runBenchRoots(ctx context.Context, env *Env, args []string) error {
 	}
 	w := env.Stdout
 	fmt.Fprintf(w, "roots over %d records (%.2f GB, %d distinct chains: %d verified in full, %d by leaf)\n", res.Records, float64(res.Bytes)/1e9, res.DistinctChains, res.Verifications, res.LeafChecks)
+	if len(res.LeavesByIssuerAlg) > 0 {
+		fmt.Fprintf(w, "  leaves by issuer key type: %v\n", res.LeavesByIssuerAlg)
+	}
 	fmt.Fprintf(w, "  read lines only (ceiling)  %6.2f s  (%.0f MB/s)\n", res.ReadSeconds, res.ReadMBPerSecond)
 	fmt.Fprintf(w, "  load: parse + verify       %6.2f s\n", res.LoadSeconds)
 	fmt.Fprintf(w, "  analyze                    %6.2f s\n", res.AnalyzeSeconds)
