@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
+	rootstore "github.com/pkie/pkie/internal/roots"
 )
 
 func runLog(ctx context.Context, env *Env, args []string) error {
@@ -58,12 +59,26 @@ func logInit(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// logRootsHelp explains --roots for every log command that accepts chains.
+const logRootsHelp = "accepted roots: mozilla (Mozilla's NSS store, as CT logs accept), a PEM file, or any (accept every parseable chain: test logs only)"
+
+// openLog opens the log at data accepting chains to roots (see
+// logRootsHelp). A real log refuses chains to unknown roots, or anyone
+// could fill it with certificates of their own making.
 func openLog(env *Env, data, roots string) (*ctlog.Log, error) {
 	o := ctlog.Options{}
-	if roots != "" {
-		b, err := os.ReadFile(roots)
+	switch roots {
+	case "any":
+	case "", "mozilla":
+		s, err := rootstore.Mozilla()
 		if err != nil {
 			return nil, err
+		}
+		o.Roots = s.Pool()
+	default:
+		b, err := os.ReadFile(roots)
+		if err != nil {
+			return nil, fmt.Errorf("--roots: %w", err)
 		}
 		o.Roots = x509.NewCertPool()
 		if !o.Roots.AppendCertsFromPEM(b) {
@@ -78,7 +93,7 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory (from pkie log init)")
 	listen := fs.String("listen", "127.0.0.1:8091", "HTTP listen address")
 	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --max-age)")
-	roots := fs.String("roots", "", "PEM file of accepted roots; chains that do not verify to one are refused (default: accept any parseable chain)")
+	roots := fs.String("roots", "mozilla", logRootsHelp+"; chains that do not verify to one are refused")
 	maxInFlight := fs.Int("max-in-flight", 64, "concurrent requests at most; more get 503")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -115,7 +130,7 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 func logAdd(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "log add", "[--data DIR] CHAIN_FILE...")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	roots := fs.String("roots", "", "PEM file of accepted roots (default: accept any parseable chain)")
+	roots := fs.String("roots", "mozilla", logRootsHelp)
 	asJSON := fs.Bool("json", false, "print JSON")
 	files, err := parseFlags(fs, args)
 	if err != nil {
@@ -182,7 +197,7 @@ func logImport(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "log import", "[--data DIR] (DIRECTORY | --jsonl FILE)")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
 	jsonl := fs.String("jsonl", "", "JSON-lines file of {\"chain\": [base64 DER, ...]} objects (- for stdin)")
-	roots := fs.String("roots", "", "PEM file of accepted roots (default: accept any parseable chain)")
+	roots := fs.String("roots", "mozilla", logRootsHelp)
 	build := fs.Bool("build", false, "build and sign the sorted tree after importing")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseFlags(fs, args)

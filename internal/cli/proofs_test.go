@@ -51,7 +51,38 @@ func TestLogAndRevocationCommands(t *testing.T) {
 		writePEM(t, f, "CERTIFICATE", l.Chain...)
 		files = append(files, f)
 	}
-	code, out, errs := runCLI(t, append([]string{"log", "add", "--data", logDir, "--json"}, files...)...)
+	rootPEM := filepath.Join(dir, "root.pem")
+	writePEM(t, rootPEM, "CERTIFICATE", ca.Cert.Raw)
+	stranger, err := testbed.NewRootCA("Stranger Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherLeaf, _ := stranger.Issue(testbed.LeafOptions{DNSNames: []string{"other.test"}})
+	otherFile := filepath.Join(dir, "stranger-chain.pem")
+	writePEM(t, otherFile, "CERTIFICATE", otherLeaf.Chain...)
+	anyDir := filepath.Join(dir, "anylog")
+	if code, _, errs := runCLI(t, "log", "init", "--data", anyDir, "--origin", "cli.test/any"); code != 0 {
+		t.Fatalf("log init: %d %s", code, errs)
+	}
+	// Which chains a log accepts: Mozilla's roots by default, a PEM file's,
+	// or any (test logs). Refusals log nothing.
+	for _, tt := range []struct {
+		roots []string
+		file  string
+		ok    bool
+	}{
+		{nil, files[0], false}, // a private root is not Mozilla's
+		{[]string{"--roots", "mozilla"}, files[0], false},
+		{[]string{"--roots", rootPEM}, otherFile, false},
+		{[]string{"--roots", filepath.Join(dir, "missing.pem")}, files[0], false},
+		{[]string{"--data", anyDir, "--roots", "any"}, otherFile, true},
+	} {
+		args := append(append([]string{"log", "add", "--data", logDir}, tt.roots...), tt.file)
+		if code, _, errs := runCLI(t, args...); (code == 0) != tt.ok || (!tt.ok && !strings.Contains(errs, "roots")) {
+			t.Errorf("%v: exit %d %q", args, code, errs)
+		}
+	}
+	code, out, errs := runCLI(t, append([]string{"log", "add", "--data", logDir, "--roots", rootPEM, "--json"}, files...)...)
 	if code != 0 {
 		t.Fatalf("log add: %d %s", code, errs)
 	}
@@ -79,7 +110,7 @@ func TestLogAndRevocationCommands(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.pem")
 	os.WriteFile(bad, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), 0o644)
-	if code, _, errs := runCLI(t, "log", "add", "--data", logDir, bad); code != ExitUsage || !strings.Contains(errs, "certificate") {
+	if code, _, errs := runCLI(t, "log", "add", "--data", logDir, "--roots", "any", bad); code != ExitUsage || !strings.Contains(errs, "certificate") {
 		t.Errorf("bad chain: exit %d %q", code, errs)
 	}
 

@@ -43,6 +43,10 @@ func (s *Store) add(c *x509.Certificate, constraint func([]*x509.Certificate) er
 	}
 }
 
+// Pool returns the store as a pool for x509.VerifyOptions.Roots, with
+// every root's constraint.
+func (s *Store) Pool() *x509.CertPool { return s.pool }
+
 // Mozilla returns the roots of Mozilla's NSS store as embedded by
 // golang.org/x/crypto/x509roots/fallback, with their distrust-after
 // constraints, whatever the operating system trusts.
