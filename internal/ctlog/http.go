@@ -133,8 +133,14 @@ func (l *Log) handleAddChain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := l.AddChain(r.Context(), chain)
-	if err != nil {
+	var rejected *RejectedError
+	switch {
+	case errors.As(err, &rejected):
 		httpError(w, http.StatusBadRequest, err)
+		return
+	case err != nil:
+		// The log's own failure (storage, signing), not the client's.
+		httpError(w, http.StatusInternalServerError, fmt.Errorf("the log could not record the chain: %w", err))
 		return
 	}
 	writeJSON(w, AddChainResponse{Index: res.Index, Key: hex.EncodeToString(res.Key[:]), SCT: res.SCT, Duplicate: res.Duplicate})

@@ -432,6 +432,13 @@ func ParseChain(b []byte) ([][]byte, error) {
 	return chain, nil
 }
 
+// RejectedError reports a submitted chain the log refuses (unparseable,
+// too big, or to no accepted root), as opposed to the log failing.
+type RejectedError struct{ Err error }
+
+func (e *RejectedError) Error() string { return e.Err.Error() }
+func (e *RejectedError) Unwrap() error { return e.Err }
+
 // checkChain parses every certificate and, if the log has roots, verifies
 // the chain to them.
 func (l *Log) checkChain(chain [][]byte) (*x509.Certificate, error) {
@@ -484,9 +491,9 @@ func (l *Log) AddChains(ctx context.Context, chains [][][]byte) ([]AddResult, er
 	for i, c := range chains {
 		if _, err := l.checkChain(c); err != nil {
 			if len(chains) > 1 {
-				return nil, fmt.Errorf("chain %d: %w", i, err)
+				err = fmt.Errorf("chain %d: %w", i, err)
 			}
-			return nil, err
+			return nil, &RejectedError{Err: err}
 		}
 	}
 	a, err := l.begin(ctx)

@@ -5,9 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,8 +146,41 @@ func TestRootsRestriction(t *testing.T) {
 	if _, err := l.AddChain(context.Background(), chains[0]); err != nil {
 		t.Errorf("chain to an accepted root refused: %v", err)
 	}
-	if _, err := l.AddChain(context.Background(), other[0]); err == nil {
-		t.Error("chain to another root accepted")
+	var rejected *RejectedError
+	if _, err := l.AddChain(context.Background(), other[0]); !errors.As(err, &rejected) {
+		t.Errorf("chain to another root: %v, want a RejectedError", err)
+	}
+
+	// Over HTTP a refused chain is the client's error (400) and a failing
+	// log is the server's (500).
+	h := l.Handler(HandlerOptions{})
+	post := func(chain [][]byte) *httptest.ResponseRecorder {
+		var b64 []string
+		for _, der := range chain {
+			b64 = append(b64, base64.StdEncoding.EncodeToString(der))
+		}
+		body, _ := json.Marshal(map[string][]string{"chain": b64})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/log/add-chain", bytes.NewReader(body)))
+		return rec
+	}
+	for _, tt := range []struct {
+		name  string
+		chain [][]byte
+		close bool
+		code  int
+		want  string
+	}{
+		{"accepted root", chains[0], false, http.StatusOK, `"index"`},
+		{"other root", other[0], false, http.StatusBadRequest, "accepted roots"},
+		{"log closed", chains[0], true, http.StatusInternalServerError, "could not record"},
+	} {
+		if tt.close {
+			l.Close()
+		}
+		if rec := post(tt.chain); rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.want) {
+			t.Errorf("%s: %d %s, want %d with %q", tt.name, rec.Code, rec.Body, tt.code, tt.want)
+		}
 	}
 }
 
