@@ -200,6 +200,8 @@ type Checker struct {
 	cache   *consensus.Cache
 	sources []Source
 	require map[string]bool
+
+	warmRoots sync.Once
 }
 
 // New validates cfg and opens the cache.
@@ -334,6 +336,12 @@ func (v *Verdict) Source(name string) (Assertion, bool) {
 // answer in the Verdict instead.
 func (c *Checker) Check(ctx context.Context, t probe.Target) (*Verdict, error) {
 	start := time.Now()
+	if c.cfg.Roots == nil {
+		// Go parses the system's roots once per process, on first use
+		// (10-15 ms for a distribution's bundle); start that now so it
+		// overlaps the probe's round trips instead of following them.
+		c.warmRoots.Do(func() { go x509.SystemCertPool() })
+	}
 	obs, err := c.prober.Probe(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("check: probing %s: %w", t, err)
