@@ -63,7 +63,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		}
 		p, err := l.InclusionProof(r.Context(), idx, size)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, err)
+			httpError(w, readStatus(err), err)
 			return
 		}
 		writeJSON(w, map[string]any{"index": idx, "size": size, "hashes": p})
@@ -77,7 +77,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		}
 		p, err := l.ConsistencyProof(r.Context(), a, b)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, err)
+			httpError(w, readStatus(err), err)
 			return
 		}
 		writeJSON(w, map[string]any{"first": a, "second": b, "hashes": p})
@@ -91,7 +91,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		}
 		es, err := l.Entries(r.Context(), a, b)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, err)
+			httpError(w, readStatus(err), err)
 			return
 		}
 		writeJSON(w, map[string]any{"entries": es})
@@ -123,8 +123,14 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 
 func (l *Log) handleAddChain(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAddChainBytes))
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
 		httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", MaxAddChainBytes))
+		return
+	case err != nil:
+		// A body cut short or sent too slowly is not an oversized one.
+		httpError(w, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
 		return
 	}
 	chain, err := ParseAddChainRequest(body)
@@ -182,6 +188,16 @@ func ParseAddChainRequest(body []byte) ([][]byte, error) {
 		return chain, nil
 	}
 	return ParseChain(body)
+}
+
+// readStatus maps a read endpoint's error to its status: a request outside
+// the log is the client's error, anything else (storage) the log's.
+func readStatus(err error) int {
+	var re *RangeError
+	if errors.As(err, &re) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 func queryUint(r *http.Request, name string) (uint64, error) {

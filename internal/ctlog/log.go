@@ -647,7 +647,7 @@ func (l *Log) Checkpoints(ctx context.Context, sorted bool, limit int) ([][]byte
 }
 
 // InclusionProof returns the RFC 6962 inclusion proof of leaf index in the
-// tree of the given size.
+// tree of the given size. Positions outside the log are a *RangeError.
 func (l *Log) InclusionProof(ctx context.Context, index, size uint64) ([][]byte, error) {
 	return l.proof(ctx, size, func() (proof.Nodes, error) { return proof.Inclusion(index, size) })
 }
@@ -658,6 +658,14 @@ func (l *Log) ConsistencyProof(ctx context.Context, size1, size2 uint64) ([][]by
 	return l.proof(ctx, size2, func() (proof.Nodes, error) { return proof.Consistency(size1, size2) })
 }
 
+// RangeError reports a proof or entries request that names positions the
+// log cannot answer for (an index past the size, a size past the log, an
+// empty range): the caller's mistake, unlike a storage failure.
+type RangeError struct{ Err error }
+
+func (e *RangeError) Error() string { return e.Err.Error() }
+func (e *RangeError) Unwrap() error { return e.Err }
+
 // proof answers a proof over a tree of the given size from the stored
 // subtree hashes: nodes names the hashes it needs.
 func (l *Log) proof(ctx context.Context, size uint64, nodes func() (proof.Nodes, error)) ([][]byte, error) {
@@ -666,11 +674,11 @@ func (l *Log) proof(ctx context.Context, size uint64, nodes func() (proof.Nodes,
 		return nil, err
 	}
 	if size > n {
-		return nil, fmt.Errorf("ctlog: size %d beyond the log's %d leaves", size, n)
+		return nil, &RangeError{fmt.Errorf("ctlog: size %d beyond the log's %d leaves", size, n)}
 	}
 	ns, err := nodes()
 	if err != nil {
-		return nil, fmt.Errorf("ctlog: %w", err)
+		return nil, &RangeError{fmt.Errorf("ctlog: %w", err)}
 	}
 	h, err := nodeHashes(ctx, l.db, ns.IDs)
 	if err != nil {
@@ -689,10 +697,11 @@ type Entry struct {
 // MaxEntries bounds one Entries call.
 const MaxEntries = 1000
 
-// Entries returns entries [start, end), at most MaxEntries.
+// Entries returns entries [start, end), at most MaxEntries. An empty range
+// is a *RangeError.
 func (l *Log) Entries(ctx context.Context, start, end uint64) ([]Entry, error) {
 	if end <= start {
-		return nil, fmt.Errorf("ctlog: empty range [%d, %d)", start, end)
+		return nil, &RangeError{fmt.Errorf("ctlog: empty range [%d, %d)", start, end)}
 	}
 	end = min(end, start+MaxEntries)
 	rows, err := l.db.QueryContext(ctx, `SELECT l.idx, l.leaf, c.chain FROM leaves l LEFT JOIN certs c ON c.idx = l.idx WHERE l.idx >= ? AND l.idx < ? ORDER BY l.idx`, int64(start), int64(end))
