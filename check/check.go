@@ -431,50 +431,36 @@ func (c *Checker) policyKey() string {
 // separated hex bytes or 64 hex digits, in either case.
 func ParseSHA256(s string) ([32]byte, error) {
 	var fp [32]byte
-	s = strings.TrimSpace(s)
-	var b []byte
-	var err error
-	if len(s) == 64 {
-		b, err = hex.DecodeString(s)
-		if err != nil {
-			err = fmt.Errorf("fingerprint %q is not 64 hex digits", s)
-		}
-	} else {
-		b, err = probe.ParseColonHex(s, 32)
-		if err != nil {
-			err = fmt.Errorf("%w (want the certificate's SHA-256 as AA:BB:… or 64 hex digits)", err)
-		}
-	}
-	if err != nil {
-		return fp, err
-	}
+	b, err := parseFingerprint(s, len(fp), "SHA-256")
 	copy(fp[:], b)
-	return fp, nil
+	return fp, err
 }
 
 // ParseSHA1 parses a SHA-1 certificate fingerprint written as 20 colon
 // separated hex bytes or 40 hex digits, in either case.
 func ParseSHA1(s string) ([20]byte, error) {
 	var fp [20]byte
-	s = strings.TrimSpace(s)
-	var b []byte
-	var err error
-	if len(s) == 40 {
-		b, err = hex.DecodeString(s)
-		if err != nil {
-			err = fmt.Errorf("fingerprint %q is not 40 hex digits", s)
-		}
-	} else {
-		b, err = probe.ParseColonHex(s, 20)
-		if err != nil {
-			err = fmt.Errorf("%w (want the certificate's SHA-1 as AA:BB:… or 40 hex digits)", err)
-		}
-	}
-	if err != nil {
-		return fp, err
-	}
+	b, err := parseFingerprint(s, len(fp), "SHA-1")
 	copy(fp[:], b)
-	return fp, nil
+	return fp, err
+}
+
+// parseFingerprint parses n bytes written as colon separated hex bytes or
+// 2n hex digits; hash names the fingerprint in errors.
+func parseFingerprint(s string, n int, hash string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if len(s) == 2*n {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("fingerprint %q is not %d hex digits", s, 2*n)
+		}
+		return b, nil
+	}
+	b, err := probe.ParseColonHex(s, n)
+	if err != nil {
+		return nil, fmt.Errorf("%w (want the certificate's %s as AA:BB:… or %d hex digits)", err, hash, 2*n)
+	}
+	return b, nil
 }
 
 // decide runs cache, notaries, sources and policy for obs. s256 is nil
