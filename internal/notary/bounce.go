@@ -111,9 +111,16 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ServeBouncer serves b over plain HTTP on ln until ctx ends.
 func ServeBouncer(ctx context.Context, ln net.Listener, b *Bouncer) error {
+	// Without ReadTimeout and IdleTimeout a client could hold a connection
+	// (and its goroutine) forever: idle after a refused request, or
+	// trickling a request body. A tunnel clears these deadlines once
+	// hijacked and is bounded by its own idle timeout instead.
 	srv := &http.Server{
 		Handler:           b,
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       b.idle,
+		WriteTimeout:      b.idle,
+		IdleTimeout:       b.idle,
 		MaxHeaderBytes:    4 << 10,
 		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelError),
 	}

@@ -219,7 +219,7 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 			return nil, err
 		}
 		if err := n.cfg.History.Observe(pctx, k, obs.SHA256, obs.SHA1, obs.Time); err != nil {
-			return nil, fmt.Errorf("recording observation: %w", err)
+			return nil, &storageError{fmt.Errorf("notary storage failed recording the observation: %w", err)}
 		}
 		n.recent.forget(k)
 		return obs, nil
@@ -235,13 +235,25 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 	}
 }
 
-// probeStatus maps a probe failure to the HTTP status the notary answers.
+// storageError is the notary's own failure to record what it saw: the
+// target answered, so it must not be reported as unreachable (503) but as
+// the notary's error (500).
+type storageError struct{ err error }
+
+func (e *storageError) Error() string { return e.err.Error() }
+func (e *storageError) Unwrap() error { return e.err }
+
+// probeStatus maps an observe failure to the HTTP status the notary
+// answers: 403 for a forbidden address, 500 when the notary's own storage
+// failed, and 503 when the target could not be reached or the probe queue is
+// full.
 func probeStatus(err error) int {
+	var se *storageError
 	switch {
 	case errors.Is(err, probe.ErrForbiddenAddress):
 		return http.StatusForbidden
-	case errors.Is(err, errOverloaded):
-		return http.StatusServiceUnavailable
+	case errors.As(err, &se):
+		return http.StatusInternalServerError
 	}
 	return http.StatusServiceUnavailable
 }

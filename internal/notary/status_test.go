@@ -1,0 +1,49 @@
+package notary_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/notary"
+)
+
+// TestStorageFailureIs500 checks that when the target answers but the
+// notary cannot record what it saw, both APIs report the notary's own
+// failure (500) rather than an unreachable target (503). The history of
+// site.test is read once while the store works and then served from
+// memory (a long HistoryTTL), so the probe runs and only the write fails.
+func TestStorageFailureIs500(t *testing.T) {
+	w := newWorld(t, notary.Config{HistoryTTL: time.Hour})
+	base := "https://" + w.notary.Addr.String()
+	resp, err := w.client.Get(base + "/target/site.test+443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("history before any probe: %d", resp.StatusCode)
+	}
+	w.notary.History.Close()
+
+	for _, tt := range []struct {
+		name, path, ctype, body string
+	}{
+		{"convergence", "/target/site.test+443", "application/x-www-form-urlencoded", "fingerprint=" + sha1Colon(w.site.Leaf().Cert.Raw)},
+		{"v1", "/v1/check", "application/json", `{"host":"site.test","port":443}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := w.client.Post(base+tt.path, tt.ctype, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(b), "storage failed") {
+				t.Errorf("status %d body %s; want 500 naming the storage failure", resp.StatusCode, b)
+			}
+		})
+	}
+}
