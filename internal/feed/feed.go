@@ -192,13 +192,20 @@ func DecodeKeys(body []byte, max int) ([][32]byte, error) {
 	return keys, nil
 }
 
+// maxPrealloc bounds FetchAll's preallocation: 1<<20 keys are 32 MiB.
+const maxPrealloc = 1 << 20
+
 // FetchAll reads keys [start, end) from src in MaxKeys batches, calling
 // progress (if non-nil) after each batch.
 func FetchAll(ctx context.Context, src Source, start, end uint64, progress func(done, total uint64)) ([][32]byte, error) {
 	if end < start {
 		return nil, fmt.Errorf("feed: end %d before start %d", end, start)
 	}
-	out := make([][32]byte, 0, end-start)
+	// end comes from a checkpoint: signed, but not a promise the feed will
+	// keep. Preallocating all of it would let one bad size exhaust memory
+	// (or panic, beyond what make accepts) before a single key arrived, so
+	// preallocate at most maxPrealloc keys and grow as keys really come.
+	out := make([][32]byte, 0, min(end-start, maxPrealloc))
 	for pos := start; pos < end; {
 		keys, err := src.Keys(ctx, pos, int(min(end-pos, MaxKeys)))
 		if err != nil {

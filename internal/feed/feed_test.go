@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -56,6 +57,30 @@ func TestFeedOverHTTP(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("keys%s: %d, want 400", q, resp.StatusCode)
 		}
+	}
+}
+
+// TestFetchAllHugeEnd checks that a checkpoint promising far more keys than
+// the feed holds is an error, not a panic or an allocation of its size.
+func TestFetchAllHugeEnd(t *testing.T) {
+	keys := make(sliceSource, 3)
+	srv := httptest.NewServer(Handler(keys))
+	defer srv.Close()
+	c := &Client{Base: srv.URL}
+	for _, tt := range []struct {
+		name       string
+		start, end uint64
+	}{
+		{"2^62 keys", 0, 1 << 62},
+		{"max uint64", 0, math.MaxUint64},
+		{"near the top", math.MaxUint64 - 5, math.MaxUint64},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := FetchAll(context.Background(), c, tt.start, tt.end, nil)
+			if err == nil {
+				t.Fatal("a feed shorter than promised was not reported")
+			}
+		})
 	}
 }
 
