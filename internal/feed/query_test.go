@@ -3,6 +3,8 @@ package feed
 import (
 	"context"
 	"database/sql"
+	"math"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,4 +65,25 @@ func TestQueryKeys(t *testing.T) {
 	if _, err := QueryKeys(ctx, db, `SELECT nope FROM k WHERE seq >= ? AND seq < ?`, 0, 1); err == nil {
 		t.Error("bad query accepted")
 	}
+}
+
+// FuzzParseKeysQuery checks that whatever a keys request's query says,
+// an accepted one asks for 1..MaxKeys keys from a start that fits in int64.
+func FuzzParseKeysQuery(f *testing.F) {
+	for _, s := range []string{"start=0", "start=5&count=10", "start=-1", "start=0&count=0", "start=9223372036854775807&count=99999999999", "count=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		start, count, err := parseKeysQuery(q)
+		if err != nil {
+			return
+		}
+		if count < 1 || count > MaxKeys || start > math.MaxInt64 {
+			t.Fatalf("%q: start %d count %d", raw, start, count)
+		}
+	})
 }
