@@ -306,7 +306,10 @@ func TestProofAPIErrors(t *testing.T) {
 		"/v1/ct/proof":         http.StatusBadRequest,
 		"/v1/ct/proof?key=zz":  http.StatusBadRequest,
 		"/v1/ct/proof?cert=!!": http.StatusBadRequest,
-		"/v1/revocation/proof?key=" + strings.Repeat("0", 64): http.StatusServiceUnavailable, // not synced yet
+		// Over MaxCertParam, yet within what the server reads: refused
+		// with a JSON error rather than looked up.
+		"/v1/ct/proof?cert=" + strings.Repeat("A", MaxCertParam+4): http.StatusBadRequest,
+		"/v1/revocation/proof?key=" + strings.Repeat("0", 64):      http.StatusServiceUnavailable, // not synced yet
 		"/v1/status": http.StatusOK,
 		"/v1/nope":   http.StatusNotFound,
 	} {

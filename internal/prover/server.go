@@ -104,6 +104,11 @@ func serveProof(w http.ResponseWriter, r *http.Request, p *Prover, scts SCTSourc
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// MaxCertParam bounds the cert query parameter: 12 KiB of base64url is a
+// 9 KiB certificate, and leaves room for the rest of the request within the
+// 16 KiB header limit.
+const MaxCertParam = 12 << 10
+
 // requestKey reads ?key=HEX, or for CT ?cert=BASE64URL of the DER.
 func requestKey(r *http.Request, pkie string) ([32]byte, error) {
 	q := r.URL.Query()
@@ -112,8 +117,11 @@ func requestKey(r *http.Request, pkie string) ([32]byte, error) {
 		return k, err
 	}
 	if s := q.Get("cert"); s != "" && pkie == CT {
-		if len(s) > 96<<10 {
-			return [32]byte{}, errors.New("cert parameter too long")
+		// The server reads at most 16 KiB of request line and headers
+		// (ctlog.NewHTTPServer), so a longer parameter could only arrive
+		// through another server; refuse it the same way everywhere.
+		if len(s) > MaxCertParam {
+			return [32]byte{}, fmt.Errorf("cert parameter of %d characters is over %d; send key= (the SHA-256 of the DER) instead", len(s), MaxCertParam)
 		}
 		der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 		if err != nil {
