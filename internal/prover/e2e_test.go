@@ -319,7 +319,7 @@ func TestProofAPIErrors(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != want {
-			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+			t.Errorf("GET %.80s: %d, want %d", path, resp.StatusCode, want)
 		}
 	}
 }
