@@ -47,3 +47,33 @@ func TestStorageFailureIs500(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6LiteralTargets checks that both APIs probe a bracketed IPv6
+// literal as the address it names. The testbed resolver maps the
+// documentation address 2001:db8::1 to the loopback site, so nothing
+// leaves the machine.
+func TestIPv6LiteralTargets(t *testing.T) {
+	w := newWorld(t, notary.Config{})
+	w.path.Set("2001:db8::1", w.site.Addr)
+	base := "https://" + w.notary.Addr.String()
+	for _, tt := range []struct {
+		name, path, ctype, body string
+	}{
+		{"convergence", "/target/[2001:db8::1]+443", "application/x-www-form-urlencoded", "fingerprint=" + sha1Colon(w.site.Leaf().Cert.Raw)},
+		{"v1 bracketed", "/v1/check", "application/json", `{"host":"[2001:db8::1]","port":443}`},
+		{"v1 bare", "/v1/check", "application/json", `{"host":"2001:db8::1","port":443}`},
+		{"v1 long form", "/v1/check", "application/json", `{"host":"[2001:0db8:0:0:0:0:0:1]","port":443}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := w.client.Post(base+tt.path, tt.ctype, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("status %d body %s; want 200", resp.StatusCode, b)
+			}
+		})
+	}
+}

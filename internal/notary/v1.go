@@ -187,6 +187,12 @@ func (req *V1Request) parse() (probe.Target, *[32]byte, error) {
 	if err := ValidHost(t.Host); err != nil {
 		return t, nil, err
 	}
+	// ValidHost accepts a bracketed IPv6 literal, as URLs write it; probe
+	// and store it bare, as the Convergence API does, or the prober would
+	// try to resolve "[::1]" as a name.
+	if ip, err := netip.ParseAddr(strings.Trim(t.Host, "[]")); err == nil {
+		t.Host = ip.String()
+	}
 	if t.ServerName != "" {
 		if err := ValidHost(t.ServerName); err != nil {
 			return t, nil, fmt.Errorf("sni: %w", err)
