@@ -51,6 +51,13 @@ type Config struct {
 	MaxQueue int
 	// MaxRequests bounds requests being handled at once; 0 means 4096.
 	MaxRequests int
+	// RequestTimeout bounds the handling of one request, history reads
+	// included, and each write of an observation to the history (which
+	// outlives the request that started the probe). A stalled store (a
+	// lock held in a shared PostgreSQL) then costs errors, not requests and
+	// probe slots held forever. 0 means 30 s, the server's WriteTimeout:
+	// a later answer could not be sent anyway.
+	RequestTimeout time.Duration
 	// HistoryTTL is how long a target's history read from the store is
 	// reused in memory; 0 means 1 s, negative disables. Within one process
 	// a new observation invalidates it at once; replicas sharing a
@@ -91,6 +98,9 @@ func New(cfg Config) (*Notary, error) {
 	}
 	if cfg.MaxRequests <= 0 {
 		cfg.MaxRequests = 4096
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
 	}
 	if cfg.HistoryTTL == 0 {
 		cfg.HistoryTTL = time.Second
@@ -139,14 +149,16 @@ func (n *Notary) Handler() http.Handler {
 	}))
 }
 
-// limit bounds concurrent requests: beyond MaxRequests the notary answers
-// 503 at once.
+// limit bounds concurrent requests (beyond MaxRequests the notary answers
+// 503 at once) and the time each may take (RequestTimeout).
 func (n *Notary) limit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case n.reqs <- struct{}{}:
 			defer func() { <-n.reqs }()
-			h.ServeHTTP(w, r)
+			ctx, cancel := context.WithTimeout(r.Context(), n.cfg.RequestTimeout)
+			defer cancel()
+			h.ServeHTTP(w, r.WithContext(ctx))
 		default:
 			n.metrics.overloaded.Inc()
 			w.Header().Set("Retry-After", "1")
@@ -218,7 +230,9 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 			n.metrics.probeErrors.Inc()
 			return nil, err
 		}
-		if err := n.cfg.History.Observe(pctx, k, obs.SHA256, obs.SHA1, obs.Time); err != nil {
+		wctx, cancel := context.WithTimeout(pctx, n.cfg.RequestTimeout)
+		defer cancel()
+		if err := n.cfg.History.Observe(wctx, k, obs.SHA256, obs.SHA1, obs.Time); err != nil {
 			return nil, &storageError{fmt.Errorf("notary storage failed recording the observation: %w", err)}
 		}
 		n.recent.forget(k)
@@ -231,6 +245,9 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 		}
 		return r.Val.(*probe.Observation), nil
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("timed out after %v waiting for the probe to finish and be recorded: %w", n.cfg.RequestTimeout, ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 }
