@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pkie/pkie/internal/notarywire"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -284,16 +285,16 @@ func (c *Client) askV1(ctx context.Context, h, bounce *Host, r Request, a *Answe
 		a.Reason = "invalid v1 answer: " + err.Error()
 		return
 	}
-	a.History, a.ObservedAt = ans.entries(), ans.ObservedAt.UTC()
+	a.History, a.ObservedAt = v1Entries(ans), ans.ObservedAt.UTC()
 	var match bool
-	var mine V1Record
+	var mine notarywire.Record
 	if q.SHA256 != nil {
 		match = *ans.Match
-		mine, _ = ans.Record(wire.SHA256)
+		mine, _ = ans.Find(wire.SHA256)
 	} else {
 		// Only the SHA-1 is known: compare it with the SHA-1 the notary
 		// signed for its current certificate.
-		cur, _ := ans.Record(ans.Current)
+		cur, _ := ans.Find(ans.Current)
 		match = cur.SHA1 == hex.EncodeToString(r.SHA1[:])
 		mine = cur
 	}

@@ -11,12 +11,9 @@ import (
 	"io"
 	"strings"
 	"time"
-)
 
-// V1SignaturePrefix is what a notary prepends to the answer's bytes before
-// signing them with its v1 Ed25519 key (docs/api.md). It must equal
-// internal/notary.V1SignaturePrefix; a test pins the two together.
-const V1SignaturePrefix = "pkie notary v1 answer\n"
+	"github.com/pkie/pkie/internal/notarywire"
+)
 
 // Freshness defaults for v1 answers.
 const (
@@ -39,41 +36,11 @@ type V1Question struct {
 	SHA256 *[32]byte // the leaf's SHA-256; nil asks what the notary sees
 }
 
-// V1Answer is a notary's verified v1 answer.
-type V1Answer struct {
-	Notary     string     `json:"notary"`
-	Host       string     `json:"host"`
-	Port       int        `json:"port"`
-	SNI        string     `json:"sni,omitempty"`
-	SignedAt   time.Time  `json:"signed_at"`
-	ObservedAt time.Time  `json:"observed_at"`
-	Probed     bool       `json:"probed"`
-	Current    string     `json:"current_sha256"`
-	Match      *bool      `json:"match,omitempty"`
-	History    []V1Record `json:"history"`
-}
-
-// V1Record is one certificate in a v1 answer's history.
-type V1Record struct {
-	SHA256    string    `json:"sha256"`
-	SHA1      string    `json:"sha1"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
-}
-
-// Record returns the history record for the certificate whose SHA-256 is
-// hex s, if the answer lists it.
-func (a *V1Answer) Record(s string) (V1Record, bool) {
-	for _, r := range a.History {
-		if r.SHA256 == s {
-			return r, true
-		}
-	}
-	return V1Record{}, false
-}
+// V1Answer is a notary's v1 answer, once VerifyV1 has checked it.
+type V1Answer = notarywire.Answer
 
 // VerifyV1 checks a v1 response body: it verifies the Ed25519 signature
-// over V1SignaturePrefix and the exact bytes of "answer" against pub, the
+// over notarywire.SignaturePrefix and the exact bytes of "answer" against pub, the
 // key pinned in the notary's bundle, before reading anything else in it.
 // Then it parses the answer strictly and checks that it is about q (host,
 // port, sni, and the fingerprint asked about) and fresh: signed_at and
@@ -104,9 +71,7 @@ func VerifyV1(body []byte, pub ed25519.PublicKey, q V1Question, now time.Time, m
 	if err != nil {
 		return nil, fmt.Errorf("v1 signature is not base64: %w", err)
 	}
-	msg := make([]byte, 0, len(V1SignaturePrefix)+len(resp.Answer))
-	msg = append(append(msg, V1SignaturePrefix...), resp.Answer...)
-	if !ed25519.Verify(pub, msg, sig) {
+	if !ed25519.Verify(pub, notarywire.SignedMessage(resp.Answer), sig) {
 		return nil, errors.New("v1 signature does not verify against the notary's pinned bundle key")
 	}
 
@@ -116,13 +81,14 @@ func VerifyV1(body []byte, pub ed25519.PublicKey, q V1Question, now time.Time, m
 	if err := json.Unmarshal(resp.Answer, &a); err != nil {
 		return nil, fmt.Errorf("signed v1 answer does not parse: %w", err)
 	}
-	if err := a.check(q, now, maxAge); err != nil {
+	if err := checkV1(&a, q, now, maxAge); err != nil {
 		return nil, err
 	}
 	return &a, nil
 }
 
-func (a *V1Answer) check(q V1Question, now time.Time, maxAge time.Duration) error {
+// checkV1 checks that a signed answer is about q, fresh and consistent.
+func checkV1(a *V1Answer, q V1Question, now time.Time, maxAge time.Duration) error {
 	if !strings.EqualFold(a.Host, q.Host) || a.Port != q.Port {
 		return fmt.Errorf("answer is about %s port %d, not %s port %d", truncate(a.Host, 80), a.Port, q.Host, q.Port)
 	}
@@ -162,7 +128,7 @@ func (a *V1Answer) check(q V1Question, now time.Time, maxAge time.Duration) erro
 			return fmt.Errorf("answer history %d: last_seen is before first_seen", i)
 		}
 	}
-	if _, ok := a.Record(a.Current); !ok {
+	if _, ok := a.Find(a.Current); !ok {
 		return errors.New("answer's history does not list its current certificate")
 	}
 	if q.SHA256 == nil {
@@ -193,9 +159,9 @@ func checkHex(s string, n int) error {
 	return nil
 }
 
-// entries turns a v1 history into the Convergence-shaped Entries an Answer
-// carries (SHA-1 and the span seen).
-func (a *V1Answer) entries() []Entry {
+// v1Entries turns a v1 history into the Convergence-shaped Entries an
+// Answer carries (SHA-1 and the span seen).
+func v1Entries(a *V1Answer) []Entry {
 	out := make([]Entry, 0, len(a.History))
 	for _, r := range a.History {
 		var e Entry

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/notarywire"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/probe"
 )
@@ -53,7 +54,7 @@ func FuzzV1Request(f *testing.F) {
 		// A pinned IP bypasses the prober's Lookup and would be dialled:
 		// skip any body the handler would read one from (decoded as the
 		// handler decodes it), so fuzzing never leaves the machine.
-		var peek notary.V1Request
+		var peek notarywire.Request
 		if json.NewDecoder(strings.NewReader(body)).Decode(&peek) == nil && peek.IP != "" {
 			return
 		}

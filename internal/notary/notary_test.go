@@ -9,9 +9,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/pkie/pkie/internal/store"
 	"io"
 	"net"
 	"net/http"
@@ -24,7 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/notarywire"
+	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
@@ -418,11 +421,19 @@ func TestV1(t *testing.T) {
 			if tc.code != 200 {
 				return
 			}
-			var r notary.V1Response
-			if err := json.Unmarshal(b, &r); err != nil {
+			// The client's own verifier: signature, subject, freshness,
+			// and a match that agrees with the signed current certificate.
+			var req notarywire.Request
+			if err := json.Unmarshal([]byte(tc.req), &req); err != nil {
 				t.Fatal(err)
 			}
-			a, err := notary.VerifyV1(pub.(ed25519Pub), &r)
+			q := consensus.V1Question{Host: req.Host, Port: req.Port, SNI: req.SNI}
+			if req.SHA256 != "" {
+				var fp [32]byte
+				hex.Decode(fp[:], []byte(req.SHA256))
+				q.SHA256 = &fp
+			}
+			a, err := consensus.VerifyV1(b, pub.(ed25519Pub), q, time.Now(), time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -433,9 +444,9 @@ func TestV1(t *testing.T) {
 				t.Fatalf("answer %+v", a)
 			}
 			// Tampering with the answer breaks the signature.
-			r.Answer = bytes.Replace(r.Answer, []byte(`"port":443`), []byte(`"port":444`), 1)
-			if _, err := notary.VerifyV1(pub.(ed25519Pub), &r); err == nil {
-				t.Fatal("tampered answer verified")
+			tampered := bytes.Replace(b, []byte(`"port":443`), []byte(`"port":444`), 1)
+			if _, err := consensus.VerifyV1(tampered, pub.(ed25519Pub), q, time.Now(), time.Hour); err == nil || !strings.Contains(err.Error(), "signature") {
+				t.Fatalf("tampered answer: %v", err)
 			}
 		})
 	}

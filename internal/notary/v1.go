@@ -12,73 +12,14 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/pkie/pkie/internal/notarywire"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/probe"
 )
 
-// V1SignaturePrefix is prepended to an answer's bytes before Ed25519
-// signing, so a v1 signature can never be mistaken for one over other data.
-const V1SignaturePrefix = "pkie notary v1 answer\n"
-
 // maxV1Body caps a v1 request body.
 const maxV1Body = 8 << 10
-
-// V1Request asks a notary about a target. SHA256 is optional: without it
-// the notary reports what it sees.
-type V1Request struct {
-	Host   string `json:"host"`
-	Port   int    `json:"port"`
-	SNI    string `json:"sni,omitempty"`
-	IP     string `json:"ip,omitempty"`
-	SHA256 string `json:"sha256,omitempty"` // hex of the leaf certificate DER's SHA-256
-}
-
-// V1Answer is what a notary signs.
-type V1Answer struct {
-	Notary     string     `json:"notary"`
-	Host       string     `json:"host"`
-	Port       int        `json:"port"`
-	SNI        string     `json:"sni,omitempty"`
-	SignedAt   time.Time  `json:"signed_at"`
-	ObservedAt time.Time  `json:"observed_at"` // when the current certificate was last seen
-	Probed     bool       `json:"probed"`      // observed for this request rather than from history
-	Current    string     `json:"current_sha256"`
-	Match      *bool      `json:"match,omitempty"` // present when the request carried a fingerprint
-	History    []V1Record `json:"history"`
-}
-
-// V1Record is one certificate in a target's history.
-type V1Record struct {
-	SHA256    string    `json:"sha256"`
-	SHA1      string    `json:"sha1"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
-}
-
-// V1Response carries the answer's exact signed bytes and the signature.
-type V1Response struct {
-	Answer    json.RawMessage `json:"answer"`
-	Signature string          `json:"signature"` // base64 Ed25519 over V1SignaturePrefix + Answer
-}
-
-// VerifyV1 checks a v1 response against the notary's public key and returns
-// the answer.
-func VerifyV1(pub ed25519.PublicKey, resp *V1Response) (*V1Answer, error) {
-	sig, err := base64.StdEncoding.DecodeString(resp.Signature)
-	if err != nil {
-		return nil, fmt.Errorf("v1 signature is not base64: %w", err)
-	}
-	if !ed25519.Verify(pub, append([]byte(V1SignaturePrefix), resp.Answer...), sig) {
-		return nil, errors.New("v1 signature does not verify")
-	}
-	var a V1Answer
-	if err := json.Unmarshal(resp.Answer, &a); err != nil {
-		return nil, fmt.Errorf("v1 answer: %w", err)
-	}
-	return &a, nil
-}
 
 func (n *Notary) handleV1(w http.ResponseWriter, r *http.Request) {
 	code := n.serveV1(w, r)
@@ -108,7 +49,7 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
 		return http.StatusMethodNotAllowed
 	}
-	var req V1Request
+	var req notarywire.Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxV1Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -124,7 +65,7 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, http.StatusBadRequest, "trailing data after the JSON request")
 		return http.StatusBadRequest
 	}
-	t, want, err := req.parse()
+	t, want, err := parseV1Request(&req)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return http.StatusBadRequest
@@ -157,7 +98,7 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 	} else {
 		n.metrics.cacheHits.Inc()
 	}
-	ans := V1Answer{
+	ans := notarywire.Answer{
 		Notary: n.cfg.Identity.Name, Host: t.Host, Port: t.Port, SNI: t.ServerName,
 		SignedAt: n.now().UTC(), ObservedAt: cur.Last.UTC(), Probed: probed,
 		Current: hex.EncodeToString(cur.SHA256[:]),
@@ -167,7 +108,7 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 		ans.Match = &m
 	}
 	for _, rec := range recs {
-		ans.History = append(ans.History, V1Record{
+		ans.History = append(ans.History, notarywire.Record{
 			SHA256: hex.EncodeToString(rec.SHA256[:]), SHA1: hex.EncodeToString(rec.SHA1[:]),
 			FirstSeen: rec.First.UTC(), LastSeen: rec.Last.UTC(),
 		})
@@ -177,12 +118,14 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, http.StatusInternalServerError, "encoding answer failed")
 		return http.StatusInternalServerError
 	}
-	sig := ed25519.Sign(n.cfg.Identity.V1, append([]byte(V1SignaturePrefix), ab...))
-	writeJSON(w, http.StatusOK, V1Response{Answer: ab, Signature: base64.StdEncoding.EncodeToString(sig)})
+	sig := ed25519.Sign(n.cfg.Identity.V1, notarywire.SignedMessage(ab))
+	writeJSON(w, http.StatusOK, notarywire.Response{Answer: ab, Signature: base64.StdEncoding.EncodeToString(sig)})
 	return http.StatusOK
 }
 
-func (req *V1Request) parse() (probe.Target, *[32]byte, error) {
+// parseV1Request checks a v1 request and returns the target and the
+// fingerprint asked about, if any.
+func parseV1Request(req *notarywire.Request) (probe.Target, *[32]byte, error) {
 	t := probe.Target{Host: strings.ToLower(req.Host), Port: req.Port, ServerName: strings.ToLower(req.SNI)}
 	if err := ValidHost(t.Host); err != nil {
 		return t, nil, err
