@@ -52,6 +52,9 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		// The newest checkpoint changes with every commit; a cached one
+		// would make a client or auditor believe the log stands still.
+		w.Header().Set("Cache-Control", "no-store")
 		w.Write(msg)
 	})
 	mux.HandleFunc("GET /v1/log/proof/inclusion", func(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +96,9 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		if err != nil {
 			httpError(w, readStatus(err), err)
 			return
+		}
+		if es == nil {
+			es = []Entry{} // past the end: none yet, as a list
 		}
 		writeJSON(w, map[string]any{"entries": es})
 	})

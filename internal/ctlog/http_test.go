@@ -48,6 +48,8 @@ func TestReadEndpointStatuses(t *testing.T) {
 		{"consistency past log", "GET", "/v1/log/proof/consistency?first=1&second=9", nil, false, 400, "beyond the log"},
 		{"entries ok", "GET", "/v1/log/entries?start=0&end=3", nil, false, 200, `"leaf_input"`},
 		{"entries empty range", "GET", "/v1/log/entries?start=2&end=2", nil, false, 400, "empty range"},
+		{"entries past the end", "GET", "/v1/log/entries?start=3&end=9", nil, false, 200, `{"entries":[]}`},
+		{"checkpoint", "GET", "/v1/log/checkpoint", nil, false, 200, "pkie.test"},
 		{"entries huge start", "GET", "/v1/log/entries?start=9223372036854775807&end=9223372036854775807", nil, false, 400, "empty range"},
 		{"add-chain too big", "POST", "/v1/log/add-chain", bytes.NewReader(make([]byte, MaxAddChainBytes+1)), false, 413, "over"},
 		{"add-chain body cut short", "POST", "/v1/log/add-chain",
@@ -63,6 +65,9 @@ func TestReadEndpointStatuses(t *testing.T) {
 			rec := do(tt.method, tt.target, tt.body)
 			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.want) {
 				t.Errorf("%s %s: %d %s, want %d with %q", tt.method, tt.target, rec.Code, rec.Body, tt.code, tt.want)
+			}
+			if strings.HasSuffix(tt.target, "/checkpoint") && rec.Header().Get("Cache-Control") != "no-store" {
+				t.Errorf("checkpoint Cache-Control %q, want no-store", rec.Header().Get("Cache-Control"))
 			}
 		})
 	}

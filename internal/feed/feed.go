@@ -228,17 +228,20 @@ func FetchAll(ctx context.Context, src Source, start, end uint64, progress func(
 // missing as the error while none has been published.
 func TreeFileHandler(path, missing string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		fail := func(code int, msg string) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		}
 		f, err := os.Open(path)
 		if err != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			json.NewEncoder(w).Encode(map[string]string{"error": missing})
+			fail(http.StatusNotFound, missing)
 			return
 		}
 		defer f.Close()
 		fi, err := f.Stat()
 		if err != nil {
-			http.Error(w, `{"error":"cannot read the tree file"}`, http.StatusInternalServerError)
+			fail(http.StatusInternalServerError, "cannot read the tree file")
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
