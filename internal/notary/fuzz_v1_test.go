@@ -1,19 +1,12 @@
 package notary_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
-	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/notarywire"
-	"github.com/pkie/pkie/internal/store"
-	"github.com/pkie/pkie/probe"
 )
 
 // FuzzV1Request feeds arbitrary bodies to the v1 check endpoint. Its
@@ -22,23 +15,7 @@ import (
 // handler must answer, never panic, and blame a bad request on the client
 // (4xx) or an unreachable target (503), never on itself (500).
 func FuzzV1Request(f *testing.F) {
-	id, err := notary.NewIdentity("fuzz", nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	h, err := store.OpenSQLite(context.Background(), filepath.Join(f.TempDir(), "h.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer h.Close()
-	nowhere := func(context.Context, string, int) ([]netip.AddrPort, error) {
-		return nil, fmt.Errorf("no network in fuzzing")
-	}
-	n, err := notary.New(notary.Config{Identity: id, History: h, Prober: probe.New(probe.Options{Lookup: nowhere})})
-	if err != nil {
-		f.Fatal(err)
-	}
-	handler := n.Handler()
+	handler := offlineNotary(f)
 	for _, s := range []string{
 		`{"host":"example.com","port":443}`,
 		`{"host":"example.com","port":443,"sha256":"` + strings.Repeat("ab", 32) + `"}`,

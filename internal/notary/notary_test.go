@@ -503,11 +503,9 @@ func FuzzParseTargetPath(f *testing.F) {
 	})
 }
 
-// FuzzConvergenceRequest feeds arbitrary paths and form bodies to the
-// Convergence handler. Its prober can reach nothing, so every request ends
-// without network traffic; the handler must answer, never panic, and only
-// with the statuses the API defines.
-func FuzzConvergenceRequest(f *testing.F) {
+// offlineNotary is a notary on a throwaway SQLite history whose prober
+// can resolve nothing, for fuzzing its handlers without network traffic.
+func offlineNotary(f *testing.F) http.Handler {
 	id, err := notary.NewIdentity("fuzz", nil)
 	if err != nil {
 		f.Fatal(err)
@@ -516,7 +514,7 @@ func FuzzConvergenceRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	defer h.Close()
+	f.Cleanup(func() { h.Close() })
 	nowhere := func(context.Context, string, int) ([]netip.AddrPort, error) {
 		return nil, fmt.Errorf("no network in fuzzing")
 	}
@@ -524,7 +522,15 @@ func FuzzConvergenceRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	handler := n.Handler()
+	return n.Handler()
+}
+
+// FuzzConvergenceRequest feeds arbitrary paths and form bodies to the
+// Convergence handler. Its prober can reach nothing, so every request ends
+// without network traffic; the handler must answer, never panic, and only
+// with the statuses the API defines.
+func FuzzConvergenceRequest(f *testing.F) {
+	handler := offlineNotary(f)
 	f.Add("POST", "/target/example.com+443", "fingerprint=AB:CD")
 	f.Add("POST", "/target/example.com+443", "fingerprint="+strings.Repeat("AB:", 19)+"AB")
 	f.Add("GET", "/target/a+1", "")

@@ -10,6 +10,19 @@ import (
 	"github.com/pkie/pkie/internal/notary"
 )
 
+// postTo posts body to the world's notary at path and returns the status
+// and the body of the answer.
+func postTo(t *testing.T, w *world, path, ctype, body string) (int, string) {
+	t.Helper()
+	resp, err := w.client.Post("https://"+w.notary.Addr.String()+path, ctype, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // TestStorageFailureIs500 checks that when the target answers but the
 // notary cannot record what it saw, both APIs report the notary's own
 // failure (500) rather than an unreachable target (503). The history of
@@ -35,14 +48,8 @@ func TestStorageFailureIs500(t *testing.T) {
 		{"v1", "/v1/check", "application/json", `{"host":"site.test","port":443}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := w.client.Post(base+tt.path, tt.ctype, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(b), "storage failed") {
-				t.Errorf("status %d body %s; want 500 naming the storage failure", resp.StatusCode, b)
+			if code, b := postTo(t, w, tt.path, tt.ctype, tt.body); code != http.StatusInternalServerError || !strings.Contains(b, "storage failed") {
+				t.Errorf("status %d body %s; want 500 naming the storage failure", code, b)
 			}
 		})
 	}
@@ -55,7 +62,6 @@ func TestStorageFailureIs500(t *testing.T) {
 func TestIPv6LiteralTargets(t *testing.T) {
 	w := newWorld(t, notary.Config{})
 	w.path.Set("2001:db8::1", w.site.Addr)
-	base := "https://" + w.notary.Addr.String()
 	for _, tt := range []struct {
 		name, path, ctype, body string
 	}{
@@ -65,14 +71,8 @@ func TestIPv6LiteralTargets(t *testing.T) {
 		{"v1 long form", "/v1/check", "application/json", `{"host":"[2001:0db8:0:0:0:0:0:1]","port":443}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := w.client.Post(base+tt.path, tt.ctype, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("status %d body %s; want 200", resp.StatusCode, b)
+			if code, b := postTo(t, w, tt.path, tt.ctype, tt.body); code != http.StatusOK {
+				t.Errorf("status %d body %s; want 200", code, b)
 			}
 		})
 	}
