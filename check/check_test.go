@@ -532,33 +532,15 @@ func deadNotary(t *testing.T, w *world) *Bundle {
 // blackHole returns a bundle for a notary that accepts connections and
 // never says anything.
 func blackHole(t *testing.T, w *world) *Bundle {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sil, err := testbed.StartSilent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	t.Cleanup(func() { sil.Close() })
 	b := *w.bundles[0]
 	b.Name = "silent"
 	b.Hosts = append([]Host(nil), b.Hosts...)
-	b.Hosts[0].SSLPort = ln.Addr().(*net.TCPAddr).Port
+	b.Hosts[0].SSLPort = int(sil.Addr.Port())
 	return &b
 }
 

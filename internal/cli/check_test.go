@@ -97,30 +97,12 @@ func deadAddr(t *testing.T) string {
 // silentAddr returns a loopback address that accepts connections and never
 // answers.
 func silentAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sil, err := testbed.StartSilent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
+	t.Cleanup(func() { sil.Close() })
+	return sil.Addr.String()
 }
 
 func TestCheckCommand(t *testing.T) {
