@@ -98,19 +98,9 @@ func FuzzExtractRefs(f *testing.F) {
 			max = 0
 		}
 		refs := ExtractRefs(base, doc, max)
-		if max > 0 && len(refs) > max {
-			t.Fatalf("%d refs with max %d", len(refs), max)
-		}
-		seen := map[string]bool{}
+		checkRefs(t, refs, max)
 		for _, r := range refs {
 			u := r.URL
-			if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-				t.Fatalf("unfetchable ref %q", u)
-			}
-			if seen[u.String()] {
-				t.Fatalf("duplicate ref %q", u)
-			}
-			seen[u.String()] = true
 			switch r.Kind {
 			case KindImage, KindScript, KindIcon:
 				if r.CSS {
@@ -126,4 +116,24 @@ func FuzzExtractRefs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkRefs checks what every extractor promises: at most max references
+// (when max > 0), each fetchable over HTTP(S), without a fragment, once.
+func checkRefs(t *testing.T, refs []Ref, max int) {
+	t.Helper()
+	if max > 0 && len(refs) > max {
+		t.Fatalf("%d refs with max %d", len(refs), max)
+	}
+	seen := map[string]bool{}
+	for _, r := range refs {
+		u := r.URL
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+			t.Fatalf("unfetchable ref %q", u)
+		}
+		if seen[u.String()] {
+			t.Fatalf("duplicate ref %q", u)
+		}
+		seen[u.String()] = true
+	}
 }
