@@ -528,11 +528,7 @@ func TestAuditRemoteOperationalErrors(t *testing.T) {
 // split.
 func TestAuditRemoteBounds(t *testing.T) {
 	ctx := context.Background()
-	l := newTestLog(t)
-	_, chains := issue(t, 3)
-	if _, err := l.AddChains(ctx, chains); err != nil {
-		t.Fatal(err)
-	}
+	l, _ := filledLog(t, 3)
 	if _, err := l.BuildSorted(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package ctlog_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -17,13 +16,7 @@ import (
 // fails (here: its database is closed), and that add-chain tells an
 // oversized body from one that could not be read.
 func TestReadEndpointStatuses(t *testing.T) {
-	l := newTestLog(t)
-	_, chains := issue(t, 3)
-	for _, c := range chains {
-		if _, err := l.AddChain(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l, _ := filledLog(t, 3)
 	h := l.Handler(HandlerOptions{})
 	do := func(method, target string, body io.Reader) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()

@@ -40,6 +40,18 @@ func newTestLog(t *testing.T) *Log {
 	return l
 }
 
+// filledLog returns a test log holding n freshly issued chains, and the
+// chains.
+func filledLog(t *testing.T, n int) (*Log, [][][]byte) {
+	t.Helper()
+	l := newTestLog(t)
+	_, chains := issue(t, n)
+	if _, err := l.AddChains(context.Background(), chains); err != nil {
+		t.Fatal(err)
+	}
+	return l, chains
+}
+
 // issue returns n leaf chains from a fresh testbed hierarchy.
 func issue(t testing.TB, n int) (*testbed.CA, [][][]byte) {
 	t.Helper()
@@ -352,11 +364,7 @@ func TestAuditChecks(t *testing.T) {
 // key replaced by a certificate the log never saw. The audit must fail.
 func TestAuditTamperedTree(t *testing.T) {
 	ctx := context.Background()
-	l := newTestLog(t)
-	_, chains := issue(t, 6)
-	if _, err := l.AddChains(ctx, chains); err != nil {
-		t.Fatal(err)
-	}
+	l, _ := filledLog(t, 6)
 	b, err := l.BuildSorted(ctx)
 	if err != nil {
 		t.Fatal(err)
