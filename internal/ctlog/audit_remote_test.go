@@ -604,15 +604,7 @@ func (w countingWriter) Write(b []byte) (int, error) {
 func BenchmarkAuditRemote(b *testing.B) {
 	const n = 20_000
 	ctx := context.Background()
-	dir := b.TempDir()
-	if _, err := Init(dir, "bench/log"); err != nil {
-		b.Fatal(err)
-	}
-	l, err := Open(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := newTestLog(b)
 	for done := 0; done < n; done += ImportBatch {
 		_, chains := issue(b, min(ImportBatch, n-done))
 		if _, err := l.AddChains(ctx, chains); err != nil {

@@ -13,15 +13,7 @@ import (
 // BenchmarkAddChain is one add-chain: parse, one SQLite transaction with
 // the leaf, its subtree hashes and a signed checkpoint, fsync, SCT.
 func BenchmarkAddChain(b *testing.B) {
-	dir := b.TempDir()
-	if _, err := Init(dir, "bench/log"); err != nil {
-		b.Fatal(err)
-	}
-	l, err := Open(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := newTestLog(b)
 	_, chains := issue(b, 2000)
 	i := 0
 	for b.Loop() {
@@ -35,15 +27,7 @@ func BenchmarkAddChain(b *testing.B) {
 // BenchmarkImportBatch logs chains in batches of ImportBatch; reported per
 // chain.
 func BenchmarkImportBatch(b *testing.B) {
-	dir := b.TempDir()
-	if _, err := Init(dir, "bench/log"); err != nil {
-		b.Fatal(err)
-	}
-	l, err := Open(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := newTestLog(b)
 	_, chains := issue(b, ImportBatch)
 	for b.Loop() {
 		b.StopTimer()
@@ -60,15 +44,8 @@ func BenchmarkImportBatch(b *testing.B) {
 // BenchmarkInclusionProof serves an inclusion proof from the stored
 // subtree hashes of a 2,000-entry log and verifies it.
 func BenchmarkInclusionProof(b *testing.B) {
-	dir := b.TempDir()
-	Init(dir, "bench/log")
-	l, _ := Open(dir, Options{})
-	defer l.Close()
-	_, chains := issue(b, 2000)
+	l, _ := filledLog(b, 2000)
 	ctx := context.Background()
-	if _, err := l.AddChains(ctx, chains); err != nil {
-		b.Fatal(err)
-	}
 	es, _ := l.Entries(ctx, 777, 778)
 	lh := LeafHash(es[0].LeafInput)
 	root, _ := l.RootAt(ctx, 2000)

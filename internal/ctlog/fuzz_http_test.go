@@ -14,21 +14,7 @@ import (
 // (never a panic, and never 500, which would blame the log for the
 // client's request).
 func FuzzReadRequest(f *testing.F) {
-	dir := f.TempDir()
-	if _, err := Init(dir, "pkie.test/log"); err != nil {
-		f.Fatal(err)
-	}
-	l, err := Open(dir, Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer l.Close()
-	_, chains := issue(f, 3)
-	for _, c := range chains {
-		if _, err := l.AddChain(context.Background(), c); err != nil {
-			f.Fatal(err)
-		}
-	}
+	l, _ := filledLog(f, 3)
 	if _, err := l.BuildSorted(context.Background()); err != nil {
 		f.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 )
 
 // newTestLog creates a log in a temporary directory.
-func newTestLog(t *testing.T) *Log {
+func newTestLog(t testing.TB) *Log {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := Init(dir, "pkie.test/log"); err != nil {
@@ -42,7 +42,7 @@ func newTestLog(t *testing.T) *Log {
 
 // filledLog returns a test log holding n freshly issued chains, and the
 // chains.
-func filledLog(t *testing.T, n int) (*Log, [][][]byte) {
+func filledLog(t testing.TB, n int) (*Log, [][][]byte) {
 	t.Helper()
 	l := newTestLog(t)
 	_, chains := issue(t, n)
