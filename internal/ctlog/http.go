@@ -45,18 +45,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/log/add-chain", l.handleAddChain)
-	mux.HandleFunc("GET /v1/log/checkpoint", func(w http.ResponseWriter, r *http.Request) {
-		msg, err := l.Checkpoint(r.Context())
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		// The newest checkpoint changes with every commit; a cached one
-		// would make a client or auditor believe the log stands still.
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(msg)
-	})
+	mux.HandleFunc("GET /v1/log/checkpoint", feed.CheckpointHandler(l.Checkpoint))
 	mux.HandleFunc("GET /v1/log/proof/inclusion", func(w http.ResponseWriter, r *http.Request) {
 		idx, err1 := queryUint(r, "index")
 		size, err2 := queryUint(r, "size")

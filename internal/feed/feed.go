@@ -58,20 +58,7 @@ var ErrNoCheckpoint = errors.New("feed: no checkpoint published yet")
 // http.StripPrefix): "/checkpoint" and "/keys".
 func Handler(src Source) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, r *http.Request) {
-		cp, err := src.LatestCheckpoint(r.Context())
-		if errors.Is(err, ErrNoCheckpoint) {
-			httpError(w, http.StatusNotFound, err.Error())
-			return
-		}
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, "reading checkpoint failed")
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(cp)
-	})
+	mux.HandleFunc("GET /checkpoint", CheckpointHandler(src.LatestCheckpoint))
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
 		start, count, err := parseKeysQuery(r.URL.Query())
 		if err != nil {
@@ -92,6 +79,27 @@ func Handler(src Source) http.Handler {
 		w.Write(buf)
 	})
 	return mux
+}
+
+// CheckpointHandler serves the signed note latest returns: 404 while
+// there is none (ErrNoCheckpoint), 500 when it cannot be read. It is sent
+// no-store, since the newest checkpoint changes with every publication and
+// a cached one would make a client or auditor believe nothing moved.
+func CheckpointHandler(latest func(context.Context) ([]byte, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cp, err := latest(r.Context())
+		if errors.Is(err, ErrNoCheckpoint) {
+			httpError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, "reading the checkpoint failed")
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(cp)
+	}
 }
 
 func httpError(w http.ResponseWriter, code int, msg string) {

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -96,4 +97,29 @@ func FuzzDecodeKeys(f *testing.F) {
 			t.Fatalf("%d bytes, max %d: %d keys", len(b), max, len(ks))
 		}
 	})
+}
+
+func TestCheckpointHandler(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cp   []byte
+		err  error
+		code int
+	}{
+		{"published", []byte("note\n"), nil, http.StatusOK},
+		{"none yet", nil, ErrNoCheckpoint, http.StatusNotFound},
+		{"storage failing", nil, errors.New("disk gone"), http.StatusInternalServerError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := CheckpointHandler(func(context.Context) ([]byte, error) { return tt.cp, tt.err })
+			rec := httptest.NewRecorder()
+			h(rec, httptest.NewRequest(http.MethodGet, "/checkpoint", nil))
+			if rec.Code != tt.code || rec.Header().Get("Cache-Control") != "no-store" && tt.code == http.StatusOK {
+				t.Fatalf("%d %q (Cache-Control %q), want %d", rec.Code, rec.Body, rec.Header().Get("Cache-Control"), tt.code)
+			}
+			if tt.code == http.StatusOK && rec.Body.String() != string(tt.cp) {
+				t.Fatalf("body %q, want %q", rec.Body, tt.cp)
+			}
+		})
+	}
 }

@@ -21,17 +21,7 @@ import (
 // ("pkie revocation add-crl"), where the operator controls access.
 func (a *Authority) Handler() http.Handler {
 	mux := http.NewServeMux()
-	cp := func(w http.ResponseWriter, r *http.Request) {
-		msg, err := a.Checkpoint(r.Context())
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(msg)
-	}
-	mux.HandleFunc("GET /v1/revocation/checkpoint", cp)
+	mux.HandleFunc("GET /v1/revocation/checkpoint", feed.CheckpointHandler(a.Checkpoint))
 	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(a.Feed())))
 	mux.HandleFunc("GET /v1/sorted/tree", feed.TreeFileHandler(filepath.Join(a.dir, TreeFile), "no tree published yet"))
 	sem := make(chan struct{}, 64)
