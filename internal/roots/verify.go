@@ -108,15 +108,23 @@ func newVerifier(s *Store) *verifier {
 // chainKey identifies a chain by two 64-bit hashes of its base64 text
 // (randomly seeded per process, so no input can be built to collide),
 // which costs neither decoding nor a cryptographic hash per record.
-func (v *verifier) chainKey(chain [][]byte) [2]uint64 {
+func (v *verifier) chainKey(chain [][]byte) [2]uint64 { return v.key(chain, nil) }
+
+// key hashes the certificates' text and, if issuer is not nil, a separator
+// and the issuer name after them (group keys).
+func (v *verifier) key(certs [][]byte, issuer []byte) [2]uint64 {
 	var h1, h2 maphash.Hash
 	h1.SetSeed(v.seed1)
 	h2.SetSeed(v.seed2)
-	for _, c := range chain {
-		h1.Write(c)
-		h1.WriteByte(',')
-		h2.Write(c)
-		h2.WriteByte(',')
+	for _, h := range []*maphash.Hash{&h1, &h2} {
+		for _, c := range certs {
+			h.Write(c)
+			h.WriteByte(',')
+		}
+		if issuer != nil {
+			h.WriteByte('|')
+			h.Write(issuer)
+		}
 	}
 	return [2]uint64{h1.Sum64(), h2.Sum64()}
 }
@@ -253,20 +261,7 @@ type groupSpan struct {
 }
 
 func (v *verifier) group(inter [][]byte, leaf *x509.Certificate) *groupEntry {
-	var h1, h2 maphash.Hash
-	h1.SetSeed(v.seed1)
-	h2.SetSeed(v.seed2)
-	for _, c := range inter {
-		h1.Write(c)
-		h1.WriteByte(',')
-		h2.Write(c)
-		h2.WriteByte(',')
-	}
-	h1.WriteByte('|')
-	h2.WriteByte('|')
-	h1.Write(leaf.RawIssuer)
-	h2.Write(leaf.RawIssuer)
-	k := [2]uint64{h1.Sum64(), h2.Sum64()}
+	k := v.key(inter, leaf.RawIssuer)
 	sh := &v.groups[k[0]&63]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
