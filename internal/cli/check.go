@@ -53,12 +53,9 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("want exactly one HOST[:PORT], got %d arguments", len(pos))
-	}
-	host, port, err := splitHostPort(pos[0], 443)
+	host, port, err := oneTarget(pos)
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
 
 	cfg := check.Config{

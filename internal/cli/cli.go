@@ -207,3 +207,16 @@ func parsePort(p string) (int, error) {
 	}
 	return n, nil
 }
+
+// oneTarget reads the single HOST[:PORT] argument of check and probe
+// (port 443 by default), or returns a usage error.
+func oneTarget(pos []string) (string, int, error) {
+	if len(pos) != 1 {
+		return "", 0, usageError("want exactly one HOST[:PORT], got %d arguments", len(pos))
+	}
+	host, port, err := splitHostPort(pos[0], 443)
+	if err != nil {
+		return "", 0, usageError("%v", err)
+	}
+	return host, port, nil
+}

@@ -24,12 +24,9 @@ func runProbe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("want exactly one HOST[:PORT], got %d arguments", len(pos))
-	}
-	host, port, err := splitHostPort(pos[0], 443)
+	host, port, err := oneTarget(pos)
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
 	t := probe.Target{Host: host, Port: port, ServerName: *sni}
 	if *ip != "" {
