@@ -273,16 +273,27 @@ func (p *Prober) resolve(ctx context.Context, t Target) ([]netip.AddrPort, error
 		}
 		return addrs, nil
 	}
-	if ip, err := netip.ParseAddr(t.Host); err == nil {
-		return []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(t.Port))}, nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", t.Host)
+	addrs, err := LookupDNS(ctx, t.Host, t.Port)
 	if err != nil {
 		return nil, classify(ctx, fmt.Errorf("%w %s: %w", ErrResolve, t.Host, err))
 	}
+	return addrs, nil
+}
+
+// LookupDNS is the Lookup a Prober uses when none is given: an IP literal
+// is itself, anything else is resolved by the system's resolver. Lookup
+// functions that map a few names (tests, offline runs) fall back to it.
+func LookupDNS(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(port))}, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]netip.AddrPort, len(ips))
 	for i, ip := range ips {
-		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(t.Port))
+		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(port))
 	}
 	return out, nil
 }

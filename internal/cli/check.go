@@ -268,18 +268,7 @@ func (r resolveFlag) lookup(ctx context.Context, host string, port int) ([]netip
 	if a, ok := r[strings.ToLower(host)]; ok {
 		return []netip.AddrPort{a}, nil
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return []netip.AddrPort{netip.AddrPortFrom(ip, uint16(port))}, nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]netip.AddrPort, len(ips))
-	for i, ip := range ips {
-		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(port))
-	}
-	return out, nil
+	return probe.LookupDNS(ctx, host, port)
 }
 
 // dial sends notary connections for mapped host names to their address.

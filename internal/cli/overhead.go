@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/overhead"
+	"github.com/pkie/pkie/probe"
 )
 
 func runOverhead(ctx context.Context, env *Env, args []string) error {
@@ -234,13 +235,5 @@ func (r *resolveMap) lookup(ctx context.Context, host string, port int) ([]netip
 	if a, ok := r.byHost[host]; ok {
 		return withPort(a), nil
 	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]netip.AddrPort, len(ips))
-	for i, ip := range ips {
-		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(port))
-	}
-	return out, nil
+	return probe.LookupDNS(ctx, host, port)
 }
