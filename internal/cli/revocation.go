@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -109,11 +110,7 @@ func revAddCRL(ctx context.Context, env *Env, args []string) error {
 	if *issuerPath == "" || len(files) == 0 {
 		return usageError("want --issuer CERT and at least one CRL file")
 	}
-	ib, err := readLimited(*issuerPath, 64<<10)
-	if err != nil {
-		return err
-	}
-	issuer, err := revocation.ParseCertificatePEM(ib)
+	issuer, err := readIssuer(*issuerPath)
 	if err != nil {
 		return err
 	}
@@ -158,11 +155,7 @@ func revAddSerials(ctx context.Context, env *Env, args []string) error {
 	}
 	var kid []byte
 	if *issuerPath != "" {
-		ib, err := readLimited(*issuerPath, 64<<10)
-		if err != nil {
-			return err
-		}
-		issuer, err := revocation.ParseCertificatePEM(ib)
+		issuer, err := readIssuer(*issuerPath)
 		if err != nil {
 			return err
 		}
@@ -213,4 +206,13 @@ func revPublish(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "published %d revoked keys, root %x\n%s", p.Size, p.Root, p.Checkpoint)
 	return nil
+}
+
+// readIssuer reads the --issuer certificate (PEM or DER, at most 64 KiB).
+func readIssuer(path string) (*x509.Certificate, error) {
+	b, err := readLimited(path, 64<<10)
+	if err != nil {
+		return nil, err
+	}
+	return revocation.ParseCertificatePEM(b)
 }
