@@ -12,16 +12,19 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-const sqliteSchema = `
-CREATE TABLE IF NOT EXISTS observations (
+// sqliteTable is the history table's definition; %s is its name, so that
+// the migration can build the new table beside the old one.
+const sqliteTable = `
+CREATE TABLE IF NOT EXISTS %s (
 	host   TEXT    NOT NULL,
 	port   INTEGER NOT NULL,
 	sni    TEXT    NOT NULL,
+	ip     TEXT    NOT NULL DEFAULT '', -- pinned address; '' for the name's own observations
 	sha256 BLOB    NOT NULL,
 	sha1   BLOB    NOT NULL,
 	first  INTEGER NOT NULL, -- unix nanoseconds
 	last   INTEGER NOT NULL,
-	PRIMARY KEY (host, port, sni, sha256)
+	PRIMARY KEY (host, port, sni, ip, sha256)
 ) WITHOUT ROWID;
 `
 
@@ -30,14 +33,18 @@ type sqliteStore struct {
 	w       *sql.DB // the one writer
 	lookup  *sql.Stmt
 	observe *sql.Stmt
+	prune   *sql.Stmt
 }
 
 // Statements are prepared once: parsing SQL costs more than running these.
 const (
-	sqliteLookup  = `SELECT sha256, sha1, first, last FROM observations WHERE host = ? AND port = ? AND sni = ? ORDER BY last, first`
-	sqliteObserve = `INSERT INTO observations (host, port, sni, sha256, sha1, first, last) VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (host, port, sni, sha256) DO UPDATE SET
+	sqliteLookup  = `SELECT sha256, sha1, first, last FROM observations WHERE host = ? AND port = ? AND sni = ? AND ip = ? ORDER BY last, first`
+	sqliteObserve = `INSERT INTO observations (host, port, sni, ip, sha256, sha1, first, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (host, port, sni, ip, sha256) DO UPDATE SET
 			first = min(first, excluded.first), last = max(last, excluded.last)`
+	sqlitePrune = `DELETE FROM observations WHERE host = ?1 AND port = ?2 AND sni = ?3 AND ip = ?4 AND sha256 NOT IN (
+		SELECT sha256 FROM observations WHERE host = ?1 AND port = ?2 AND sni = ?3 AND ip = ?4
+		ORDER BY last DESC, first DESC LIMIT ?5)`
 )
 
 // OpenSQLite opens (creating if needed) a history in the SQLite file at path.
@@ -70,7 +77,7 @@ func OpenSQLite(ctx context.Context, path string) (History, error) {
 	readers := 4 * runtime.GOMAXPROCS(0)
 	db.SetMaxOpenConns(readers)
 	db.SetMaxIdleConns(readers)
-	if _, err := w.ExecContext(ctx, sqliteSchema); err != nil {
+	if err := migrateSQLite(ctx, w); err != nil {
 		db.Close()
 		w.Close()
 		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
@@ -84,6 +91,9 @@ func OpenSQLite(ctx context.Context, path string) (History, error) {
 	if st.lookup, err = db.PrepareContext(ctx, sqliteLookup); err == nil {
 		st.observe, err = w.PrepareContext(ctx, sqliteObserve)
 	}
+	if err == nil {
+		st.prune, err = w.PrepareContext(ctx, sqlitePrune)
+	}
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("store: preparing statements: %w", err)
@@ -92,7 +102,7 @@ func OpenSQLite(ctx context.Context, path string) (History, error) {
 }
 
 func (s *sqliteStore) Lookup(ctx context.Context, k Key) ([]Record, error) {
-	rows, err := s.lookup.QueryContext(ctx, k.Host, k.Port, k.SNI)
+	rows, err := s.lookup.QueryContext(ctx, k.Host, k.Port, k.SNI, k.ipColumn())
 	if err != nil {
 		return nil, fmt.Errorf("store: lookup %s:%d: %w", k.Host, k.Port, err)
 	}
@@ -100,17 +110,77 @@ func (s *sqliteStore) Lookup(ctx context.Context, k Key) ([]Record, error) {
 	return scanRecords(rows, k)
 }
 
-func (s *sqliteStore) Observe(ctx context.Context, k Key, sha256 [32]byte, sha1 [20]byte, t time.Time) error {
+func (s *sqliteStore) Observe(ctx context.Context, k Key, sha256 [32]byte, sha1 [20]byte, t time.Time, keep int) error {
 	ns := t.UnixNano()
-	_, err := s.observe.ExecContext(ctx, k.Host, k.Port, k.SNI, sha256[:], sha1[:], ns, ns)
+	ip := k.ipColumn()
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
+		return fmt.Errorf("store: recording %s:%d: %w", k.Host, k.Port, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.StmtContext(ctx, s.observe).ExecContext(ctx, k.Host, k.Port, k.SNI, ip, sha256[:], sha1[:], ns, ns); err != nil {
+		return fmt.Errorf("store: recording %s:%d: %w", k.Host, k.Port, err)
+	}
+	if keep > 0 {
+		if _, err := tx.StmtContext(ctx, s.prune).ExecContext(ctx, k.Host, k.Port, k.SNI, ip, keep); err != nil {
+			return fmt.Errorf("store: pruning %s:%d: %w", k.Host, k.Port, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: recording %s:%d: %w", k.Host, k.Port, err)
 	}
 	return nil
 }
 
+func (s *sqliteStore) Empty(ctx context.Context) (bool, error) {
+	var found bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM observations)`).Scan(&found); err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	return !found, nil
+}
+
+// migrateSQLite creates the history table, or brings one written by an
+// earlier version up to date: histories from before pinned addresses were
+// keyed apart gain the ip column, every existing row becoming a name
+// observation (ip ''). The column is part of the primary key, which SQLite
+// cannot alter in place, so the table is copied in one transaction.
+func migrateSQLite(ctx context.Context, w *sql.DB) error {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var tables, ipCols int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'observations'`).Scan(&tables); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('observations') WHERE name = 'ip'`).Scan(&ipCols); err != nil {
+		return err
+	}
+	switch {
+	case tables == 0:
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(sqliteTable, "observations")); err != nil {
+			return err
+		}
+	case ipCols == 0:
+		for _, q := range []string{
+			fmt.Sprintf(sqliteTable, "observations_v2"),
+			`INSERT INTO observations_v2 (host, port, sni, ip, sha256, sha1, first, last)
+				SELECT host, port, sni, '', sha256, sha1, first, last FROM observations`,
+			`DROP TABLE observations`,
+			`ALTER TABLE observations_v2 RENAME TO observations`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migrating to per-address history: %w", err)
+			}
+		}
+	}
+	return tx.Commit()
+}
+
 func (s *sqliteStore) Close() error {
-	for _, st := range []*sql.Stmt{s.lookup, s.observe} {
+	for _, st := range []*sql.Stmt{s.lookup, s.observe, s.prune} {
 		if st != nil {
 			st.Close()
 		}
