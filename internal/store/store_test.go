@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
+	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"net/netip"
-	"crypto/sha1"
-	"crypto/sha256"
 	"path/filepath"
 	"sync"
 	"testing"
