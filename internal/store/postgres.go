@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS pkie_observations (
 )`
 
 // postgresMigrate brings a table created before pinned addresses were keyed
-// apart up to date: the ip column is added with ” (a name observation) for
+// apart up to date: the ip column is added as the empty string (a name observation) for
 // every existing row, and joins the primary key. Each step is a no-op on a
 // table already migrated.
 const postgresMigrate = `

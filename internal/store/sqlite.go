@@ -143,7 +143,7 @@ func (s *sqliteStore) Empty(ctx context.Context) (bool, error) {
 // migrateSQLite creates the history table, or brings one written by an
 // earlier version up to date: histories from before pinned addresses were
 // keyed apart gain the ip column, every existing row becoming a name
-// observation (ip ”). The column is part of the primary key, which SQLite
+// observation (ip empty). The column is part of the primary key, which SQLite
 // cannot alter in place, so the table is copied in one transaction.
 func migrateSQLite(ctx context.Context, w *sql.DB) error {
 	tx, err := w.BeginTx(ctx, nil)
