@@ -87,6 +87,9 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	timeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "probe connect + handshake timeout")
 	maxProbes := fs.Int("max-probes", 64, "outbound probes in flight at most")
 	maxQueue := fs.Int("max-queue", 256, "probes waiting at most; beyond it requests get 503 at once")
+	perClient := fs.Int("max-probes-per-client", 0, "probes in flight per client address (IPv6: per /64), with the same share of the queue (default max-probes/8)")
+	perTarget := fs.Int("max-probes-per-target", 0, "probes in flight per target host or pinned address, with the same share of the queue (default max-probes/8)")
+	maxHistory := fs.Int("max-history", 64, "certificates kept per target in the history, the most recently seen (negative: all)")
 	bounceListen := fs.String("bounce-listen", "", "also serve a plain-HTTP CONNECT bouncer on this address")
 	var bounceAllow stringList
 	fs.Var(&bounceAllow, "bounce-allow", "host:port of a notary the bouncer may CONNECT to (repeatable)")
@@ -107,10 +110,17 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	defer h.Close()
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	n, err := notary.New(notary.Config{
-		Identity: id, History: h, MaxAge: *maxAge, MaxProbes: *maxProbes, MaxQueue: *maxQueue, Logger: logger,
+		Identity: id, History: h, MaxAge: *maxAge, MaxProbes: *maxProbes, MaxQueue: *maxQueue,
+		MaxProbesPerClient: *perClient, MaxProbesPerTarget: *perTarget, MaxHistory: *maxHistory,
+		HistoryMarker: filepath.Join(*data, notary.FileHistorySeen), Logger: logger,
 		Prober: probe.New(probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate, Vantage: id.Name}),
 	})
 	if err != nil {
+		return err
+	}
+	// A lost database is logged at error level and exported as a metric;
+	// the notary serves on, since an empty history is a valid one.
+	if _, err := n.CheckHistory(ctx); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *listen)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -34,6 +35,10 @@ type V1Question struct {
 	Port   int       //
 	SNI    string    // "" when the SNI is the host (or none is sent)
 	SHA256 *[32]byte // the leaf's SHA-256; nil asks what the notary sees
+	// IP is the address the request pinned, or the zero Addr. An answer
+	// about a pinned address is about that address only, and an answer
+	// about the name never comes from a pinned one.
+	IP netip.Addr
 }
 
 // V1Answer is a notary's v1 answer, once VerifyV1 has checked it.
@@ -43,9 +48,9 @@ type V1Answer = notarywire.Answer
 // over notarywire.SignaturePrefix and the exact bytes of "answer" against pub, the
 // key pinned in the notary's bundle, before reading anything else in it.
 // Then it parses the answer strictly and checks that it is about q (host,
-// port, sni, and the fingerprint asked about) and fresh: signed_at and
-// observed_at no older than maxAge before now and no more than
-// MaxClockSkew after it.
+// port, sni, the pinned address if any, and the fingerprint asked about)
+// and fresh: signed_at and observed_at no older than maxAge before now and
+// no more than MaxClockSkew after it.
 func VerifyV1(body []byte, pub ed25519.PublicKey, q V1Question, now time.Time, maxAge time.Duration) (*V1Answer, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, errors.New("no v1 key to verify with")
@@ -95,6 +100,9 @@ func checkV1(a *V1Answer, q V1Question, now time.Time, maxAge time.Duration) err
 	if !strings.EqualFold(a.SNI, q.SNI) {
 		return fmt.Errorf("answer is about SNI %q, not %q", truncate(a.SNI, 80), q.SNI)
 	}
+	if err := checkV1Address(a, q); err != nil {
+		return err
+	}
 	if len(a.History) > maxEntries {
 		return fmt.Errorf("answer lists %d certificates; at most %d accepted", len(a.History), maxEntries)
 	}
@@ -142,6 +150,40 @@ func checkV1(a *V1Answer, q V1Question, now time.Time, maxAge time.Duration) err
 	mine := hex.EncodeToString(q.SHA256[:])
 	if *a.Match != (a.Current == mine) {
 		return fmt.Errorf("answer says match=%v but its current certificate is %s", *a.Match, a.Current)
+	}
+	return nil
+}
+
+// checkV1Address checks that an answer is about the address q pinned, if
+// any: its ip echoes q.IP and the address it connected to is q.IP at
+// q.Port. An answer to an unpinned question must not carry an ip, since
+// what was seen at an address someone chose is not evidence about the
+// name.
+func checkV1Address(a *V1Answer, q V1Question) error {
+	if a.Addr != "" {
+		ap, err := netip.ParseAddrPort(a.Addr)
+		if err != nil {
+			return fmt.Errorf("answer addr %q is not an address and port", truncate(a.Addr, 80))
+		}
+		if q.IP.IsValid() && (ap.Addr().Unmap() != q.IP.Unmap() || int(ap.Port()) != q.Port) {
+			return fmt.Errorf("answer was probed at %s, not at the pinned %s", ap, netip.AddrPortFrom(q.IP.Unmap(), uint16(q.Port)))
+		}
+	}
+	if !q.IP.IsValid() {
+		if a.IP != "" {
+			return fmt.Errorf("answer is about the pinned address %s, not about the name", truncate(a.IP, 80))
+		}
+		return nil
+	}
+	ip, err := netip.ParseAddr(a.IP)
+	if err != nil {
+		return fmt.Errorf("answer to a question pinning %s names no pinned address (ip %q)", q.IP, truncate(a.IP, 80))
+	}
+	if ip.Unmap() != q.IP.Unmap() {
+		return fmt.Errorf("answer is about the address %s, not the pinned %s", ip, q.IP)
+	}
+	if a.Probed && a.Addr == "" {
+		return fmt.Errorf("answer probed the pinned %s but does not say at which address", q.IP)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -287,6 +288,9 @@ func FuzzVerifyV1(f *testing.F) {
 	noMatch := good
 	noMatch.Match = nil
 	f.Add(signedV1(f, noMatch))
+	pinnedAns := good
+	pinnedAns.IP, pinnedAns.Addr, pinnedAns.Probed = "192.0.2.7", "192.0.2.7:443", true
+	f.Add(signedV1(f, pinnedAns))
 	f.Add([]byte(`{"answer":{},"signature":""}`))
 	f.Add([]byte(`{"answer":"x","signature":"AAAA"}`))
 	f.Add([]byte(`{}`))
@@ -294,7 +298,8 @@ func FuzzVerifyV1(f *testing.F) {
 	hex.Decode(want[:], []byte(cur))
 	pub := fuzzV1Key.Public().(ed25519.PublicKey)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, q := range []V1Question{{Host: "site.test", Port: 443, SHA256: &want}, {Host: "site.test", Port: 443}} {
+		pinned := netip.MustParseAddr("192.0.2.7")
+		for _, q := range []V1Question{{Host: "site.test", Port: 443, SHA256: &want}, {Host: "site.test", Port: 443}, {Host: "site.test", Port: 443, IP: pinned}} {
 			a, err := VerifyV1(body, pub, q, now, time.Hour)
 			if err != nil {
 				if a != nil {
@@ -314,6 +319,9 @@ func FuzzVerifyV1(f *testing.F) {
 			if !strings.EqualFold(a.Host, q.Host) || a.Port != q.Port || a.SNI != "" {
 				t.Fatalf("accepted an answer about %s:%d sni %q", a.Host, a.Port, a.SNI)
 			}
+			if ip, err := netip.ParseAddr(a.IP); q.IP.IsValid() && (err != nil || ip != q.IP) || !q.IP.IsValid() && a.IP != "" {
+				t.Fatalf("accepted an answer about address %q to a question pinning %v", a.IP, q.IP)
+			}
 			if now.Sub(a.ObservedAt) > time.Hour || a.ObservedAt.Sub(now) > MaxClockSkew {
 				t.Fatalf("accepted observed_at %s", a.ObservedAt)
 			}
@@ -325,4 +333,47 @@ func FuzzVerifyV1(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestVerifyV1PinnedAddress checks that an answer to a question pinning an
+// address is accepted only when it is about that address, and that an
+// answer about a pinned address is never taken for one about the name.
+func TestVerifyV1PinnedAddress(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	cur := strings.Repeat("ab", 32)
+	base := notarywire.Answer{Notary: "n", Host: "site.test", Port: 443, SignedAt: now, ObservedAt: now.Add(-time.Minute),
+		Current: cur, History: []notarywire.Record{{SHA256: cur, SHA1: strings.Repeat("cd", 20), FirstSeen: now.Add(-time.Hour), LastSeen: now}}}
+	pub := fuzzV1Key.Public().(ed25519.PublicKey)
+	pin := netip.MustParseAddr("192.0.2.7")
+	for _, tc := range []struct {
+		name     string
+		q        netip.Addr
+		ip, addr string
+		probed   bool
+		err      string // "" accepts
+	}{
+		{"name, from history", netip.Addr{}, "", "", false, ""},
+		{"name, probed", netip.Addr{}, "", "198.51.100.1:443", true, ""},
+		{"name answered about a pinned address", netip.Addr{}, "203.0.113.66", "203.0.113.66:443", true, "not about the name"},
+		{"pinned", pin, "192.0.2.7", "192.0.2.7:443", true, ""},
+		{"pinned, IPv4-mapped echo", pin, "::ffff:192.0.2.7", "[::ffff:192.0.2.7]:443", true, ""},
+		{"pinned answered about the name", pin, "", "192.0.2.7:443", true, "names no pinned address"},
+		{"pinned answered about another address", pin, "203.0.113.66", "", false, "not the pinned"},
+		{"pinned, probed elsewhere", pin, "192.0.2.7", "203.0.113.66:443", true, "not at the pinned"},
+		{"pinned, probed at another port", pin, "192.0.2.7", "192.0.2.7:8443", true, "not at the pinned"},
+		{"pinned, probed but no addr", pin, "192.0.2.7", "", true, "does not say"},
+		{"garbage addr", netip.Addr{}, "", "nowhere", true, "not an address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := base
+			a.IP, a.Addr, a.Probed = tc.ip, tc.addr, tc.probed
+			_, err := VerifyV1(signedV1(t, a), pub, V1Question{Host: "site.test", Port: 443, IP: tc.q}, now, time.Hour)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("err = %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
 }

@@ -154,14 +154,10 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 		return n.writeSigned(w, http.StatusOK, k, recs)
 	}
 	n.metrics.cacheMisses.Inc()
-	obs, err := n.observe(ctx, k, probe.Target{Host: k.Host, Port: port})
+	t := probe.Target{Host: k.Host, Port: port}
+	obs, err := n.observe(ctx, clientKey(r), k, t)
 	if err != nil {
-		code := probeStatus(err)
-		if errors.Is(err, errOverloaded) {
-			w.Header().Set("Retry-After", "1")
-		}
-		httpError(w, code, "cannot verify "+net.JoinHostPort(k.Host, strconv.Itoa(port))+": "+err.Error())
-		return code
+		return n.probeFailed(w, r, "convergence", t, err)
 	}
 	if recs, err = n.lookup(ctx, k); err != nil {
 		httpError(w, http.StatusInternalServerError, "history unavailable")

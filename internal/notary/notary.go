@@ -49,6 +49,27 @@ type Config struct {
 	// MaxQueue bounds probes waiting for a slot; beyond it requests get 503
 	// at once. 0 means 4 × MaxProbes.
 	MaxQueue int
+	// MaxProbesPerClient bounds the probes one client address (IPv6: one
+	// /64) has in flight, and its share of MaxQueue in the same proportion
+	// (MaxQueue × MaxProbesPerClient / MaxProbes places, at least one), so
+	// that one client cannot take every probe slot or queue place. The
+	// address is the connection's: requests relayed through a proxy or the
+	// bouncer share the relay's. 0 means MaxProbes / 8, at least 1.
+	MaxProbesPerClient int
+	// MaxProbesPerTarget bounds, in the same way, the probes of one target:
+	// one host name (whatever its SNI), or one pinned address. 0 means
+	// MaxProbes / 8, at least 1.
+	MaxProbesPerTarget int
+	// MaxHistory bounds the records kept per target: each write keeps the
+	// MaxHistory seen most recently and deletes the rest, so a server that
+	// shows a new certificate on every connection cannot grow its history,
+	// and the answers listing it, without bound. 0 means 64; negative keeps
+	// everything.
+	MaxHistory int
+	// HistoryMarker is a file the notary creates once its history has held
+	// an observation. CheckHistory reads it to tell a new notary's empty
+	// history from a lost one. Empty means none.
+	HistoryMarker string
 	// MaxRequests bounds requests being handled at once; 0 means 4096.
 	MaxRequests int
 	// RequestTimeout bounds the handling of one request, history reads
@@ -74,8 +95,8 @@ type Notary struct {
 	now     func() time.Time
 	log     *slog.Logger
 	flight  singleflight.Group
-	sem     chan struct{}
-	queued  atomic.Int64
+	queue   *probeQueue
+	marked  atomic.Bool // HistoryMarker exists
 	reqs    chan struct{}
 	metrics *metrics
 	signed  signedCache
@@ -96,6 +117,15 @@ func New(cfg Config) (*Notary, error) {
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = 4 * cfg.MaxProbes
 	}
+	if cfg.MaxProbesPerClient <= 0 {
+		cfg.MaxProbesPerClient = max(1, cfg.MaxProbes/8)
+	}
+	if cfg.MaxProbesPerTarget <= 0 {
+		cfg.MaxProbesPerTarget = max(1, cfg.MaxProbes/8)
+	}
+	if cfg.MaxHistory == 0 {
+		cfg.MaxHistory = 64
+	}
 	if cfg.MaxRequests <= 0 {
 		cfg.MaxRequests = 4096
 	}
@@ -109,7 +139,7 @@ func New(cfg Config) (*Notary, error) {
 		cfg:     cfg,
 		now:     cfg.Now,
 		log:     cfg.Logger,
-		sem:     make(chan struct{}, cfg.MaxProbes),
+		queue:   newProbeQueue(cfg.MaxProbes, cfg.MaxQueue, cfg.MaxProbesPerClient, cfg.MaxProbesPerTarget),
 		reqs:    make(chan struct{}, cfg.MaxRequests),
 		metrics: newMetrics(),
 	}
@@ -198,26 +228,18 @@ func (n *Notary) ServeTLS(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// errOverloaded means the probe queue is full.
-var errOverloaded = errors.New("notary overloaded: probe queue full")
-
-// observe probes t (coalescing identical concurrent probes), records what it
-// saw and returns it. The record is committed before observe returns, so
-// every answer given is durable.
-func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*probe.Observation, error) {
+// observe probes t for the client at address client (coalescing
+// identical concurrent probes), records what it saw under k and returns it.
+// The record is committed before observe returns, so every answer given is
+// durable.
+func (n *Notary) observe(ctx context.Context, client string, k store.Key, t probe.Target) (*probe.Observation, error) {
 	key := k.Host + "\x00" + strconv.Itoa(k.Port) + "\x00" + k.SNI + "\x00" + t.IP.String()
 	ch := n.flight.DoChan(key, func() (any, error) {
-		select {
-		case n.sem <- struct{}{}:
-		default:
-			if n.queued.Add(1) > int64(n.cfg.MaxQueue) {
-				n.queued.Add(-1)
-				return nil, errOverloaded
-			}
-			n.sem <- struct{}{}
-			n.queued.Add(-1)
+		release, err := n.queue.acquire(client, targetKey(t))
+		if err != nil {
+			return nil, err
 		}
-		defer func() { <-n.sem }()
+		defer release()
 		n.metrics.inflight.Inc()
 		defer n.metrics.inflight.Dec()
 		// The probe is shared by every request coalesced onto it, so one
@@ -232,10 +254,11 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 		}
 		wctx, cancel := context.WithTimeout(pctx, n.cfg.RequestTimeout)
 		defer cancel()
-		if err := n.cfg.History.Observe(wctx, k, obs.SHA256, obs.SHA1, obs.Time); err != nil {
+		if err := n.cfg.History.Observe(wctx, k, obs.SHA256, obs.SHA1, obs.Time, n.cfg.MaxHistory); err != nil {
 			return nil, &storageError{fmt.Errorf("notary storage failed recording the observation: %w", err)}
 		}
 		n.recent.forget(k)
+		n.markHistory()
 		return obs, nil
 	})
 	select {
@@ -246,7 +269,7 @@ func (n *Notary) observe(ctx context.Context, k store.Key, t probe.Target) (*pro
 		return r.Val.(*probe.Observation), nil
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("timed out after %v waiting for the probe to finish and be recorded: %w", n.cfg.RequestTimeout, ctx.Err())
+			return nil, &waitTimeout{fmt.Errorf("timed out after %v waiting for the probe to finish and be recorded: %w", n.cfg.RequestTimeout, ctx.Err())}
 		}
 		return nil, ctx.Err()
 	}
@@ -260,19 +283,68 @@ type storageError struct{ err error }
 func (e *storageError) Error() string { return e.err.Error() }
 func (e *storageError) Unwrap() error { return e.err }
 
-// probeStatus maps an observe failure to the HTTP status the notary
-// answers: 403 for a forbidden address, 500 when the notary's own storage
-// failed, and 503 when the target could not be reached or the probe queue is
-// full.
-func probeStatus(err error) int {
+// waitTimeout is a request that gave up waiting for its probe and the
+// write of what it saw.
+type waitTimeout struct{ err error }
+
+func (e *waitTimeout) Error() string { return e.err.Error() }
+func (e *waitTimeout) Unwrap() error { return e.err }
+
+// probeFailure maps an observe failure to the HTTP status the notary
+// answers and what it tells the client: 403 for a target whose address is
+// not public, 500 when the notary's own storage failed, and 503 when the
+// target could not be reached or the probe queue is full. The message says
+// which of these happened and nothing more: the addresses a name resolved
+// to, the resolver's address and the system's exact connect error would
+// make the notary an oracle for internal DNS and a port scanner, so they
+// only go to the log.
+func probeFailure(err error) (code int, msg string) {
 	var se *storageError
-	switch {
-	case errors.Is(err, probe.ErrForbiddenAddress):
-		return http.StatusForbidden
-	case errors.As(err, &se):
-		return http.StatusInternalServerError
+	var wt *waitTimeout
+	timedOut := ""
+	if errors.Is(err, probe.ErrTimeout) {
+		timedOut = " (timed out)"
 	}
-	return http.StatusServiceUnavailable
+	switch {
+	case errors.Is(err, errOverloaded):
+		return http.StatusServiceUnavailable, err.Error() // says which share was full, no more
+	case errors.As(err, &se):
+		return http.StatusInternalServerError, "notary storage failed recording the observation"
+	case errors.As(err, &wt):
+		return http.StatusServiceUnavailable, "timed out waiting for the probe to finish and be recorded"
+	case errors.Is(err, probe.ErrForbiddenAddress):
+		return http.StatusForbidden, "the target's address is not public; this notary probes only public addresses"
+	case errors.Is(err, probe.ErrResolve):
+		return http.StatusServiceUnavailable, "cannot resolve the target's host name" + timedOut
+	case errors.Is(err, probe.ErrHandshake):
+		return http.StatusServiceUnavailable, "TLS handshake with the target failed" + timedOut
+	case errors.Is(err, probe.ErrConnect):
+		return http.StatusServiceUnavailable, "cannot connect to the target" + timedOut
+	}
+	return http.StatusServiceUnavailable, "cannot reach the target" + timedOut
+}
+
+// probeFailed answers a request whose probe of t failed: the status and
+// message of probeFailure (with Retry-After and the overload count when
+// the queue refused it), the detail to the log.
+func (n *Notary) probeFailed(w http.ResponseWriter, r *http.Request, api string, t probe.Target, err error) int {
+	code, msg := probeFailure(err)
+	attrs := []any{"api", api, "target", t.String(), "sni", t.ServerName, "client", r.RemoteAddr, "status", code, "err", err}
+	if t.IP.IsValid() {
+		attrs = append(attrs, "ip", t.IP.String())
+	}
+	switch {
+	case code == http.StatusInternalServerError:
+		n.log.Error("recording an observation failed", attrs...)
+	case errors.Is(err, errOverloaded):
+		n.metrics.overloaded.Inc()
+		w.Header().Set("Retry-After", "1")
+		n.log.Warn("probe refused", attrs...)
+	default:
+		n.log.Info("probe failed", attrs...)
+	}
+	httpError(w, code, "cannot verify "+t.String()+": "+msg)
+	return code
 }
 
 // signedCache remembers signed answers keyed by what they sign, so a cache
@@ -313,10 +385,19 @@ func (n *Notary) lookup(ctx context.Context, k store.Key) ([]store.Record, error
 		}
 	}
 	recs, err := n.cfg.History.Lookup(ctx, k)
-	if err == nil && ttl > 0 {
+	if err != nil {
+		return nil, err
+	}
+	// Writes keep the history within MaxHistory; a history written before
+	// that bound, or with a larger one, is cut here so answers are bounded
+	// too.
+	if m := n.cfg.MaxHistory; m > 0 && len(recs) > m {
+		recs = recs[len(recs)-m:]
+	}
+	if ttl > 0 {
 		n.recent.put(k, recs, time.Now())
 	}
-	return recs, err
+	return recs, nil
 }
 
 // recentCache holds histories recently read from the store. Callers must

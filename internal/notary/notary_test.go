@@ -259,9 +259,9 @@ func TestBadInputs(t *testing.T) {
 		{"oversized body", "POST", "/target/site.test+443", good + "&pad=" + strings.Repeat("a", 5000), w, 413, "exceeds"},
 		{"wrong method", "PUT", "/target/site.test+443", good, w, 405, "not allowed"},
 		{"unresolvable host", "POST", "/target/nowhere.test+443", good, w, 503, "cannot resolve"},
-		{"refused connection", "POST", "/target/refused.test+443", good, w, 503, "refused"},
+		{"refused connection", "POST", "/target/refused.test+443", good, w, 503, "cannot connect to the target"},
 		{"timeout", "POST", "/target/silent.test+443", good, w, 503, "timed out"},
-		{"private address refused", "POST", "/target/127.0.0.1+443", good, strict, 403, "loopback"},
+		{"private address refused", "POST", "/target/127.0.0.1+443", good, strict, 403, "address is not public"},
 		{"GET unknown", "GET", "/target/never.test+443", "", w, 404, "no observations"},
 	}
 	for _, tc := range tests {

@@ -70,7 +70,11 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return http.StatusBadRequest
 	}
-	k := store.Key{Host: t.Host, Port: t.Port, SNI: t.ServerName}
+	// What is seen at a pinned address is that address's history, never
+	// the name's: otherwise one request pinning an address of the
+	// client's choosing would record its certificate as the name's, and
+	// later checks of the name would be answered from it.
+	k := store.Key{Host: t.Host, Port: t.Port, SNI: t.ServerName, IP: t.IP}
 	ctx := r.Context()
 	recs, err := n.lookup(ctx, k)
 	if err != nil {
@@ -79,15 +83,18 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 	}
 	probed := false
 	cur, ok := store.Current(recs)
-	// Without a fingerprint to compare, or when an IP is pinned (the history
-	// is per name, not per address), the answer must come from a probe.
+	// Without a fingerprint to compare, or when an IP is pinned (so that
+	// the answer names the address actually connected to), the answer
+	// must come from a probe.
+	var addr string
 	if !ok || want == nil || t.IP.IsValid() || cur.SHA256 != *want || n.now().Sub(cur.Last) > n.cfg.MaxAge {
 		n.metrics.cacheMisses.Inc()
-		obs, err := n.observe(ctx, k, t)
+		obs, err := n.observe(ctx, clientKey(r), k, t)
 		if err != nil {
-			code := probeStatus(err)
-			httpError(w, code, "cannot verify "+t.String()+": "+err.Error())
-			return code
+			return n.probeFailed(w, r, "v1", t, err)
+		}
+		if obs.Addr.IsValid() {
+			addr = obs.Addr.String()
 		}
 		if recs, err = n.lookup(ctx, k); err != nil {
 			httpError(w, http.StatusInternalServerError, "history unavailable")
@@ -101,7 +108,10 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 	ans := notarywire.Answer{
 		Notary: n.cfg.Identity.Name, Host: t.Host, Port: t.Port, SNI: t.ServerName,
 		SignedAt: n.now().UTC(), ObservedAt: cur.Last.UTC(), Probed: probed,
-		Current: hex.EncodeToString(cur.SHA256[:]),
+		Current: hex.EncodeToString(cur.SHA256[:]), Addr: addr,
+	}
+	if t.IP.IsValid() {
+		ans.IP = t.IP.String()
 	}
 	if want != nil {
 		m := cur.SHA256 == *want
@@ -149,7 +159,8 @@ func parseV1Request(req *notarywire.Request) (probe.Target, *[32]byte, error) {
 		if err != nil {
 			return t, nil, fmt.Errorf("ip %q is not an IP address", clip(req.IP))
 		}
-		t.IP = ip
+		// One address, one history key: ::ffff:192.0.2.1 is 192.0.2.1.
+		t.IP = ip.Unmap()
 	}
 	if req.SHA256 == "" {
 		return t, nil, nil

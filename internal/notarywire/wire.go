@@ -27,10 +27,17 @@ type Request struct {
 
 // Answer is what a notary signs.
 type Answer struct {
-	Notary     string    `json:"notary"`
-	Host       string    `json:"host"`
-	Port       int       `json:"port"`
-	SNI        string    `json:"sni,omitempty"`
+	Notary string `json:"notary"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	SNI    string `json:"sni,omitempty"`
+	// IP is the address the request pinned, echoed: the answer, history
+	// included, is about what was seen at that address, kept apart from
+	// the name's own history. Absent for a request that pinned none.
+	IP string `json:"ip,omitempty"`
+	// Addr is the address and port the notary connected to for this
+	// answer ("192.0.2.1:443", "[2001:db8::1]:443"); present when Probed.
+	Addr       string    `json:"addr,omitempty"`
 	SignedAt   time.Time `json:"signed_at"`
 	ObservedAt time.Time `json:"observed_at"` // when the current certificate was last seen
 	Probed     bool      `json:"probed"`      // observed for this request rather than from history
