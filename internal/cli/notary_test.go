@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"crypto/tls"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,4 +127,109 @@ func TestNotaryBundle(t *testing.T) {
 	if code, _, errs := runCLI(t, "notary", "serve", "--data", filepath.Join(t.TempDir(), "none")); code != 2 || !strings.Contains(errs, "notary init") {
 		t.Errorf("serve without init: %d %s", code, errs)
 	}
+}
+
+// startChildLogged is startChild with the child's stderr (its log) written
+// straight to a file, so that what it logged before printing a line on
+// stdout is in the file once the line has been read.
+func startChildLogged(t *testing.T, logPath string, args ...string) *child {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "PKIE_CLI_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return &child{cmd: cmd, stdout: bufio.NewReader(out)}
+}
+
+// TestNotaryServeLostHistory serves a notary, has it record an
+// observation, deletes its database (keeping its keys) and starts it
+// again: the second start must log at error level that the history was
+// lost and export pkie_notary_history_empty_at_start 1, and keep serving.
+// The first start, on a new notary's empty history, must not.
+func TestNotaryServeLostHistory(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "notary")
+	if code, _, errs := runCLI(t, "notary", "init", "--data", data, "--name", "n1"); code != 0 {
+		t.Fatalf("init: %d %s", code, errs)
+	}
+	ca, _ := testbed.NewRootCA("Root", testbed.ECDSAP256)
+	leaf, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"site.test"}})
+	site, err := testbed.StartSite("site.test", leaf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	check := func(addr string) {
+		t.Helper()
+		sum := sha1.Sum(leaf.Cert.Raw)
+		resp, err := client.Post("https://"+addr+"/target/127.0.0.1+"+strconv.Itoa(int(site.Addr.Port())),
+			"application/x-www-form-urlencoded", strings.NewReader("fingerprint="+probe.ColonHex(sum[:])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("check: %d", resp.StatusCode)
+		}
+	}
+	gauge := func(addr string) string {
+		t.Helper()
+		_, m := get("https://" + addr + "/metrics")
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "pkie_notary_history_empty_at_start ") {
+				return strings.TrimPrefix(l, "pkie_notary_history_empty_at_start ")
+			}
+		}
+		return "(absent)"
+	}
+
+	log1 := filepath.Join(dir, "first.log")
+	c := startChildLogged(t, log1, "notary", "serve", "--data", data, "--listen", "127.0.0.1:0", "--allow-private")
+	addr := c.waitLine(t, "listening ")
+	if b, _ := os.ReadFile(log1); bytes.Contains(b, []byte("level=ERROR")) || gauge(addr) != "0" {
+		t.Fatalf("a new notary's empty history reported as lost (gauge %s):\n%s", gauge(addr), b)
+	}
+	check(addr)
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	c.cmd.Wait()
+
+	for _, f := range []string{"history.db", "history.db-wal", "history.db-shm"} {
+		if err := os.Remove(filepath.Join(data, f)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	log2 := filepath.Join(dir, "second.log")
+	c = startChildLogged(t, log2, "notary", "serve", "--data", data, "--listen", "127.0.0.1:0", "--allow-private")
+	addr = c.waitLine(t, "listening ")
+	b, _ := os.ReadFile(log2)
+	if !bytes.Contains(b, []byte("level=ERROR")) || !bytes.Contains(b, []byte("EMPTY")) {
+		t.Errorf("no error-level line about the lost history:\n%s", b)
+	}
+	if g := gauge(addr); g != "1" {
+		t.Errorf("pkie_notary_history_empty_at_start = %s, want 1", g)
+	}
+	check(addr) // it keeps serving
 }
