@@ -467,7 +467,8 @@ func grepMetric(text, name string) string {
 // error), over both APIs, while the log keeps the detail.
 func TestErrorBodiesHideInternals(t *testing.T) {
 	base := newWorld(t, notary.Config{})
-	w, logs := handNotary(t, base.path, "", 5*time.Second, notary.Config{})
+	// The silent target costs one probe timeout per API.
+	w, logs := handNotary(t, base.path, "", 2*time.Second, notary.Config{})
 	silent, err := testbed.StartSilent()
 	if err != nil {
 		t.Fatal(err)
