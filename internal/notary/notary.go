@@ -54,7 +54,8 @@ type Config struct {
 	// (MaxQueue × MaxProbesPerClient / MaxProbes places, at least one), so
 	// that one client cannot take every probe slot or queue place. The
 	// address is the connection's: requests relayed through a proxy or the
-	// bouncer share the relay's. 0 means MaxProbes / 8, at least 1.
+	// bouncer share the relay's. 0 means MaxProbes / 8, at least 1; more
+	// than MaxProbes means MaxProbes.
 	MaxProbesPerClient int
 	// MaxProbesPerTarget bounds, in the same way, the probes of one target:
 	// one host name (whatever its SNI), or one pinned address. 0 means
@@ -123,6 +124,10 @@ func New(cfg Config) (*Notary, error) {
 	if cfg.MaxProbesPerTarget <= 0 {
 		cfg.MaxProbesPerTarget = max(1, cfg.MaxProbes/8)
 	}
+	// A share larger than the whole is the whole (benchmarks, whose one
+	// loopback client should get every slot, ask for that).
+	cfg.MaxProbesPerClient = min(cfg.MaxProbesPerClient, cfg.MaxProbes)
+	cfg.MaxProbesPerTarget = min(cfg.MaxProbesPerTarget, cfg.MaxProbes)
 	if cfg.MaxHistory == 0 {
 		cfg.MaxHistory = 64
 	}
