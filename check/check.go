@@ -518,18 +518,26 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	go func() {
 		defer wg.Done()
 		ss := time.Now()
+		// Path validation comes first (it is local and quick): the other
+		// sources get its verified chains, so that one needing the leaf's
+		// issuer (revocation) takes it from a verified path rather than
+		// from whatever the server sent second.
+		a, chains := c.sources[0].(CASource).verify(obs)
+		a.Source, a.Required, a.Duration = "ca", c.require["ca"], time.Since(ss)
+		assertions[0] = a
+		sctx := withVerifiedChains(dctx, chains)
 		var swg sync.WaitGroup
-		for i, s := range c.sources {
+		for i, s := range c.sources[1:] {
 			swg.Add(1)
 			go func() {
 				defer swg.Done()
 				as := time.Now()
-				a := s.Assess(dctx, obs)
+				a := s.Assess(sctx, obs)
 				a.Source, a.Required, a.Duration = s.Name(), c.require[s.Name()], time.Since(as)
 				if a.Status != Pass && a.Status != Fail {
 					a.Status = Unknown
 				}
-				assertions[i] = a
+				assertions[i+1] = a
 			}()
 		}
 		swg.Wait()
