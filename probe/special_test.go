@@ -271,3 +271,29 @@ func TestForbiddenAddressError(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNonPublic cross-checks the guard with the standard library's
+// classification: nothing it allows may be loopback, private, link-local,
+// multicast or unspecified, and an IPv4-mapped address is judged as the
+// IPv4 address it maps.
+func FuzzNonPublic(f *testing.F) {
+	for _, s := range []string{"8.8.8.8", "::ffff:10.0.0.1", "64:ff9b::a00:1", "2002:a00:1::", "2001:0:4136:e378::f5ff:fffe", "fe80::1", "2606:4700::1111"} {
+		b := netip.MustParseAddr(s).As16()
+		f.Add(b[:])
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, ok := netip.AddrFromSlice(b)
+		if !ok {
+			return
+		}
+		r := probe.NonPublic(a)
+		u := a.Unmap()
+		if r == "" && (u.IsLoopback() || u.IsPrivate() || u.IsLinkLocalUnicast() || u.IsLinkLocalMulticast() ||
+			u.IsMulticast() || u.IsInterfaceLocalMulticast() || u.IsUnspecified() || !u.IsGlobalUnicast()) {
+			t.Fatalf("NonPublic(%s) allows an address the standard library calls non-public", a)
+		}
+		if a.Is4In6() && r != probe.NonPublic(u) {
+			t.Fatalf("NonPublic(%s) = %q but NonPublic(%s) = %q", a, r, u, probe.NonPublic(u))
+		}
+	})
+}
