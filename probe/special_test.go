@@ -138,6 +138,8 @@ func TestNonPublic(t *testing.T) {
 		// IPv6 registry entries.
 		{"::", "Unspecified Address"},
 		{"::1", "Loopback Address"},
+		{"::2", "IPv4-compatible (deprecated)"},
+		{"ff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", rsv},
 		{"fe80::1%eth0", "Link-Local Unicast"},
 		{"::ffff:0:0", `"This host on this network"`}, // mapped: judged as 0.0.0.0
 		{"::fffe:ffff:ffff", rsv},
