@@ -26,6 +26,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,13 +154,12 @@ func Init(dir, origin string) (vkey string, err error) {
 
 // Open opens the log in dir, created by Init.
 func Open(dir string, o Options) (*Log, error) {
-	skey, err := os.ReadFile(filepath.Join(dir, KeyFile))
-	if err != nil {
+	signer, err := checkpoint.ReadSignerFile(filepath.Join(dir, KeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("ctlog: reading the log key (run \"pkie log init\" first?): %w", err)
 	}
-	signer, err := note.NewSigner(strings.TrimSpace(string(skey)))
 	if err != nil {
-		return nil, fmt.Errorf("ctlog: %s: %w", filepath.Join(dir, KeyFile), err)
+		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	vkeyb, err := os.ReadFile(filepath.Join(dir, PubFile))
 	if err != nil {

@@ -399,3 +399,44 @@ func TestAuditTamperedTree(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRefusesExposedKey: a log key its group or others can read lets
+// them sign checkpoints in the log's name, so Open refuses it and says how
+// to fix it.
+func TestOpenRefusesExposedKey(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true}, {0o400, true}, {0o700, true},
+		{0o640, false}, {0o604, false}, {0o644, false}, {0o660, false}, {0o602, false}, {0o666, false},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := Init(dir, "pkie.test/log"); err != nil {
+				t.Fatal(err)
+			}
+			key := filepath.Join(dir, KeyFile)
+			if err := os.Chmod(key, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Open(dir, Options{})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Open with key mode %v: %v", tc.mode, err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("Open accepted a key of mode %v", tc.mode)
+			}
+			for _, want := range []string{key, "chmod 600"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}
