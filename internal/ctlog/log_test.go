@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -438,5 +439,113 @@ func TestOpenRefusesExposedKey(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuditRecomputesStoredEntries tampers with the log's SQLite file
+// directly: proofs and the sorted tree come from the stored hashes and the
+// certs table, so only recomputing every leaf hash from the stored entries
+// catches a rewritten entry.
+func TestAuditRecomputesStoredEntries(t *testing.T) {
+	ctx := context.Background()
+	_, other := issue(t, 1)
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, db *sql.DB)
+	}{
+		{"honest", nil},
+		{"certificate replaced", func(t *testing.T, db *sql.DB) {
+			var leaf []byte
+			mustDB(t, db.QueryRow(`SELECT leaf FROM leaves WHERE idx = 2`).Scan(&leaf))
+			lf, err := ParseLeaf(leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lf.Data = other[0][0]
+			forged, err := lf.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := CertKey(other[0][0])
+			mustExec(t, db, `UPDATE leaves SET leaf = ? WHERE idx = 2`, forged)
+			mustExec(t, db, `UPDATE certs SET key = ? WHERE idx = 2`, k[:])
+		}},
+		{"certificate record rewritten", func(t *testing.T, db *sql.DB) {
+			k := CertKey(other[0][0])
+			mustExec(t, db, `UPDATE certs SET key = ? WHERE idx = 3`, k[:])
+		}},
+		{"byte flipped in a leaf", func(t *testing.T, db *sql.DB) {
+			mustExec(t, db, `UPDATE leaves SET leaf = substr(leaf, 1, 40) || x'ff' || substr(leaf, 42) WHERE idx = 4`)
+		}},
+		{"leaf and its stored hash rewritten together", func(t *testing.T, db *sql.DB) {
+			var leaf []byte
+			mustDB(t, db.QueryRow(`SELECT leaf FROM leaves WHERE idx = 1`).Scan(&leaf))
+			lf, err := ParseLeaf(leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lf.Timestamp++
+			forged, err := lf.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lh := LeafHash(forged)
+			mustExec(t, db, `UPDATE leaves SET leaf = ? WHERE idx = 1`, forged)
+			mustExec(t, db, `UPDATE nodes SET hash = ? WHERE level = 0 AND idx = 1`, lh[:])
+		}},
+		{"subtree hash rewritten", func(t *testing.T, db *sql.DB) {
+			mustExec(t, db, `UPDATE nodes SET hash = zeroblob(32) WHERE level = 1 AND idx = 1`)
+		}},
+		{"entry deleted", func(t *testing.T, db *sql.DB) {
+			mustExec(t, db, `DELETE FROM leaves WHERE idx = 3`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := filledLog(t, 6)
+			if _, err := l.BuildSorted(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if tc.tamper != nil {
+				db, err := sql.Open("sqlite", filepath.Join(l.Dir(), DBFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.tamper(t, db)
+				db.Close()
+			}
+			rep, err := l.Audit(ctx, AuditOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() != (tc.tamper == nil) {
+				t.Fatalf("audit OK = %v: %+v", rep.OK(), rep.Checks)
+			}
+			var check *AuditCheck
+			for i := range rep.Checks {
+				if rep.Checks[i].Name == "stored entries hash to the signed log root" {
+					check = &rep.Checks[i]
+				}
+			}
+			if check == nil || check.OK != (tc.tamper == nil) {
+				t.Fatalf("the stored-entries check does not decide: %+v", rep.Checks)
+			}
+			t.Logf("%s: %s", check.Name, check.Detail)
+		})
+	}
+}
+
+func mustDB(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	res, err := db.Exec(q, args...)
+	mustDB(t, err)
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("%s: %d rows affected, %v", q, n, err)
 	}
 }
