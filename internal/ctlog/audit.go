@@ -217,7 +217,7 @@ func (l *Log) checkStoredTree(ctx context.Context, lcp *checkpoint.Checkpoint) e
 		return fmt.Errorf("reading the log: %w", err)
 	}
 	defer node.Close()
-	rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.leaf, c.key FROM leaves l LEFT JOIN certs c ON c.idx = l.idx WHERE l.idx < ? ORDER BY l.idx`, int64(lcp.Size))
+	rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.leaf, c.key, n.hash FROM leaves l LEFT JOIN certs c ON c.idx = l.idx LEFT JOIN nodes n ON n.level = 0 AND n.idx = l.idx WHERE l.idx < ? ORDER BY l.idx`, int64(lcp.Size))
 	if err != nil {
 		return fmt.Errorf("reading entries: %w", err)
 	}
@@ -226,7 +226,7 @@ func (l *Log) checkStoredTree(ctx context.Context, lcp *checkpoint.Checkpoint) e
 	rng := f.NewEmptyRange(0)
 	var mismatch error
 	visit := func(id compact.NodeID, h []byte) {
-		if mismatch != nil {
+		if mismatch != nil || id.Level == 0 { // leaf hashes: compared below
 			return
 		}
 		var stored []byte
@@ -235,17 +235,13 @@ func (l *Log) checkStoredTree(ctx context.Context, lcp *checkpoint.Checkpoint) e
 			return
 		}
 		if !bytes.Equal(stored, h) {
-			if id.Level == 0 {
-				mismatch = fmt.Errorf("entry %d hashes to %x…, the stored tree holds %x… for it", id.Index, h[:8], stored[:min(len(stored), 8)])
-			} else {
-				mismatch = fmt.Errorf("entries hash to %x… at subtree (%d,%d), the stored tree holds %x…", h[:8], id.Level, id.Index, stored[:min(len(stored), 8)])
-			}
+			mismatch = fmt.Errorf("entries hash to %x… at subtree (%d,%d), the stored tree holds %x…", h[:8], id.Level, id.Index, stored[:min(len(stored), 8)])
 		}
 	}
 	for rows.Next() {
 		var idx int64
-		var leaf, key []byte
-		if err := rows.Scan(&idx, &leaf, &key); err != nil {
+		var leaf, key, stored []byte
+		if err := rows.Scan(&idx, &leaf, &key, &stored); err != nil {
 			return fmt.Errorf("reading entries: %w", err)
 		}
 		if uint64(idx) != rng.End() {
@@ -266,6 +262,9 @@ func (l *Log) checkStoredTree(ctx context.Context, lcp *checkpoint.Checkpoint) e
 			return fmt.Errorf("entry %d of type %#x has a certificate record", idx, lf.Type)
 		}
 		lh := LeafHash(leaf)
+		if !bytes.Equal(stored, lh[:]) {
+			return fmt.Errorf("entry %d hashes to %x…, the stored tree holds %x… for it", idx, lh[:8], stored[:min(len(stored), 8)])
+		}
 		if err := rng.Append(lh[:], visit); err != nil {
 			return err
 		}
