@@ -1,6 +1,7 @@
 package ctlog
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -74,23 +75,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		}
 		writeJSON(w, map[string]any{"first": a, "second": b, "hashes": p})
 	})
-	mux.HandleFunc("GET /v1/log/entries", func(w http.ResponseWriter, r *http.Request) {
-		a, err1 := queryUint(r, "start")
-		b, err2 := queryUint(r, "end")
-		if err := errors.Join(err1, err2); err != nil {
-			httpError(w, http.StatusBadRequest, err)
-			return
-		}
-		es, err := l.Entries(r.Context(), a, b)
-		if err != nil {
-			httpError(w, readStatus(err), err)
-			return
-		}
-		if es == nil {
-			es = []Entry{} // past the end: none yet, as a list
-		}
-		writeJSON(w, map[string]any{"entries": es})
-	})
+	mux.HandleFunc("GET /v1/log/entries", l.handleEntries)
 	mux.HandleFunc("GET /v1/log/sct", func(w http.ResponseWriter, r *http.Request) {
 		var key [32]byte
 		s := r.URL.Query().Get("key")
@@ -114,6 +99,39 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(l.Feed())))
 	mux.HandleFunc("GET /v1/sorted/tree", feed.TreeFileHandler(filepath.Join(l.dir, SortedTreeFile), "no sorted tree built yet"))
 	return limit(mux, o.MaxInFlight, o.Timeout)
+}
+
+// handleEntries answers one page of entries (Log.Entries bounds it by count
+// and bytes). The page is encoded one entry at a time as it is written, so a
+// request holds the page as read and one entry's JSON, never the whole
+// answer twice.
+func (l *Log) handleEntries(w http.ResponseWriter, r *http.Request) {
+	a, err1 := queryUint(r, "start")
+	b, err2 := queryUint(r, "end")
+	if err := errors.Join(err1, err2); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	es, err := l.Entries(r.Context(), a, b)
+	if err != nil {
+		httpError(w, readStatus(err), err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"entries":[`) // past the end: none yet, as an empty list
+	enc := json.NewEncoder(bw)
+	for i := range es {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := enc.Encode(&es[i]); err != nil {
+			return // the client went away; nothing more to tell it
+		}
+		es[i] = Entry{} // let the written entry go
+	}
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 func (l *Log) handleAddChain(w http.ResponseWriter, r *http.Request) {
