@@ -225,7 +225,8 @@ func (o *Options) defaults() error {
 }
 
 // ParseAttacks reads --attacks: "all", "none", or a comma-separated list of
-// names from Attacks.
+// names from Attacks. The list comes back in the order of Attacks, the
+// order the phases run them in.
 func ParseAttacks(s string) ([]string, error) {
 	switch strings.TrimSpace(s) {
 	case "all", "":
@@ -233,13 +234,17 @@ func ParseAttacks(s string) ([]string, error) {
 	case "none":
 		return []string{}, nil
 	}
-	var out []string
+	var named []string
 	for _, a := range strings.Split(s, ",") {
 		a = strings.TrimSpace(a)
 		if !slices.Contains(Attacks, a) {
 			return nil, fmt.Errorf("unknown attack %q (known: %s, or all, none)", a, strings.Join(Attacks, ", "))
 		}
-		if !slices.Contains(out, a) {
+		named = append(named, a)
+	}
+	out := []string{}
+	for _, a := range Attacks {
+		if slices.Contains(named, a) {
 			out = append(out, a)
 		}
 	}
@@ -396,6 +401,7 @@ func progress(ctx context.Context, o Options, rec *recorder, start time.Time, ph
 	t := time.NewTicker(o.ProgressEvery)
 	defer t.Stop()
 	seen := 0
+	from := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -404,7 +410,14 @@ func progress(ctx context.Context, o Options, rec *recorder, start time.Time, ph
 			var s []Sample
 			s, seen = rec.since(seen)
 			el := now.Sub(start)
-			line := fmt.Sprintf("%5.0fs  %-16s", el.Seconds(), phaseAt(phases, el).Name)
+			// The line covers the requests sent since the last one, which
+			// may span a change of phase.
+			name := phaseAt(phases, el).Name
+			if p := phaseAt(phases, from).Name; p != name {
+				name = p + " → " + name
+			}
+			line := fmt.Sprintf("%3.0f-%3.0fs  %-30s", from.Seconds(), el.Seconds(), name)
+			from = el
 			for _, svc := range []string{"notary", "log"} {
 				var l []Sample
 				for _, x := range s {

@@ -108,7 +108,7 @@ func TestParseAttacks(t *testing.T) {
 		{"all", Attacks, false},
 		{"", Attacks, false},
 		{"none", []string{}, false},
-		{"probe-flood, idle-conns,probe-flood", []string{AttackProbeFlood, AttackIdleConns}, false},
+		{"probe-flood, idle-conns,probe-flood", []string{AttackIdleConns, AttackProbeFlood}, false},
 		{"probe-flood,nope", nil, true},
 	} {
 		got, err := ParseAttacks(tc.in)
