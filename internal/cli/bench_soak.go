@@ -33,7 +33,11 @@ func runBenchSoak(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return usageError("--attacks: %v", err)
 	}
-	fmt.Fprintf(env.Stderr, "bench soak: %v at %g good req/s; attacks: %s\n", *d, *rate, strings.Join(list, ", "))
+	named := strings.Join(list, ", ")
+	if len(list) == 0 {
+		named = "none"
+	}
+	fmt.Fprintf(env.Stderr, "bench soak: %v at %g good req/s; attacks: %s\n", *d, *rate, named)
 	r, err := soak.Run(ctx, soak.Options{Duration: *d, Rate: *rate, Attacks: list, Progress: prefixWriter{env, "bench soak: "}})
 	if err != nil {
 		return err

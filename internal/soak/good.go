@@ -60,20 +60,24 @@ func newGood(w *world, rec *recorder, start time.Time, timeout time.Duration) *g
 
 // run sends one request every 1/rate seconds until ctx ends, each in its
 // own goroutine: open loop, so a stalled service does not slow the sender.
+// A sample's At is when the request was due; its latency counts from when
+// it was sent.
 func (g *good) run(ctx context.Context, rate float64) {
 	// At most every request of one timeout's worth can be waiting; the cap
 	// only guards against a bug making requests outlive their timeout.
 	maxPending := int64(rate*g.timeout.Seconds()) + 16
-	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer t.Stop()
+	// Requests are due at fixed times from the start, not on a ticker: a
+	// ticker drops ticks while this goroutine waits for a CPU, and the
+	// rate would fall exactly when the services are under most load. A
+	// late request is sent at once.
+	interval := time.Duration(float64(time.Second) / rate)
 	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
+		at := time.Duration(i) * interval
+		sleep(ctx, time.Until(g.start.Add(at)))
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 		k := goodKinds[i%len(goodKinds)]
-		at := time.Since(g.start)
 		if g.pending.Load() >= maxPending {
 			g.rec.add(Sample{At: at, Latency: g.timeout, Service: k.service, Kind: k.name, Failure: "client: too many pending"})
 			continue
