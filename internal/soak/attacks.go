@@ -137,10 +137,17 @@ func (a *attack) slowAddChain() {
 			}()
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
+			// How the log ended the request; a connection this worker
+			// closed at the end of its phase is not the log's doing.
+			ended := func(code int) {
+				if ctx.Err() == nil {
+					a.countStatus(code)
+				}
+			}
 			for {
 				select {
 				case code := <-answered:
-					a.countStatus(code)
+					ended(code)
 					return
 				case <-ctx.Done():
 					return
@@ -148,9 +155,9 @@ func (a *attack) slowAddChain() {
 					if _, err := io.WriteString(conn, " "); err != nil {
 						select {
 						case code := <-answered:
-							a.countStatus(code)
+							ended(code)
 						case <-time.After(time.Second):
-							a.c.add("closed_by_server", 1)
+							ended(0)
 						}
 						return
 					}
