@@ -29,6 +29,9 @@ func runBenchSoak(ctx context.Context, env *Env, args []string) error {
 	if *rate <= 0 || *rate > 1000 {
 		return usageError("--rate must be above 0 and at most 1000")
 	}
+	if *rate*d.Seconds() > 1e6 {
+		return usageError("--rate × --duration must stay under a million good requests")
+	}
 	list, err := soak.ParseAttacks(*attacks)
 	if err != nil {
 		return usageError("--attacks: %v", err)

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -351,7 +350,7 @@ func (a *attack) poison() {
 			a.c.add("server_failed", 1)
 			return
 		}
-		srv := &http.Server{ErrorLog: log.New(io.Discard, "", 0), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{ErrorLog: discardLog(), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 
@@ -417,8 +416,8 @@ func (a *attack) poison() {
 				List []json.RawMessage `json:"fingerprintList"`
 			}
 			if json.Unmarshal(b, &h) == nil {
-				a.c.m["victim_history_entries"].Store(int64(len(h.List)))
-				a.c.m["victim_history_bytes"].Store(int64(len(b)))
+				a.c.set("victim_history_entries", int64(len(h.List)))
+				a.c.set("victim_history_bytes", int64(len(b)))
 			}
 		}
 	}

@@ -203,6 +203,10 @@ func (o *Options) defaults() error {
 	if o.Rate > 1000 {
 		return fmt.Errorf("soak: rate %g over 1000 requests per second", o.Rate)
 	}
+	// Every good request is kept as a sample until the report is made.
+	if n := o.Rate * o.Duration.Seconds(); n > 1e6 {
+		return fmt.Errorf("soak: %g good requests (rate × duration) over the million a run keeps", n)
+	}
 	if o.Attacks == nil {
 		o.Attacks = Attacks
 	}

@@ -103,6 +103,9 @@ func newCounters(names ...string) *counters {
 // add adds d to the counter name, which must have been declared.
 func (c *counters) add(name string, d int64) { c.m[name].Add(d) }
 
+// set sets the counter name, a level measured rather than counted.
+func (c *counters) set(name string, v int64) { c.m[name].Store(v) }
+
 // get returns the counter's value.
 func (c *counters) get(name string) int64 { return c.m[name].Load() }
 
