@@ -135,6 +135,13 @@ func Handler(h http.Handler, o HandlerOptions) http.Handler {
 						o.Overloaded(r)
 					}
 					w.Header().Set("Retry-After", "1")
+					if r.ProtoMajor == 1 && r.ContentLength != 0 {
+						// Else the server would read the body it is
+						// refusing before answering (to keep the
+						// connection), as long as the client takes to
+						// send it.
+						w.Header().Set("Connection", "close")
+					}
 					msg := "server overloaded: too many requests in progress"
 					if !full {
 						msg = "too many requests in progress from your address"
