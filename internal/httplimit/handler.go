@@ -182,7 +182,7 @@ func limitBody(w http.ResponseWriter, r *http.Request, o HandlerOptions) {
 		return
 	}
 	rc := http.NewResponseController(w)
-	b := &deadlineBody{ReadCloser: r.Body, rc: rc, start: time.Now(), o: o}
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc, start: time.Now(), o: o, length: r.ContentLength}
 	b.limit = b.start.Add(o.Timeout)
 	b.set = b.deadline()
 	if err := rc.SetReadDeadline(b.set); err != nil {
@@ -195,13 +195,14 @@ func limitBody(w http.ResponseWriter, r *http.Request, o HandlerOptions) {
 // as bytes arrive, by the time they take at the minimum rate.
 type deadlineBody struct {
 	io.ReadCloser
-	rc    *http.ResponseController
-	o     HandlerOptions
-	start time.Time
-	limit time.Time
-	n     int64
-	set   time.Time
-	done  bool
+	rc     *http.ResponseController
+	o      HandlerOptions
+	start  time.Time
+	limit  time.Time
+	length int64 // declared; -1 if unknown
+	n      int64
+	set    time.Time
+	done   bool
 }
 
 func (b *deadlineBody) deadline() time.Time {
@@ -219,11 +220,13 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	}
 	b.n += int64(n)
 	switch {
-	case err == io.EOF:
-		// The whole body is in. On HTTP/1 the connection's deadline would
-		// otherwise go on running while the handler works, and the
-		// server's background read would cancel the request when it
-		// passes; the server sets new deadlines for the next request.
+	case err == io.EOF || b.n >= b.length && b.length > 0:
+		// The whole body is in (a handler decoding JSON may stop at the
+		// last declared byte without seeing EOF). On HTTP/1 the
+		// connection's deadline would otherwise go on running while the
+		// handler works, and the server's background read would cancel
+		// the request when it passes; the server sets new deadlines for
+		// the next request.
 		b.done = true
 		b.rc.SetReadDeadline(time.Time{})
 	case n > 0:
