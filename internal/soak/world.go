@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
@@ -153,7 +154,8 @@ func (w *world) startLog(ctx context.Context) error {
 	w.logURL = "http://" + ln.Addr().String()
 	w.logSrv = ctlog.NewHTTPServer(w.log.Handler(ctlog.HandlerOptions{}))
 	w.logSrv.ErrorLog = discardLog()
-	go w.logSrv.Serve(ln)
+	// The connection caps `pkie log serve` puts in front of the log.
+	go w.logSrv.Serve(httplimit.Listen(w.logSrv, ln, httplimit.Options{}))
 	rctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	w.wg.Add(1)
