@@ -11,8 +11,9 @@
 //
 //  1. probe: fetch the chain the way the client's own connection would;
 //  2. local cache: a (host, port, certificate) accepted less than
-//     Config.CacheMaxAge ago answers without notaries; a changed
-//     certificate is a miss and goes back to them;
+//     Config.CacheMaxAge ago under the same notaries, policy and API
+//     answers without notaries; a changed certificate or configuration is
+//     a miss and goes back to them;
 //  3. notaries, in parallel under one deadline (Config.NotaryTimeout), each
 //     answer's signature verified against the key pinned in the notary's
 //     bundle before anything in it is believed: pkie's v1 API (SHA-256,
@@ -194,12 +195,15 @@ type Config struct {
 // Checker checks certificates. It is safe for concurrent use; Close it to
 // release the cache and idle notary connections.
 type Checker struct {
-	cfg     Config
-	prober  *probe.Prober
-	client  *consensus.Client
-	cache   *consensus.Cache
-	sources []Source
-	require map[string]bool
+	cfg    Config
+	prober *probe.Prober
+	client *consensus.Client
+	cache  *consensus.Cache
+	// cacheConfig names the configuration whose verdicts the cache holds
+	// (consensus.Configuration.Key).
+	cacheConfig string
+	sources     []Source
+	require     map[string]bool
 
 	warmRoots sync.Once
 }
@@ -243,6 +247,8 @@ func New(cfg Config) (*Checker, error) {
 			API: cfg.API, AnswerMaxAge: cfg.AnswerMaxAge, Now: cfg.Now},
 		sources: []Source{CASource{Roots: cfg.Roots, Now: cfg.Now}},
 		require: map[string]bool{},
+		cacheConfig: consensus.Configuration{Notaries: cfg.Notaries, Policy: cfg.Policy,
+			API: cfg.API, AnswerMaxAge: cfg.AnswerMaxAge}.Key(),
 	}
 	names := map[string]bool{"ca": true}
 	for _, s := range cfg.Sources {
@@ -414,19 +420,6 @@ func (c *Checker) ConvergeSHA256(ctx context.Context, host string, port int, sni
 	return v.Result == Trusted, v, nil
 }
 
-// policyKey names the policy with every setting that changes its result,
-// for the cache.
-func (c *Checker) policyKey() string {
-	k := c.cfg.Policy.String()
-	if d := c.cfg.Policy.MinDuration; d > 0 {
-		k += ",min-duration=" + d.String()
-	}
-	if c.cfg.Policy.UnreachableIsFailure {
-		k += ",unreachable-is-failure"
-	}
-	return k
-}
-
 // ParseSHA256 parses a SHA-256 certificate fingerprint written as 32 colon
 // separated hex bytes or 64 hex digits, in either case.
 func ParseSHA256(s string) ([32]byte, error) {
@@ -482,15 +475,14 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	if s256 != nil {
 		v.SHA256 = hex.EncodeToString(s256[:])
 	}
-	key := consensus.Key{Host: t.Host, Port: t.Port, SHA256: s256}
+	// Local cache. An entry counts only under the configuration that
+	// accepted it: a certificate accepted by one notary under minority must
+	// not pass unasked under consensus, nor one vouched for by a notary
+	// since removed (it may have lied) under the notaries that remain.
+	key := consensus.Key{Host: t.Host, Port: t.Port, SHA256: s256, Config: c.cacheConfig}
 	if s1 != nil {
 		key.SHA1 = *s1
 	}
-
-	// Local cache. An entry counts only under the policy that accepted it:
-	// a certificate accepted by one notary under minority must not pass
-	// unasked under consensus.
-	policyKey := c.policyKey()
 	if c.cache != nil {
 		cs := time.Now()
 		acc, ok, err := c.cache.Lookup(ctx, key)
@@ -499,8 +491,6 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 		case err != nil:
 			v.Reasons = append(v.Reasons, "local cache unavailable, asking notaries: "+err.Error())
 		case !ok:
-		case acc.Policy != policyKey:
-			v.Reasons = append(v.Reasons, fmt.Sprintf("local cache entry was accepted under policy %q: asking notaries under %q", acc.Policy, policyKey))
 		case age <= c.cfg.CacheMaxAge && age >= -time.Minute:
 			v.FromCache, v.CacheAge = true, max(age, 0)
 		default:
@@ -518,18 +508,26 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	go func() {
 		defer wg.Done()
 		ss := time.Now()
+		// Path validation comes first (it is local and quick): the other
+		// sources get its verified chains, so that one needing the leaf's
+		// issuer (revocation) takes it from a verified path rather than
+		// from whatever the server sent second.
+		a, chains := c.sources[0].(CASource).verify(obs)
+		a.Source, a.Required, a.Duration = "ca", c.require["ca"], time.Since(ss)
+		assertions[0] = a
+		sctx := withVerifiedChains(dctx, chains)
 		var swg sync.WaitGroup
-		for i, s := range c.sources {
+		for i, s := range c.sources[1:] {
 			swg.Add(1)
 			go func() {
 				defer swg.Done()
 				as := time.Now()
-				a := s.Assess(dctx, obs)
+				a := s.Assess(sctx, obs)
 				a.Source, a.Required, a.Duration = s.Name(), c.require[s.Name()], time.Since(as)
 				if a.Status != Pass && a.Status != Fail {
 					a.Status = Unknown
 				}
-				assertions[i] = a
+				assertions[i+1] = a
 			}()
 		}
 		swg.Wait()
@@ -599,7 +597,7 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	// A verdict on the SHA-256 alone (ConvergeSHA256) is not stored: the
 	// cache also answers lookups by SHA-1, which it would not know.
 	if c.cache != nil && result == Trusted && !v.FromCache && s1 != nil {
-		if err := c.cache.Store(ctx, key, c.cfg.Now(), policyKey); err != nil {
+		if err := c.cache.Store(ctx, key, c.cfg.Now()); err != nil {
 			v.Reasons = append(v.Reasons, "could not remember this verdict: "+err.Error())
 		}
 	}

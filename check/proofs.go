@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -78,7 +79,10 @@ func NewCTSource(o ProofOptions) (Source, error) { return newProofSource(prover.
 
 // NewRevocationSource returns the "revocation" source: an absence proof in
 // the revocation authority's signed tree passes, a presence proof
-// (revoked) fails.
+// (revoked) fails. The key a certificate is revoked under names its
+// issuer's key: taken from the leaf's authority key identifier, or, for a
+// leaf without one, from the issuer on the path the "ca" source verified
+// (VerifiedChains); with no such path the source answers Unknown.
 func NewRevocationSource(o ProofOptions) (Source, error) {
 	return newProofSource(prover.Revocation, o)
 }
@@ -121,9 +125,10 @@ func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assert
 		a.Status, a.Detail = Fail, fmt.Sprintf("leaf certificate does not parse: %v", err)
 		return a
 	}
-	var issuer *x509.Certificate
-	if len(obs.Chain) > 1 {
-		issuer, _ = x509.ParseCertificate(obs.Chain[1])
+	issuer, err := verifiedIssuer(ctx, leaf)
+	if err != nil {
+		a.Detail = err.Error()
+		return a
 	}
 	key, err := revocation.CertKey(leaf, issuer)
 	if err != nil {
@@ -147,4 +152,27 @@ func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assert
 	}
 	a.Status, a.Detail = Pass, fmt.Sprintf("not revoked as of %s (absent from %d revocations)", signed, res.TreeSize)
 	return a
+}
+
+// verifiedIssuer returns the certificate that issued leaf, as the revocation
+// key needs it: nil when leaf names its issuer's key itself (authority key
+// identifier), else the issuer on a path the "ca" source verified. Without
+// such a path the issuer cannot be established: the certificate a server
+// sends after the leaf may be unrelated, and even one whose key did sign
+// the leaf asserts its own key identifier unchecked, so either would let a
+// server choose the key a revoked leaf is looked up under.
+func verifiedIssuer(ctx context.Context, leaf *x509.Certificate) (*x509.Certificate, error) {
+	if len(leaf.AuthorityKeyId) > 0 {
+		return nil, nil
+	}
+	for _, chain := range VerifiedChains(ctx) {
+		if len(chain) == 0 || !chain[0].Equal(leaf) {
+			continue
+		}
+		if len(chain) == 1 {
+			return leaf, nil // the leaf is itself a trusted root
+		}
+		return chain[1], nil
+	}
+	return nil, errors.New("the leaf has no authority key identifier and its issuer cannot be established without a verified path to a trusted root (CA validation did not pass), so its revocation status cannot be looked up")
 }

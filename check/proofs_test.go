@@ -112,3 +112,71 @@ func TestProofSourceAssess(t *testing.T) {
 		t.Error("malformed pinned key accepted")
 	}
 }
+
+// TestRevocationIssuerFromVerifiedPath revokes a leaf without an authority
+// key identifier and serves it after an unrelated certificate: the
+// revocation key must come from the issuer on the verified path, and with
+// no verified path the source must not say "not revoked".
+func TestRevocationIssuerFromVerifiedPath(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 0)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
+	root, _ := testbed.NewRootCA("Old Root", testbed.ECDSAP256)
+	inter, _ := root.NewIntermediate("Old CA", testbed.ECDSAP256)
+	leaf, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}, OmitAKI: true, OmitIntermediates: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leaf.Cert.AuthorityKeyId) != 0 {
+		t.Fatal("testbed issued the leaf with an authority key identifier")
+	}
+	otherRoot, _ := testbed.NewRootCA("Unrelated Root", testbed.ECDSAP256)
+	unrelated, _ := otherRoot.NewIntermediate("Unrelated CA", testbed.ECDSAP256)
+	if err := ttp.Revoke(ctx, inter, leaf.Cert.SerialNumber); err != nil {
+		t.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, rev := proofSources(t, ttp, nil)
+
+	// Assessed alone, with no verified path: the issuer is unknown.
+	obs := &probe.Observation{Target: target("bank.test"), Chain: [][]byte{leaf.Cert.Raw, unrelated.Cert.Raw}}
+	if a := rev.Assess(ctx, obs); a.Status != Unknown || !strings.Contains(a.Detail, "issuer cannot be established") {
+		t.Errorf("unrelated second certificate, no verified path: %+v", a)
+	}
+
+	cfg := w.config(t, w.honest)
+	cfg.Roots = root.Pool()
+	cfg.Sources = []Source{rev}
+	cfg.Require = []string{"revocation"}
+	cfg.CachePath = ""
+	c := newChecker(t, cfg)
+	for _, tc := range []struct {
+		name   string
+		chain  [][]byte
+		ca     Status
+		status Status
+		detail string
+	}{
+		{"issuer second", [][]byte{leaf.Cert.Raw, inter.Cert.Raw}, Pass, Fail, "revoked: listed"},
+		{"unrelated certificate second, issuer third", [][]byte{leaf.Cert.Raw, unrelated.Cert.Raw, inter.Cert.Raw}, Pass, Fail, "revoked: listed"},
+		{"unrelated certificate second, no issuer", [][]byte{leaf.Cert.Raw, unrelated.Cert.Raw}, Fail, Unknown, "issuer cannot be established"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := c.CheckObservation(ctx, &probe.Observation{Target: target("bank.test"), Chain: tc.chain})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca, _ := v.Source("ca")
+			a, _ := v.Source("revocation")
+			if ca.Status != tc.ca || a.Status != tc.status || !strings.Contains(a.Detail, tc.detail) || v.Result == Trusted {
+				t.Errorf("verdict %s; ca %+v; revocation %+v", v.Result, ca, a)
+			}
+		})
+	}
+}

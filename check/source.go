@@ -39,7 +39,8 @@ type Assertion struct {
 //
 // obs.Chain is empty when the Checker was given only a fingerprint
 // (Converge); a source that needs the chain answers Unknown then. Assess
-// must honour ctx (it carries the check's deadline); the Checker fills in
+// must honour ctx (it carries the check's deadline, and the chains the
+// "ca" source verified: see VerifiedChains); the Checker fills in
 // Source, Required and Duration, and treats any Status other than Pass or
 // Fail as Unknown.
 type Source interface {
@@ -60,15 +61,22 @@ func (CASource) Name() string { return "ca" }
 
 // Assess validates obs.Chain for the target's server name.
 func (s CASource) Assess(_ context.Context, obs *probe.Observation) Assertion {
+	a, _ := s.verify(obs)
+	return a
+}
+
+// verify is Assess that also returns the verified chains (leaf first, root
+// last), nil unless the assertion is Pass.
+func (s CASource) verify(obs *probe.Observation) (Assertion, [][]*x509.Certificate) {
 	a := Assertion{Source: "ca", Status: Unknown}
 	if len(obs.Chain) == 0 {
 		a.Detail = "no certificate chain to validate (only a fingerprint was given)"
-		return a
+		return a, nil
 	}
 	leaf, err := x509.ParseCertificate(obs.Chain[0])
 	if err != nil {
 		a.Status, a.Detail = Fail, fmt.Sprintf("leaf certificate does not parse: %v", err)
-		return a
+		return a, nil
 	}
 	inter := x509.NewCertPool()
 	for _, der := range obs.Chain[1:] {
@@ -87,11 +95,31 @@ func (s CASource) Assess(_ context.Context, obs *probe.Observation) Assertion {
 	chains, err := leaf.Verify(opts)
 	if err != nil {
 		a.Status, a.Detail = Fail, describeX509(err)
-		return a
+		return a, nil
 	}
 	root := chains[0][len(chains[0])-1]
 	a.Status, a.Detail = Pass, fmt.Sprintf("valid for %s, chains to %s", name, root.Subject)
-	return a
+	return a, chains
+}
+
+type verifiedChainsKey struct{}
+
+// VerifiedChains returns the chains, leaf first and root last, that the
+// "ca" source verified for the observation a Source is assessing: the
+// Checker validates the path before it runs the other sources and hands
+// them the result in ctx. It is nil when CA validation did not pass, and
+// when ctx does not come from a Checker.
+//
+// A source that needs the leaf's issuer takes it from here (chain[1], or
+// the leaf itself for a one-certificate chain), never from what the server
+// sent after the leaf: that may be any certificate.
+func VerifiedChains(ctx context.Context) [][]*x509.Certificate {
+	c, _ := ctx.Value(verifiedChainsKey{}).([][]*x509.Certificate)
+	return c
+}
+
+func withVerifiedChains(ctx context.Context, chains [][]*x509.Certificate) context.Context {
+	return context.WithValue(ctx, verifiedChainsKey{}, chains)
 }
 
 func describeX509(err error) string {

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -85,6 +86,30 @@ func NewSigner(skey string) (note.Signer, error) {
 	s, err := note.NewSigner(strings.TrimSpace(skey))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: signer key: %w", err)
+	}
+	return s, nil
+}
+
+// ReadSignerFile reads a signer key from GenerateKey stored in the file at
+// path. It refuses a file that its group or others may read or write: a
+// trusted third party's key readable by other local users lets any of them
+// sign roots in its name, and an operator who loosened the mode by accident
+// should find out before the key is used rather than after.
+func ReadSignerFile(path string) (note.Signer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("checkpoint: %s has mode %v; a private key must not be accessible to group or others (chmod 600 %s)", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	s, err := NewSigner(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }

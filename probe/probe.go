@@ -303,39 +303,28 @@ func (p *Prober) allowed(a netip.Addr) error {
 		return nil
 	}
 	if reason := NonPublic(a); reason != "" {
-		return fmt.Errorf("%w: refusing to connect to %s (%s); a notary probes only public addresses unless told to allow private ones", ErrForbiddenAddress, a, reason)
+		return &ForbiddenAddressError{Addr: a, Reason: reason}
 	}
 	return nil
 }
 
-var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
-
-// NonPublic returns why a is not a public unicast address ("loopback",
-// "private", …), or "" if it is public.
-func NonPublic(a netip.Addr) string {
-	a = a.Unmap()
-	switch {
-	case !a.IsValid():
-		return "invalid"
-	case a.IsUnspecified():
-		return "unspecified"
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsPrivate():
-		return "private"
-	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
-		return "link-local"
-	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
-		return "multicast"
-	case a.Is4() && sharedSpace.Contains(a):
-		return "shared address space"
-	case a.Is4() && a.As4()[0] == 0:
-		return "this-network"
-	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return "broadcast"
-	}
-	return ""
+// ForbiddenAddressError is the error a Prober returns for an address the
+// guard refuses (see NonPublic); errors.Is(err, ErrForbiddenAddress)
+// reports it. Its text names the reason but not the address, which a
+// service probing on behalf of others should not reveal (it tells a client
+// what an internal name resolves to): a caller that may show the address,
+// such as a command-line tool or a log, takes it from Addr.
+type ForbiddenAddressError struct {
+	Addr   netip.Addr // the refused address
+	Reason string     // NonPublic's reason, e.g. "Private-Use"
 }
+
+func (e *ForbiddenAddressError) Error() string {
+	return fmt.Sprintf("%v (%s): refusing to connect", ErrForbiddenAddress, e.Reason)
+}
+
+// Is reports whether target is ErrForbiddenAddress.
+func (e *ForbiddenAddressError) Is(target error) bool { return target == ErrForbiddenAddress }
 
 // classify turns context deadline errors into ErrTimeout so callers can tell
 // "slow" from "refused".

@@ -22,41 +22,6 @@ import (
 	"github.com/pkie/pkie/probe"
 )
 
-func TestNonPublic(t *testing.T) {
-	tests := []struct {
-		addr, want string
-	}{
-		{"8.8.8.8", ""},
-		{"2606:4700::1111", ""},
-		{"127.0.0.1", "loopback"},
-		{"127.8.9.10", "loopback"},
-		{"::1", "loopback"},
-		{"::ffff:127.0.0.1", "loopback"},
-		{"10.1.2.3", "private"},
-		{"172.16.0.1", "private"},
-		{"192.168.1.1", "private"},
-		{"fd00::1", "private"},
-		{"169.254.169.254", "link-local"},
-		{"fe80::1", "link-local"},
-		{"224.0.0.1", "link-local"},
-		{"239.1.2.3", "multicast"},
-		{"ff0e::1", "multicast"},
-		{"ff02::1", "link-local"},
-		{"0.0.0.0", "unspecified"},
-		{"::", "unspecified"},
-		{"100.64.0.1", "shared address space"},
-		{"100.127.255.255", "shared address space"},
-		{"100.128.0.1", ""},
-		{"0.1.2.3", "this-network"},
-		{"255.255.255.255", "broadcast"},
-	}
-	for _, tc := range tests {
-		if got := probe.NonPublic(netip.MustParseAddr(tc.addr)); got != tc.want {
-			t.Errorf("NonPublic(%s) = %q, want %q", tc.addr, got, tc.want)
-		}
-	}
-}
-
 func lookupTo(a netip.AddrPort) probe.Lookup {
 	return func(context.Context, string, int) ([]netip.AddrPort, error) { return []netip.AddrPort{a}, nil }
 }

@@ -155,7 +155,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 			}
 		}
 		if v, err = c.Check(ctx, t); err != nil {
-			return fmt.Errorf("%v", strings.TrimPrefix(err.Error(), "check: "))
+			return fmt.Errorf("%v%s", strings.TrimPrefix(err.Error(), "check: "), forbiddenHint(err))
 		}
 	}
 	if *asJSON {
@@ -280,4 +280,15 @@ func (r resolveFlag) dial(ctx context.Context, network, addr string) (net.Conn, 
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
+}
+
+// forbiddenHint names the address the probe's guard refused, which its
+// error leaves out (a service must not tell its clients where their names
+// resolve): the user of a local command may see it.
+func forbiddenHint(err error) string {
+	var fe *probe.ForbiddenAddressError
+	if !errors.As(err, &fe) {
+		return ""
+	}
+	return fmt.Sprintf(" (address %s; --allow-private allows it)", fe.Addr)
 }

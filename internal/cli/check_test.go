@@ -242,7 +242,7 @@ func TestCheckCommand(t *testing.T) {
 		{"refused connection", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--resolve", "bank.test=" + deadAddr(t)}, "cannot connect"},
 		{"site timeout", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--allow-private", "--probe-timeout", "300ms", "--resolve", "bank.test=" + silentAddr(t)}, "timed out"},
 		{"bad bounce bundle", []string{"check", "bank.test", "--notaries", w.dir, "--bounce-via", filepath.Join(broken, "bad.notary")}, "--bounce-via"},
-		{"private address refused", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--resolve", "bank.test=" + w.site}, "not public"},
+		{"private address refused", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--resolve", "bank.test=" + w.site}, "not public (Loopback): refusing to connect (address 127.0.0.1; --allow-private allows it)"},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {

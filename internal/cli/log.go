@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/httplimit"
 	rootstore "github.com/pkie/pkie/internal/roots"
 )
 
@@ -94,12 +95,20 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8091", "HTTP listen address")
 	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --max-age)")
 	roots := fs.String("roots", "mozilla", logRootsHelp+"; chains that do not verify to one are refused")
-	maxInFlight := fs.Int("max-in-flight", 64, "concurrent requests at most; more get 503")
+	maxInFlight := fs.Int("max-in-flight", 64, "read requests (checkpoint, proofs, entries, SCTs, feed) handled at once; more get 503")
+	maxAddChain := fs.Int("max-add-chain", 64, "add-chain requests handled at once, apart from reads; more get 503")
+	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of each of those (0: a quarter)")
+	bodyTimeout := fs.Duration("body-timeout", httplimit.DefaultBodyTimeout, "time an add-chain body may take to arrive, plus 1 s per 64 KiB")
+	conns := connFlags(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *every <= 0 {
-		return usageError("--build-interval must be positive")
+	if *every <= 0 || *bodyTimeout <= 0 {
+		return usageError("--build-interval and --body-timeout must be positive")
+	}
+	co, err := conns()
+	if err != nil {
+		return err
 	}
 	l, err := openLog(env, *data, *roots)
 	if err != nil {
@@ -116,12 +125,12 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight}))
+	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain, MaxPerClient: *perIP, BodyTimeout: *bodyTimeout}))
 	go l.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("log listening", "origin", l.Origin(), "addr", ln.Addr().String())
 	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
-	if err := srv.Serve(ln); err != nil && ctx.Err() == nil {
+	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
 		return err
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/probe"
@@ -90,11 +91,24 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	perClient := fs.Int("max-probes-per-client", 0, "probes in flight per client address (IPv6: per /64), with the same share of the queue (default max-probes/8)")
 	perTarget := fs.Int("max-probes-per-target", 0, "probes in flight per target host or pinned address, with the same share of the queue (default max-probes/8)")
 	maxHistory := fs.Int("max-history", 64, "certificates kept per target in the history, the most recently seen (negative: all)")
+	maxRequests := fs.Int("max-requests", 4096, "probing requests (Convergence POST, v1 check) handled at once; more get 503")
+	maxReads := fs.Int("max-reads", 1024, "read requests (history GET, v1 key) handled at once, apart from probing requests; more get 503")
+	perIPRequests := fs.Int("max-requests-per-ip", 0, "one client address's share of each of those (0: a sixteenth)")
+	bodyTimeout := fs.Duration("body-timeout", httplimit.DefaultBodyTimeout, "time a request body may take to arrive")
+	conns := connFlags(fs)
+	bounceIdle := fs.Duration("bounce-idle-timeout", 60*time.Second, "close a bouncer tunnel idle (or not read) this long")
 	bounceListen := fs.String("bounce-listen", "", "also serve a plain-HTTP CONNECT bouncer on this address")
 	var bounceAllow stringList
 	fs.Var(&bounceAllow, "bounce-allow", "host:port of a notary the bouncer may CONNECT to (repeatable)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	co, err := conns()
+	if err != nil {
+		return err
+	}
+	if *bodyTimeout <= 0 || *bounceIdle <= 0 {
+		return usageError("--body-timeout and --bounce-idle-timeout must be positive")
 	}
 	id, err := notary.LoadIdentity(*data)
 	if err != nil {
@@ -113,6 +127,7 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		Identity: id, History: h, MaxAge: *maxAge, MaxProbes: *maxProbes, MaxQueue: *maxQueue,
 		MaxProbesPerClient: *perClient, MaxProbesPerTarget: *perTarget, MaxHistory: *maxHistory,
 		HistoryMarker: filepath.Join(*data, notary.FileHistorySeen), Logger: logger,
+		MaxRequests: *maxRequests, MaxReads: *maxReads, MaxRequestsPerClient: *perIPRequests, BodyTimeout: *bodyTimeout, Conns: co,
 		Prober: probe.New(probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate, Vantage: id.Name}),
 	})
 	if err != nil {
@@ -137,7 +152,9 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		logger.Info("bouncer listening", "addr", bl.Addr().String(), "allow", strings.Join(bounceAllow, ","))
-		go func() { errc <- notary.ServeBouncer(ctx, bl, notary.NewBouncer(bounceAllow, 0)) }()
+		b := notary.NewBouncer(bounceAllow, 0)
+		b.IdleTimeout, b.Conns = *bounceIdle, co
+		go func() { errc <- notary.ServeBouncer(ctx, bl, b) }()
 	}
 	logger.Info("notary listening", "name", id.Name, "addr", ln.Addr().String(), "store", storeKind(*dsn), "allow_private", *allowPrivate)
 	// The address line lets scripts and tests that pass port 0 find the port.

@@ -104,7 +104,7 @@ func TestOverheadCommandErrors(t *testing.T) {
 		{[]string{"overhead", "x.test", "--roots", "/nonexistent.pem"}, ExitUsage, "--roots"},
 		{[]string{"overhead", "x.test", "--parallel", "0"}, ExitUsage, "--parallel 0"},
 		// Loopback without --allow-private: measured, refused, listed; exit 1.
-		{[]string{"overhead", "x.test", "-n", "1", "--resolve", "x.test=127.0.0.1:9"}, ExitNegative, "refusing to connect to 127.0.0.1 (loopback)"},
+		{[]string{"overhead", "x.test", "-n", "1", "--resolve", "x.test=127.0.0.1:9"}, ExitNegative, "refusing to connect to 127.0.0.1 (Loopback)"},
 	}
 	for _, tc := range tests {
 		code, out, errs := runCLI(t, tc.args...)

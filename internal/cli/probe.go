@@ -38,7 +38,7 @@ func runProbe(ctx context.Context, env *Env, args []string) error {
 	}
 	obs, err := probe.New(probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate}).Probe(ctx, t)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w%s", err, forbiddenHint(err))
 	}
 	if *asJSON {
 		return writeJSON(env.Stdout, observationJSON(obs))

@@ -38,7 +38,13 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 	every := fs.Duration("sync", 30*time.Second, "sync with the TTPs this often")
 	maxAge := fs.Duration("max-age", 24*time.Hour, "refuse TTP checkpoints older than this")
 	maxInFlight := fs.Int("max-in-flight", 256, "concurrent requests at most; more get 503")
+	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
+	conns := connFlags(fs)
 	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	co, err := conns()
+	if err != nil {
 		return err
 	}
 	if *ctURL == "" && *revURL == "" {
@@ -83,8 +89,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		go p.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 		return p, nil
 	}
-	o := prover.ServerOptions{MaxInFlight: *maxInFlight}
-	var err error
+	o := prover.ServerOptions{MaxInFlight: *maxInFlight, MaxPerClient: *perIP}
 	if o.CT, err = mk(prover.CT, *ctURL, *ctKey, "ct"); err != nil {
 		return err
 	}
@@ -103,7 +108,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("prover listening", "addr", ln.Addr().String())
 	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
-	if err := srv.Serve(ln); err != nil && ctx.Err() == nil {
+	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
 		return err
 	}
 	return nil

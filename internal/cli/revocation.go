@@ -59,7 +59,14 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
 	listen := fs.String("listen", "127.0.0.1:8092", "HTTP listen address")
 	every := fs.Duration("refresh", time.Minute, "re-sign the tree this often even without updates (keep it well under clients' --max-age)")
+	maxInFlight := fs.Int("max-in-flight", 64, "requests handled at once; more get 503")
+	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
+	conns := connFlags(fs)
 	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	co, err := conns()
+	if err != nil {
 		return err
 	}
 	if *every <= 0 {
@@ -78,12 +85,12 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := ctlog.NewHTTPServer(a.Handler())
+	srv := ctlog.NewHTTPServer(a.HandlerWith(revocation.HandlerOptions{MaxInFlight: *maxInFlight, MaxPerClient: *perIP}))
 	go a.Run(ctx, *every, func(f string, x ...any) { logger.Error(fmt.Sprintf(f, x...)) })
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("revocation authority listening", "origin", a.Origin(), "addr", ln.Addr().String())
 	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
-	if err := srv.Serve(ln); err != nil && ctx.Err() == nil {
+	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
 		return err
 	}
 	return nil

@@ -2,6 +2,8 @@ package consensus
 
 import (
 	"context"
+	"crypto/x509"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,13 +30,16 @@ func TestCache(t *testing.T) {
 	}
 
 	s256 := [32]byte{1, 2, 3}
-	k := Key{Host: "Bank.Test", Port: 443, SHA1: [20]byte{9, 9}, SHA256: &s256}
+	k := Key{Host: "Bank.Test", Port: 443, SHA1: [20]byte{9, 9}, SHA256: &s256, Config: "A"}
 	if _, ok, err := c.Lookup(ctx, k); ok || err != nil {
 		t.Fatalf("empty cache Lookup = %v, %v", ok, err)
 	}
 	at := time.Unix(1700000000, 123)
-	if err := c.Store(ctx, k, at, "majority"); err != nil {
+	if err := c.Store(ctx, k, at); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.Store(ctx, Key{Host: "bank.test", Port: 443, SHA1: k.SHA1}, at); err == nil {
+		t.Fatal("Store without a configuration succeeded")
 	}
 	tests := []struct {
 		name string
@@ -42,26 +47,28 @@ func TestCache(t *testing.T) {
 		hit  bool
 	}{
 		{"same key", k, true},
-		{"host case folded", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, SHA256: &s256}, true},
-		{"by SHA-1 only", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1}, true},
-		{"other port", Key{Host: "bank.test", Port: 8443, SHA1: k.SHA1, SHA256: &s256}, false},
-		{"other host", Key{Host: "evil.test", Port: 443, SHA1: k.SHA1, SHA256: &s256}, false},
-		{"changed certificate (SHA-256)", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, SHA256: &[32]byte{4}}, false},
-		{"changed certificate (SHA-1)", Key{Host: "bank.test", Port: 443, SHA1: [20]byte{8}}, false},
+		{"host case folded", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, SHA256: &s256, Config: "A"}, true},
+		{"by SHA-1 only", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, Config: "A"}, true},
+		{"other configuration", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, SHA256: &s256, Config: "B"}, false},
+		{"other configuration, by SHA-1", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, Config: "B"}, false},
+		{"other port", Key{Host: "bank.test", Port: 8443, SHA1: k.SHA1, SHA256: &s256, Config: "A"}, false},
+		{"other host", Key{Host: "evil.test", Port: 443, SHA1: k.SHA1, SHA256: &s256, Config: "A"}, false},
+		{"changed certificate (SHA-256)", Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, SHA256: &[32]byte{4}, Config: "A"}, false},
+		{"changed certificate (SHA-1)", Key{Host: "bank.test", Port: 443, SHA1: [20]byte{8}, Config: "A"}, false},
 	}
 	for _, tt := range tests {
 		got, ok, err := c.Lookup(ctx, tt.key)
-		if err != nil || ok != tt.hit || (ok && (!got.At.Equal(at) || got.Policy != "majority")) {
+		if err != nil || ok != tt.hit || (ok && !got.At.Equal(at)) {
 			t.Errorf("%s: Lookup = %v, %v, %v; want hit=%v at %v", tt.name, got, ok, err, tt.hit, at)
 		}
 	}
 
 	// Re-storing by SHA-1 alone keeps the SHA-256 and moves the time.
 	later := at.Add(time.Hour)
-	if err := c.Store(ctx, Key{Host: "bank.test", Port: 443, SHA1: k.SHA1}, later, "consensus"); err != nil {
+	if err := c.Store(ctx, Key{Host: "bank.test", Port: 443, SHA1: k.SHA1, Config: "A"}, later); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, _ := c.Lookup(ctx, k); !ok || !got.At.Equal(later) || got.Policy != "consensus" {
+	if got, ok, _ := c.Lookup(ctx, k); !ok || !got.At.Equal(later) {
 		t.Fatalf("after re-store Lookup = %v, %v", got, ok)
 	}
 	c.Close()
@@ -74,6 +81,90 @@ func TestCache(t *testing.T) {
 	defer c2.Close()
 	if _, ok, _ := c2.Lookup(ctx, k); !ok {
 		t.Fatal("entry lost across reopen")
+	}
+}
+
+// TestCacheDropsUnkeyedEntries opens a cache written before entries were
+// keyed by configuration: its entries, which do not say which notaries
+// accepted them, are gone.
+func TestCacheDropsUnkeyedEntries(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cache.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE accepted (host TEXT NOT NULL, port INTEGER NOT NULL, sha1 BLOB NOT NULL,
+		sha256 BLOB, accepted INTEGER NOT NULL, policy TEXT NOT NULL, PRIMARY KEY (host, port, sha1)) WITHOUT ROWID;
+		INSERT INTO accepted VALUES ('bank.test', 443, x'0909', NULL, 1700000000000000000, 'majority')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	c, err := OpenCache(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var n int
+	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = 'accepted'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("old table still there (%d, %v)", n, err)
+	}
+	if _, ok, err := c.Lookup(ctx, Key{Host: "bank.test", Port: 443, SHA1: [20]byte{9, 9}}); ok || err != nil {
+		t.Fatalf("old entry answered: %v, %v", ok, err)
+	}
+}
+
+// TestConfigurationKey: the key ignores the order of notaries and which
+// replicas their bundles list, and changes with every notary and setting
+// that decides.
+func TestConfigurationKey(t *testing.T) {
+	k1, k2 := rsaKeys(t)
+	c1, c2 := selfSigned(t, k1, "n1.test"), selfSigned(t, k2, "n2.test")
+	host := func(name string, cert *x509.Certificate) Host {
+		h, err := NewHost(name, 443, 0, cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	n1 := &Bundle{Version: 1, Name: "n1", Hosts: []Host{host("a.n1.test", c1), host("b.n1.test", c1)}}
+	n1moved := &Bundle{Version: 1, Name: "n1", Hosts: []Host{host("c.n1.test", c1)}}
+	n2 := &Bundle{Version: 1, Name: "n2", Hosts: []Host{host("n2.test", c2)}}
+	n2v1 := &Bundle{Version: 1, Name: "n2", Hosts: []Host{host("n2.test", c2)}}
+	if err := n2v1.Hosts[0].PinV1(make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	base := Configuration{Notaries: []*Bundle{n1, n2}, Policy: Policy{Kind: Majority}, API: APIAuto, AnswerMaxAge: time.Hour}
+	with := func(f func(*Configuration)) Configuration { c := base; f(&c); return c }
+	same := []Configuration{
+		with(func(c *Configuration) { c.Notaries = []*Bundle{n2, n1} }),
+		with(func(c *Configuration) {
+			r := *n1
+			r.Hosts = []Host{n1.Hosts[1], n1.Hosts[0]}
+			c.Notaries = []*Bundle{&r, n2}
+		}),
+		with(func(c *Configuration) { c.Notaries = []*Bundle{n2, n1moved} }),
+	}
+	for i, c := range same {
+		if c.Key() != base.Key() {
+			t.Errorf("equal configuration %d has another key", i)
+		}
+	}
+	differ := map[string]Configuration{
+		"notary removed":        with(func(c *Configuration) { c.Notaries = []*Bundle{n1} }),
+		"notary listed twice":   with(func(c *Configuration) { c.Notaries = []*Bundle{n1, n2, n2} }),
+		"notary re-keyed (v1)":  with(func(c *Configuration) { c.Notaries = []*Bundle{n1, n2v1} }),
+		"policy":                with(func(c *Configuration) { c.Policy = Policy{Kind: Minority} }),
+		"quorum":                with(func(c *Configuration) { c.Policy = Policy{Kind: Quorum, Quorum: 0.5} }),
+		"min duration":          with(func(c *Configuration) { c.Policy.MinDuration = time.Hour }),
+		"unreachable a failure": with(func(c *Configuration) { c.Policy.UnreachableIsFailure = true }),
+		"api":                   with(func(c *Configuration) { c.API = APIConvergence }),
+		"answer max age":        with(func(c *Configuration) { c.AnswerMaxAge = 2 * time.Hour }),
+	}
+	for name, c := range differ {
+		if c.Key() == base.Key() {
+			t.Errorf("%s: same key", name)
+		}
 	}
 }
 
@@ -103,8 +194,8 @@ func BenchmarkCacheLookupHit(b *testing.B) {
 	}
 	defer c.Close()
 	s256 := [32]byte{1}
-	k := Key{Host: "bank.test", Port: 443, SHA1: [20]byte{1}, SHA256: &s256}
-	if err := c.Store(ctx, k, time.Now(), "majority"); err != nil {
+	k := Key{Host: "bank.test", Port: 443, SHA1: [20]byte{1}, SHA256: &s256, Config: "A"}
+	if err := c.Store(ctx, k, time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

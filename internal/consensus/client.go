@@ -219,28 +219,62 @@ func (c *Client) askConvergence(ctx context.Context, h, bounce *Host, r Request,
 		return
 	}
 	a.History = entries
-	var mine *Entry
-	for i := range entries {
-		if entries[i].Fingerprint == fp {
-			mine = &entries[i]
-		}
-	}
+	mine, latest := currentEntry(entries, fp)
 	if a.Status == http.StatusConflict {
 		a.Vote = No
 		a.Reason = "notary sees a different certificate (409)"
-		if len(entries) > 0 {
-			last := entries[len(entries)-1]
-			a.Reason = fmt.Sprintf("notary sees a different certificate (409): %s, last seen %s", probe.ColonHex(last.Fingerprint[:]), last.Finish.Format(time.RFC3339))
+		if latest != nil {
+			a.Reason = fmt.Sprintf("notary sees a different certificate (409): %s, last seen %s", probe.ColonHex(latest.Fingerprint[:]), latest.Finish.Format(time.RFC3339))
 		}
 		return
 	}
 	if mine == nil {
+		if old := lastEntry(entries, fp); old != nil {
+			// The status is not signed; the history is, and it says the
+			// notary has since seen another certificate.
+			a.Vote = No
+			a.Reason = fmt.Sprintf("notary's signed history shows a different current certificate: %s, last seen %s; the client's was last seen %s", probe.ColonHex(latest.Fingerprint[:]), latest.Finish.Format(time.RFC3339), old.Finish.Format(time.RFC3339))
+			return
+		}
 		a.Reason = "invalid answer: 200 whose signed history does not list the fingerprint"
 		return
 	}
 	a.Vote = Yes
 	a.Observed = mine.Observed()
 	a.Reason = fmt.Sprintf("notary sees the same certificate (200), observed from %s to %s", mine.Start.Format(time.RFC3339), mine.Finish.Format(time.RFC3339))
+}
+
+// currentEntry returns fp's entry among a Convergence history's current
+// observations, and the newest entry. The current observations are those
+// whose finish is the newest in the history (several when the notary saw
+// more than one certificate in its last second, as behind a balancer
+// serving two): what the original Convergence notary meant by the
+// certificate it sees now. An entry that an observation of another
+// certificate has superseded is history, not a vouching: counting it would
+// let a certificate the notary saw once, however long ago, pass today.
+func currentEntry(entries []Entry, fp [20]byte) (mine, latest *Entry) {
+	for i := range entries {
+		if latest == nil || entries[i].Finish.After(latest.Finish) {
+			latest = &entries[i]
+		}
+	}
+	for i := range entries {
+		if entries[i].Fingerprint == fp && entries[i].Finish.Equal(latest.Finish) {
+			return &entries[i], latest
+		}
+	}
+	return nil, latest
+}
+
+// lastEntry returns fp's most recently finished entry, if any.
+func lastEntry(entries []Entry, fp [20]byte) *Entry {
+	var last *Entry
+	for i := range entries {
+		if entries[i].Fingerprint == fp && (last == nil || entries[i].Finish.After(last.Finish)) {
+			last = &entries[i]
+		}
+	}
+	return last
 }
 
 func (c *Client) askV1(ctx context.Context, h, bounce *Host, r Request, a *Answer) {

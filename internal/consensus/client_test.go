@@ -36,7 +36,7 @@ type testNotary struct {
 	mu      sync.Mutex
 	history map[string][]Entry // "host+port" -> entries
 	current map[string][20]byte
-	mode    string // "", "503", "400", "500", "tamper", "nofp", "huge", "slow", "nosig"
+	mode    string // "", "503", "400", "500", "tamper", "nofp", "huge", "slow", "nosig", "anyhistory"
 	hits    atomic.Int32
 }
 
@@ -152,6 +152,14 @@ func (n *testNotary) serve(w http.ResponseWriter, r *http.Request) {
 		body = []byte(`{"fingerprintList":` + list.String() + `}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if mode == "anyhistory" {
+		// A notary that says 200 for any certificate it ever saw.
+		for _, e := range hist {
+			if e.Fingerprint == fp {
+				cur = fp
+			}
+		}
+	}
 	if cur == fp {
 		w.WriteHeader(http.StatusOK)
 	} else {
@@ -210,6 +218,60 @@ func TestQuery(t *testing.T) {
 			}
 			if (a.Vote != StandAside || tt.mode == "tamper") && a.SigCheck <= 0 {
 				t.Fatalf("signature check not timed: %+v", a)
+			}
+		})
+	}
+}
+
+// TestQueryCurrentObservation: a Convergence 200 is a yes only when the
+// client's fingerprint is among the notary's current observations (the
+// entries with the newest finish), not when the signed history lists it as
+// an old, superseded entry.
+func TestQueryCurrentObservation(t *testing.T) {
+	k, _ := rsaKeys(t)
+	n := startTestNotary(t, k)
+	n.mu.Lock()
+	n.mode = "anyhistory"
+	old, cur, twin := [20]byte{0x01}, [20]byte{0x02}, [20]byte{0x03}
+	now := time.Now().Truncate(time.Second)
+	day := 24 * time.Hour
+	n.history["site.test+443"] = []Entry{
+		{Fingerprint: old, Start: now.Add(-400 * day), Finish: now.Add(-300 * day)},
+		{Fingerprint: cur, Start: now.Add(-300 * day), Finish: now},
+	}
+	n.current["site.test+443"] = cur
+	// Sent out of order; twin and cur were both seen in the last second
+	// (a balancer serving two certificates), and cur was also seen long ago.
+	n.history["lb.test+443"] = []Entry{
+		{Fingerprint: twin, Start: now.Add(-2 * day), Finish: now},
+		{Fingerprint: cur, Start: now.Add(-90 * day), Finish: now.Add(-80 * day)},
+		{Fingerprint: old, Start: now.Add(-30 * day), Finish: now.Add(-10 * day)},
+		{Fingerprint: cur, Start: now.Add(-5 * day), Finish: now},
+	}
+	n.current["lb.test+443"] = cur
+	n.mu.Unlock()
+	c := &Client{}
+	defer c.CloseIdleConnections()
+	for _, tc := range []struct {
+		name     string
+		host     string
+		fp       [20]byte
+		want     Vote
+		observed time.Duration
+		reason   string
+	}{
+		{"superseded fingerprint", "site.test", old, No, 0, "different current certificate"},
+		{"current fingerprint", "site.test", cur, Yes, 300 * day, "same certificate"},
+		{"current, also seen long ago", "lb.test", cur, Yes, 5 * day, "same certificate"},
+		{"tied for current", "lb.test", twin, Yes, 2 * day, "same certificate"},
+		{"superseded among several", "lb.test", old, No, 0, "different current certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a := c.Query(ctx, n.bundle(t, "n1"), tc.host, 443, tc.fp)
+			if a.Status != 200 || a.Vote != tc.want || a.Observed != tc.observed || !strings.Contains(a.Reason, tc.reason) {
+				t.Fatalf("Query = %s (status %d, observed %s) %q; want %s observed %s containing %q", a.Vote, a.Status, a.Observed, a.Reason, tc.want, tc.observed, tc.reason)
 			}
 		})
 	}

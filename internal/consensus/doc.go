@@ -18,10 +18,13 @@
 // answer is a Vote:
 //
 //   - yes: the notary answered 200 with a correctly signed history listing
-//     the client's fingerprint (Convergence), or a verified, fresh v1
-//     answer about the target with "match": true;
-//   - no: the notary answered 409 with a correctly signed history
-//     (Convergence), or a verified, fresh v1 answer with "match": false;
+//     the client's fingerprint among its current observations, the entries
+//     with the newest finish (Convergence), or a verified, fresh v1 answer
+//     about the target with "match": true;
+//   - no: the notary answered 409 with a correctly signed history, or 200
+//     with one listing the client's fingerprint only in entries another
+//     certificate has superseded (Convergence), or a verified, fresh v1
+//     answer with "match": false;
 //   - stand aside: anything else (unreachable, timed out, 503 because the
 //     notary could not reach the target or is overloaded, 400, an answer
 //     whose signature or body does not verify, a v1 answer about another

@@ -15,8 +15,8 @@ type Vote int
 // Votes.
 const (
 	StandAside Vote = iota // did not vote: unreachable, 503, invalid answer…
-	Yes                    // Convergence 200 listing the fingerprint, or v1 "match": true; verified
-	No                     // Convergence 409, or v1 "match": false; verified
+	Yes                    // Convergence 200 listing the fingerprint as current, or v1 "match": true; verified
+	No                     // Convergence 409 or 200 listing it only as superseded, or v1 "match": false; verified
 )
 
 func (v Vote) String() string {

@@ -3,6 +3,7 @@ package ctlog
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
@@ -188,12 +189,103 @@ func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 		return rep, nil
 	}
 	rep.LogSize = lcp.Size
+	rep.add("stored entries hash to the signed log root", l.checkStoredTree(ctx, lcp))
 	rep.add("sorted root appended to the log", l.checkExtended(ctx, o.SortedCheckpoint, lcp))
 
 	if o.Previous != nil {
 		rep.add("log checkpoint consistent with the previous one", l.checkConsistent(ctx, o.Previous, lcp, o.Now))
 	}
 	return rep, nil
+}
+
+// checkStoredTree recomputes the log tree lcp signs from the stored
+// entries alone: every leaf hash from its stored leaf, every subtree hash
+// from those, the root from them. Proofs and the sorted tree are served from
+// the stored hashes and the certs table, never from the leaves, so an entry
+// rewritten in the database would otherwise go unnoticed here: each stored
+// hash the recomputation completes must match, each certificate entry's
+// recorded key must be its certificate's, and the root must be the signed
+// one.
+func (l *Log) checkStoredTree(ctx context.Context, lcp *checkpoint.Checkpoint) error {
+	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("reading the log: %w", err)
+	}
+	defer tx.Rollback()
+	node, err := tx.PrepareContext(ctx, `SELECT hash FROM nodes WHERE level = ? AND idx = ?`)
+	if err != nil {
+		return fmt.Errorf("reading the log: %w", err)
+	}
+	defer node.Close()
+	rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.leaf, c.key, n.hash FROM leaves l LEFT JOIN certs c ON c.idx = l.idx LEFT JOIN nodes n ON n.level = 0 AND n.idx = l.idx WHERE l.idx < ? ORDER BY l.idx`, int64(lcp.Size))
+	if err != nil {
+		return fmt.Errorf("reading entries: %w", err)
+	}
+	defer rows.Close()
+	f := &compact.RangeFactory{Hash: hasher.HashChildren}
+	rng := f.NewEmptyRange(0)
+	var mismatch error
+	visit := func(id compact.NodeID, h []byte) {
+		if mismatch != nil || id.Level == 0 { // leaf hashes: compared below
+			return
+		}
+		var stored []byte
+		if err := node.QueryRowContext(ctx, id.Level, int64(id.Index)).Scan(&stored); err != nil {
+			mismatch = fmt.Errorf("stored hash (%d,%d): %w", id.Level, id.Index, err)
+			return
+		}
+		if !bytes.Equal(stored, h) {
+			mismatch = fmt.Errorf("entries hash to %x… at subtree (%d,%d), the stored tree holds %x…", h[:8], id.Level, id.Index, stored[:min(len(stored), 8)])
+		}
+	}
+	for rows.Next() {
+		var idx int64
+		var leaf, key, stored []byte
+		if err := rows.Scan(&idx, &leaf, &key, &stored); err != nil {
+			return fmt.Errorf("reading entries: %w", err)
+		}
+		if uint64(idx) != rng.End() {
+			return fmt.Errorf("entry %d is missing", rng.End())
+		}
+		lf, err := ParseLeaf(leaf)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", idx, err)
+		}
+		switch {
+		case lf.Type == X509Entry && key == nil:
+			return fmt.Errorf("certificate entry %d has no certificate record", idx)
+		case lf.Type == X509Entry:
+			if k := CertKey(lf.Data); !bytes.Equal(key, k[:]) {
+				return fmt.Errorf("entry %d holds certificate %x…, its record says %x…", idx, k[:8], key[:min(len(key), 8)])
+			}
+		case key != nil:
+			return fmt.Errorf("entry %d of type %#x has a certificate record", idx, lf.Type)
+		}
+		lh := LeafHash(leaf)
+		if !bytes.Equal(stored, lh[:]) {
+			return fmt.Errorf("entry %d hashes to %x…, the stored tree holds %x… for it", idx, lh[:8], stored[:min(len(stored), 8)])
+		}
+		if err := rng.Append(lh[:], visit); err != nil {
+			return err
+		}
+		if mismatch != nil {
+			return mismatch
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading entries: %w", err)
+	}
+	if rng.End() != lcp.Size {
+		return fmt.Errorf("the log holds %d entries, the checkpoint signs %d", rng.End(), lcp.Size)
+	}
+	root, err := rootOf(rng)
+	if err != nil {
+		return err
+	}
+	if root != lcp.Root {
+		return fmt.Errorf("the %d stored entries hash to %x, the checkpoint signs %x", lcp.Size, root, lcp.Root)
+	}
+	return nil
 }
 
 func sizeMatch(got, want uint64) error {

@@ -1,7 +1,7 @@
 package ctlog
 
 import (
-	"context"
+	"bufio"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -15,15 +15,30 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/httplimit"
 )
 
 // MaxAddChainBytes bounds an add-chain request body.
 const MaxAddChainBytes = 1 << 20
 
-// HandlerOptions bound the log's HTTP API.
+// HandlerOptions bound the log's HTTP API. Beyond a pool or a client's
+// share of it requests get 503 at once.
 type HandlerOptions struct {
-	MaxInFlight int           // concurrent requests; zero means 64
-	Timeout     time.Duration // per request; zero means 30s
+	// MaxInFlight bounds read requests (checkpoint, proofs, entries, SCTs,
+	// the sorted feed and tree) handled at once; zero means 64.
+	MaxInFlight int
+	// MaxAddChain bounds add-chain requests handled at once, in a pool of
+	// their own: submissions, slow or many, must not stop provers syncing
+	// and clients reading. Zero means 64.
+	MaxAddChain int
+	// MaxPerClient is one client address's share of each pool
+	// (httplimit.ClientKey); zero means a quarter of the pool.
+	MaxPerClient int
+	// Timeout bounds one request; zero means 30s.
+	Timeout time.Duration
+	// BodyTimeout is how long a request body may take to arrive (see
+	// httplimit.HandlerOptions); zero means httplimit.DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Handler serves the log's HTTP API (docs/api-proofs.md):
@@ -40,8 +55,8 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 64
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
+	if o.MaxAddChain <= 0 {
+		o.MaxAddChain = 64
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/log/add-chain", l.handleAddChain)
@@ -74,23 +89,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 		}
 		writeJSON(w, map[string]any{"first": a, "second": b, "hashes": p})
 	})
-	mux.HandleFunc("GET /v1/log/entries", func(w http.ResponseWriter, r *http.Request) {
-		a, err1 := queryUint(r, "start")
-		b, err2 := queryUint(r, "end")
-		if err := errors.Join(err1, err2); err != nil {
-			httpError(w, http.StatusBadRequest, err)
-			return
-		}
-		es, err := l.Entries(r.Context(), a, b)
-		if err != nil {
-			httpError(w, readStatus(err), err)
-			return
-		}
-		if es == nil {
-			es = []Entry{} // past the end: none yet, as a list
-		}
-		writeJSON(w, map[string]any{"entries": es})
-	})
+	mux.HandleFunc("GET /v1/log/entries", l.handleEntries)
 	mux.HandleFunc("GET /v1/log/sct", func(w http.ResponseWriter, r *http.Request) {
 		var key [32]byte
 		s := r.URL.Query().Get("key")
@@ -113,7 +112,56 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 	})
 	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(l.Feed())))
 	mux.HandleFunc("GET /v1/sorted/tree", feed.TreeFileHandler(filepath.Join(l.dir, SortedTreeFile), "no sorted tree built yet"))
-	return limit(mux, o.MaxInFlight, o.Timeout)
+	// Without an exact pattern ServeMux would redirect "/v1/sorted" to
+	// "/v1/sorted/".
+	mux.HandleFunc("/v1/sorted", func(w http.ResponseWriter, r *http.Request) {
+		httpError(w, http.StatusNotFound, errors.New("no such endpoint"))
+	})
+	reads := httplimit.NewSlots(o.MaxInFlight, o.MaxPerClient)
+	writes := httplimit.NewSlots(o.MaxAddChain, o.MaxPerClient)
+	return httplimit.Handler(mux, httplimit.HandlerOptions{
+		Pool: func(r *http.Request) *httplimit.Slots {
+			if r.URL.Path == "/v1/log/add-chain" {
+				return writes
+			}
+			return reads
+		},
+		Timeout:     o.Timeout,
+		BodyTimeout: o.BodyTimeout,
+	})
+}
+
+// handleEntries answers one page of entries (Log.Entries bounds it by count
+// and bytes). The page is encoded one entry at a time as it is written, so a
+// request holds the page as read and one entry's JSON, never the whole
+// answer twice.
+func (l *Log) handleEntries(w http.ResponseWriter, r *http.Request) {
+	a, err1 := queryUint(r, "start")
+	b, err2 := queryUint(r, "end")
+	if err := errors.Join(err1, err2); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	es, err := l.Entries(r.Context(), a, b)
+	if err != nil {
+		httpError(w, readStatus(err), err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"entries":[`) // past the end: none yet, as an empty list
+	enc := json.NewEncoder(bw)
+	for i := range es {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := enc.Encode(&es[i]); err != nil {
+			return // the client went away; nothing more to tell it
+		}
+		es[i] = Entry{} // let the written entry go
+	}
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 func (l *Log) handleAddChain(w http.ResponseWriter, r *http.Request) {
@@ -215,24 +263,8 @@ func httpError(w http.ResponseWriter, code int, err error) {
 	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
-// limit bounds concurrency (503 beyond max) and time per request.
-func limit(h http.Handler, max int, timeout time.Duration) http.Handler {
-	sem := make(chan struct{}, max)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			httpError(w, http.StatusServiceUnavailable, errors.New("too many requests in flight"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
-// NewHTTPServer wraps h with the timeouts every pkie server uses.
+// NewHTTPServer wraps h with the timeouts every pkie server uses. Serve it
+// on a listener from httplimit.Listen, which caps connections.
 func NewHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}

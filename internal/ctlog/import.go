@@ -93,7 +93,9 @@ func (l *Log) ImportDir(ctx context.Context, dir string, progress func(ImportSta
 		}
 		chain, err := ParseChain(b)
 		if err == nil {
-			_, err = l.checkChain(chain)
+			// A batch holds only what will be stored, not every certificate
+			// a file carried.
+			chain, err = l.checkChain(chain)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -125,7 +127,7 @@ func (l *Log) ImportJSONLines(ctx context.Context, r io.Reader, progress func(Im
 		}
 		chain, err := ParseAddChainRequest(b)
 		if err == nil {
-			_, err = l.checkChain(chain)
+			chain, err = l.checkChain(chain) // see ImportDir
 		}
 		if err != nil {
 			return &im.stats, fmt.Errorf("line %d: %w", line, err)

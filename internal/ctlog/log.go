@@ -19,6 +19,7 @@
 package ctlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
@@ -26,8 +27,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,13 +156,12 @@ func Init(dir, origin string) (vkey string, err error) {
 
 // Open opens the log in dir, created by Init.
 func Open(dir string, o Options) (*Log, error) {
-	skey, err := os.ReadFile(filepath.Join(dir, KeyFile))
-	if err != nil {
+	signer, err := checkpoint.ReadSignerFile(filepath.Join(dir, KeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("ctlog: reading the log key (run \"pkie log init\" first?): %w", err)
 	}
-	signer, err := note.NewSigner(strings.TrimSpace(string(skey)))
 	if err != nil {
-		return nil, fmt.Errorf("ctlog: %s: %w", filepath.Join(dir, KeyFile), err)
+		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	vkeyb, err := os.ReadFile(filepath.Join(dir, PubFile))
 	if err != nil {
@@ -439,9 +441,14 @@ type RejectedError struct{ Err error }
 func (e *RejectedError) Error() string { return e.Err.Error() }
 func (e *RejectedError) Unwrap() error { return e.Err }
 
-// checkChain parses every certificate and, if the log has roots, verifies
-// the chain to them.
-func (l *Log) checkChain(chain [][]byte) (*x509.Certificate, error) {
+// checkChain parses every certificate of a submitted chain (leaf first)
+// and returns the path the log keeps for it, leaf first: with roots, the
+// shortest chain that verifies the leaf to one of them, the root included
+// (RFC 6962 §3.1); without, the longest prefix of the submitted chain in
+// which each certificate was issued by the next (see issuerPath). Whatever
+// else the submitter sent is dropped, so an entry costs the log no more than
+// the path that explains it.
+func (l *Log) checkChain(chain [][]byte) ([][]byte, error) {
 	if len(chain) == 0 {
 		return nil, errors.New("ctlog: empty chain")
 	}
@@ -459,23 +466,60 @@ func (l *Log) checkChain(chain [][]byte) (*x509.Certificate, error) {
 		}
 		certs[i] = c
 	}
-	if l.roots != nil {
+	var path []*x509.Certificate
+	if l.roots == nil {
+		path = issuerPath(certs)
+	} else {
 		inter := x509.NewCertPool()
 		for _, c := range certs[1:] {
 			inter.AddCert(c)
 		}
 		// Logs accept expired certificates: verify at the leaf's own start.
-		_, err := certs[0].Verify(x509.VerifyOptions{Roots: l.roots, Intermediates: inter,
+		chains, err := certs[0].Verify(x509.VerifyOptions{Roots: l.roots, Intermediates: inter,
 			CurrentTime: certs[0].NotBefore.Add(time.Second), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		if err != nil {
 			return nil, fmt.Errorf("ctlog: chain does not verify to the log's accepted roots: %w", err)
 		}
+		path = chains[0]
+		for _, c := range chains[1:] {
+			if len(c) < len(path) {
+				path = c
+			}
+		}
 	}
-	return certs[0], nil
+	out := make([][]byte, len(path))
+	for i, c := range path {
+		out[i] = c.Raw
+	}
+	return out, nil
+}
+
+// issuerPath returns the longest prefix of certs (leaf first) in which each
+// certificate names the next as its issuer and the next one's key verifies
+// its signature, stopping at a self-signed certificate (a root ends a path)
+// and at a certificate already on it. It is what a log that checks no roots
+// can still vouch for: the certificates that issued the leaf, not whatever
+// else came with it.
+func issuerPath(certs []*x509.Certificate) []*x509.Certificate {
+	n := 1
+	for ; n < len(certs); n++ {
+		child, parent := certs[n-1], certs[n]
+		if bytes.Equal(child.RawIssuer, child.RawSubject) && child.CheckSignatureFrom(child) == nil {
+			break
+		}
+		if !bytes.Equal(child.RawIssuer, parent.RawSubject) || child.CheckSignatureFrom(parent) != nil {
+			break
+		}
+		if slices.ContainsFunc(certs[:n], func(c *x509.Certificate) bool { return c.Equal(parent) }) {
+			break
+		}
+	}
+	return certs[:n]
 }
 
 // AddChain logs a chain (leaf first) and returns the leaf's SCT. A
-// certificate already logged gets its original index and SCT back.
+// certificate already logged gets its original index and SCT back. The
+// entry keeps the leaf and the path that verified it (see checkChain).
 func (l *Log) AddChain(ctx context.Context, chain [][]byte) (*AddResult, error) {
 	rs, err := l.AddChains(ctx, [][][]byte{chain})
 	if err != nil {
@@ -486,10 +530,13 @@ func (l *Log) AddChain(ctx context.Context, chain [][]byte) (*AddResult, error) 
 
 // AddChains logs several chains in one transaction and one checkpoint: the
 // bulk path. Any invalid chain fails the whole batch before anything is
-// written.
+// written. Each entry keeps the leaf and the path that verified it (see
+// checkChain), not every certificate submitted with it.
 func (l *Log) AddChains(ctx context.Context, chains [][][]byte) ([]AddResult, error) {
+	paths := make([][][]byte, len(chains))
 	for i, c := range chains {
-		if _, err := l.checkChain(c); err != nil {
+		var err error
+		if paths[i], err = l.checkChain(c); err != nil {
 			if len(chains) > 1 {
 				err = fmt.Errorf("chain %d: %w", i, err)
 			}
@@ -512,7 +559,7 @@ func (l *Log) AddChains(ctx context.Context, chains [][][]byte) ([]AddResult, er
 	out := make([]AddResult, len(chains))
 	ts := uint64(l.now().UnixMilli())
 	seen := map[[32]byte]int{}
-	for i, chain := range chains {
+	for i, chain := range paths {
 		key := CertKey(chain[0])
 		if j, ok := seen[key]; ok {
 			out[i] = out[j]
@@ -694,11 +741,19 @@ type Entry struct {
 	Chain     [][]byte `json:"chain,omitempty"`
 }
 
-// MaxEntries bounds one Entries call.
-const MaxEntries = 1000
+// Bounds on one Entries page. A page ends at whichever comes first; it
+// always holds at least one entry, and one entry (a certificate and at most
+// MaxChainCerts-1 issuers of at most MaxCertBytes each) is always under
+// MaxEntriesPageBytes, so that bound holds for every page.
+const (
+	MaxEntries          = 1000
+	MaxEntriesPageBytes = 1 << 20 // stored bytes: leaves plus chains, before base64
+)
 
-// Entries returns entries [start, end), at most MaxEntries. An empty range
-// is a *RangeError.
+// Entries returns entries [start, end): at most MaxEntries, and fewer once
+// their leaves and chains reach MaxEntriesPageBytes. A caller wanting more
+// asks again from the last index returned plus one. An empty range is a
+// *RangeError.
 func (l *Log) Entries(ctx context.Context, start, end uint64) ([]Entry, error) {
 	if end <= start {
 		return nil, &RangeError{fmt.Errorf("ctlog: empty range [%d, %d)", start, end)}
@@ -710,6 +765,7 @@ func (l *Log) Entries(ctx context.Context, start, end uint64) ([]Entry, error) {
 	}
 	defer rows.Close()
 	var out []Entry
+	total := 0
 	for rows.Next() {
 		var e Entry
 		var idx int64
@@ -717,6 +773,11 @@ func (l *Log) Entries(ctx context.Context, start, end uint64) ([]Entry, error) {
 		if err := rows.Scan(&idx, &e.LeafInput, &chain); err != nil {
 			return nil, err
 		}
+		n := len(e.LeafInput) + len(chain)
+		if len(out) > 0 && total+n > MaxEntriesPageBytes {
+			break
+		}
+		total += n
 		e.Index = uint64(idx)
 		if e.Chain, err = decodeChain(chain); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -397,5 +398,154 @@ func TestAuditTamperedTree(t *testing.T) {
 		if rep.OK() {
 			t.Errorf("%s: audit passed: %+v", name, rep.Checks)
 		}
+	}
+}
+
+// TestOpenRefusesExposedKey: a log key its group or others can read lets
+// them sign checkpoints in the log's name, so Open refuses it and says how
+// to fix it.
+func TestOpenRefusesExposedKey(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true}, {0o400, true}, {0o700, true},
+		{0o640, false}, {0o604, false}, {0o644, false}, {0o660, false}, {0o602, false}, {0o666, false},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := Init(dir, "pkie.test/log"); err != nil {
+				t.Fatal(err)
+			}
+			key := filepath.Join(dir, KeyFile)
+			if err := os.Chmod(key, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Open(dir, Options{})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Open with key mode %v: %v", tc.mode, err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("Open accepted a key of mode %v", tc.mode)
+			}
+			for _, want := range []string{key, "chmod 600"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestAuditRecomputesStoredEntries tampers with the log's SQLite file
+// directly: proofs and the sorted tree come from the stored hashes and the
+// certs table, so only recomputing every leaf hash from the stored entries
+// catches a rewritten entry.
+func TestAuditRecomputesStoredEntries(t *testing.T) {
+	ctx := context.Background()
+	_, other := issue(t, 1)
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, db *sql.DB)
+	}{
+		{"honest", nil},
+		{"certificate replaced", func(t *testing.T, db *sql.DB) {
+			var leaf []byte
+			mustDB(t, db.QueryRow(`SELECT leaf FROM leaves WHERE idx = 2`).Scan(&leaf))
+			lf, err := ParseLeaf(leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lf.Data = other[0][0]
+			forged, err := lf.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := CertKey(other[0][0])
+			mustExec(t, db, `UPDATE leaves SET leaf = ? WHERE idx = 2`, forged)
+			mustExec(t, db, `UPDATE certs SET key = ? WHERE idx = 2`, k[:])
+		}},
+		{"certificate record rewritten", func(t *testing.T, db *sql.DB) {
+			k := CertKey(other[0][0])
+			mustExec(t, db, `UPDATE certs SET key = ? WHERE idx = 3`, k[:])
+		}},
+		{"byte flipped in a leaf", func(t *testing.T, db *sql.DB) {
+			mustExec(t, db, `UPDATE leaves SET leaf = substr(leaf, 1, 40) || x'ff' || substr(leaf, 42) WHERE idx = 4`)
+		}},
+		{"leaf and its stored hash rewritten together", func(t *testing.T, db *sql.DB) {
+			var leaf []byte
+			mustDB(t, db.QueryRow(`SELECT leaf FROM leaves WHERE idx = 1`).Scan(&leaf))
+			lf, err := ParseLeaf(leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lf.Timestamp++
+			forged, err := lf.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lh := LeafHash(forged)
+			mustExec(t, db, `UPDATE leaves SET leaf = ? WHERE idx = 1`, forged)
+			mustExec(t, db, `UPDATE nodes SET hash = ? WHERE level = 0 AND idx = 1`, lh[:])
+		}},
+		{"subtree hash rewritten", func(t *testing.T, db *sql.DB) {
+			mustExec(t, db, `UPDATE nodes SET hash = zeroblob(32) WHERE level = 1 AND idx = 1`)
+		}},
+		{"entry deleted", func(t *testing.T, db *sql.DB) {
+			mustExec(t, db, `DELETE FROM leaves WHERE idx = 3`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := filledLog(t, 6)
+			if _, err := l.BuildSorted(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if tc.tamper != nil {
+				db, err := sql.Open("sqlite", filepath.Join(l.Dir(), DBFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.tamper(t, db)
+				db.Close()
+			}
+			rep, err := l.Audit(ctx, AuditOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() != (tc.tamper == nil) {
+				t.Fatalf("audit OK = %v: %+v", rep.OK(), rep.Checks)
+			}
+			var check *AuditCheck
+			for i := range rep.Checks {
+				if rep.Checks[i].Name == "stored entries hash to the signed log root" {
+					check = &rep.Checks[i]
+				}
+			}
+			if check == nil || check.OK != (tc.tamper == nil) {
+				t.Fatalf("the stored-entries check does not decide: %+v", rep.Checks)
+			}
+			t.Logf("%s: %s", check.Name, check.Detail)
+		})
+	}
+}
+
+func mustDB(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	res, err := db.Exec(q, args...)
+	mustDB(t, err)
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("%s: %d rows affected, %v", q, n, err)
 	}
 }

@@ -2,12 +2,17 @@ package notary
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/pkie/pkie/internal/httplimit"
 )
 
 // Bouncer is Convergence's privacy relay: a plain-HTTP listener that accepts
@@ -16,10 +21,18 @@ import (
 // address. It sees who asks but, the tunnel being TLS to the other notary,
 // never what is asked.
 type Bouncer struct {
+	// IdleTimeout closes a tunnel through which no byte has moved, either
+	// way, for this long, and one whose client (or notary) has stopped
+	// reading what the other end sends; it also bounds the bouncer's own
+	// reads and writes before a tunnel opens. NewBouncer sets 60 s.
+	IdleTimeout time.Duration
+	// Conns bounds the bouncer's connections, tunnels included, in total
+	// and per client address; zero fields mean httplimit's defaults.
+	Conns httplimit.Options
+
 	allowed map[string]bool
 	sem     chan struct{}
 	dialer  net.Dialer
-	idle    time.Duration
 }
 
 // NewBouncer allows CONNECT to the given host:port notary addresses, with at
@@ -28,7 +41,7 @@ func NewBouncer(allowed []string, maxConns int) *Bouncer {
 	if maxConns <= 0 {
 		maxConns = 1024
 	}
-	b := &Bouncer{allowed: map[string]bool{}, sem: make(chan struct{}, maxConns), dialer: net.Dialer{Timeout: 5 * time.Second}, idle: 60 * time.Second}
+	b := &Bouncer{allowed: map[string]bool{}, sem: make(chan struct{}, maxConns), dialer: net.Dialer{Timeout: 5 * time.Second}, IdleTimeout: 60 * time.Second}
 	for _, a := range allowed {
 		b.allowed[strings.ToLower(a)] = true
 	}
@@ -69,7 +82,9 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
+	t := &tunnel{idle: b.idle()}
 	conn.SetDeadline(time.Time{})
+	conn.SetWriteDeadline(time.Now().Add(t.idle))
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		return
 	}
@@ -77,36 +92,69 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// buffered.
 	if n := rw.Reader.Buffered(); n > 0 {
 		buf, _ := rw.Reader.Peek(n)
+		up.SetWriteDeadline(time.Now().Add(t.idle))
 		if _, err := up.Write(buf); err != nil {
 			return
 		}
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			src.SetReadDeadline(time.Now().Add(b.idle))
-			n, err := src.Read(buf)
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					break
-				}
-			}
-			if err != nil {
+	t.touch()
+	done := make(chan struct{})
+	go func() { t.relay(up, conn); close(done) }()
+	t.relay(conn, up)
+	<-done
+}
+
+func (b *Bouncer) idle() time.Duration {
+	if b.IdleTimeout <= 0 {
+		return 60 * time.Second
+	}
+	return b.IdleTimeout
+}
+
+// tunnel relays bytes both ways between a client and a notary. Both
+// directions' reads and writes have deadlines: a hijacked connection has
+// none of the server's, and without one a client that stops reading would
+// block the relay's write, and so the tunnel and its slot, forever.
+type tunnel struct {
+	idle time.Duration
+	last atomic.Int64 // UnixNano of the last byte moved either way
+}
+
+func (t *tunnel) touch() { t.last.Store(time.Now().UnixNano()) }
+
+// relay copies src to dst until src ends. A clean end of stream is passed
+// on as a half-close, and the other direction goes on. Anything else ends
+// the whole tunnel: a read idle for IdleTimeout while the other direction
+// is idle too, a write that could not complete within IdleTimeout (the
+// receiver stopped reading), or an error.
+func (t *tunnel) relay(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		src.SetReadDeadline(time.Now().Add(t.idle))
+		n, err := src.Read(buf)
+		if n > 0 {
+			t.touch()
+			dst.SetWriteDeadline(time.Now().Add(t.idle))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
 			}
+			t.touch()
 		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
+		if errors.Is(err, os.ErrDeadlineExceeded) && time.Since(time.Unix(0, t.last.Load())) < t.idle {
+			continue // this way is quiet, the other is not
+		}
+		if err == io.EOF {
+			if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+				return
+			}
+		}
+		if err != nil {
+			break
 		}
 	}
-	go pipe(up, conn)
-	pipe(conn, up)
-	wg.Wait()
+	// Unblock the other direction, whatever it is waiting on.
+	src.Close()
+	dst.Close()
 }
 
 // ServeBouncer serves b over plain HTTP on ln until ctx ends.
@@ -118,14 +166,14 @@ func ServeBouncer(ctx context.Context, ln net.Listener, b *Bouncer) error {
 	srv := &http.Server{
 		Handler:           b,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       b.idle,
-		WriteTimeout:      b.idle,
-		IdleTimeout:       b.idle,
+		ReadTimeout:       b.idle(),
+		WriteTimeout:      b.idle(),
+		IdleTimeout:       b.idle(),
 		MaxHeaderBytes:    4 << 10,
 		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelError),
 	}
 	go func() { <-ctx.Done(); srv.Close() }()
-	err := srv.Serve(ln)
+	err := srv.Serve(httplimit.Listen(srv, ln, b.Conns))
 	if err == http.ErrServerClosed {
 		return nil
 	}

@@ -3,6 +3,7 @@ package notary
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -17,7 +18,7 @@ import (
 // that the server never closed the connection.
 func TestBouncerClosesIdleConnections(t *testing.T) {
 	b := NewBouncer(nil, 4)
-	b.idle = 200 * time.Millisecond
+	b.IdleTimeout = 200 * time.Millisecond
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,5 +52,87 @@ func TestBouncerClosesIdleConnections(t *testing.T) {
 				t.Fatal("the bouncer kept the connection open")
 			}
 		})
+	}
+}
+
+// TestBouncerReclaimsStalledTunnel opens a tunnel to a far end that writes
+// without pause and has the client stop reading. The relay's write to the
+// client then blocks; the bouncer must close the tunnel after its idle
+// timeout (shortened for the test) and free its slot, rather than hold both
+// forever. The 20 s bound only decides that it never did.
+func TestBouncerReclaimsStalledTunnel(t *testing.T) {
+	far, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer far.Close()
+	farDone := make(chan error, 4)
+	go func() {
+		for {
+			c, err := far.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 32<<10)
+				c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+				for {
+					if _, err := c.Write(buf); err != nil {
+						farDone <- err
+						return
+					}
+				}
+			}()
+		}
+	}()
+
+	b := NewBouncer([]string{far.Addr().String()}, 1)
+	b.IdleTimeout = 200 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeBouncer(ctx, ln, b) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	connect := func() (net.Conn, string) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %[1]s\r\n\r\n", far.Addr())
+		status := make([]byte, len("HTTP/1.1 200"))
+		if _, err := io.ReadFull(c, status); err != nil {
+			t.Fatal(err)
+		}
+		return c, string(status)
+	}
+	stalled, status := connect()
+	defer stalled.Close()
+	if status != "HTTP/1.1 200" {
+		t.Fatalf("CONNECT: %q", status)
+	}
+	// The client reads nothing more. The far end's writes fail once the
+	// bouncer gives up on the tunnel and closes its side.
+	if err := <-farDone; errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the bouncer never closed a tunnel whose client stopped reading")
+	}
+	// With one tunnel slot, a new tunnel opens only if the stalled one's
+	// slot was freed. The slot is released just after the far end's
+	// connection is closed, so a 503 may still come first.
+	for {
+		c, status := connect()
+		c.Close()
+		if status == "HTTP/1.1 200" {
+			break
+		}
+		if status != "HTTP/1.1 503" {
+			t.Fatalf("CONNECT after the stalled tunnel: %q", status)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

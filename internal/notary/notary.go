@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/probe"
 	"golang.org/x/sync/singleflight"
@@ -71,8 +72,25 @@ type Config struct {
 	// an observation. CheckHistory reads it to tell a new notary's empty
 	// history from a lost one. Empty means none.
 	HistoryMarker string
-	// MaxRequests bounds requests being handled at once; 0 means 4096.
+	// MaxRequests bounds probing requests (Convergence POST, v1 check)
+	// being handled at once; beyond it the notary answers 503 at once. 0
+	// means 4096.
 	MaxRequests int
+	// MaxReads bounds read requests (Convergence GET of a history, v1 key)
+	// being handled at once, in a pool of their own so that a flood of
+	// probing requests cannot starve them, nor they it. 0 means 1024.
+	MaxReads int
+	// MaxRequestsPerClient is one client address's share of each of those
+	// pools (httplimit.ClientKey); 0 means a sixteenth of the pool.
+	// /healthz and /metrics take no slot: they always answer.
+	MaxRequestsPerClient int
+	// BodyTimeout is how long a request body may take to arrive (see
+	// httplimit.HandlerOptions); 0 means httplimit.DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// Conns bounds the connections ServeTLS accepts, in total and per
+	// client address, and HTTP/2 streams per connection; zero fields mean
+	// httplimit's defaults.
+	Conns httplimit.Options
 	// RequestTimeout bounds the handling of one request, history reads
 	// included, and each write of an observation to the history (which
 	// outlives the request that started the probe). A stalled store (a
@@ -97,8 +115,9 @@ type Notary struct {
 	log     *slog.Logger
 	flight  singleflight.Group
 	queue   *probeQueue
-	marked  atomic.Bool // HistoryMarker exists
-	reqs    chan struct{}
+	marked  atomic.Bool      // HistoryMarker exists
+	checks  *httplimit.Slots // probing requests
+	reads   *httplimit.Slots // history and key reads
 	metrics *metrics
 	signed  signedCache
 	recent  recentCache
@@ -134,6 +153,9 @@ func New(cfg Config) (*Notary, error) {
 	if cfg.MaxRequests <= 0 {
 		cfg.MaxRequests = 4096
 	}
+	if cfg.MaxReads <= 0 {
+		cfg.MaxReads = 1024
+	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
@@ -145,7 +167,8 @@ func New(cfg Config) (*Notary, error) {
 		now:     cfg.Now,
 		log:     cfg.Logger,
 		queue:   newProbeQueue(cfg.MaxProbes, cfg.MaxQueue, cfg.MaxProbesPerClient, cfg.MaxProbesPerTarget),
-		reqs:    make(chan struct{}, cfg.MaxRequests),
+		checks:  newSlots(cfg.MaxRequests, cfg.MaxRequestsPerClient),
+		reads:   newSlots(cfg.MaxReads, cfg.MaxRequestsPerClient),
 		metrics: newMetrics(),
 	}
 	if n.now == nil {
@@ -163,10 +186,13 @@ func New(cfg Config) (*Notary, error) {
 func (n *Notary) Identity() *Identity { return n.cfg.Identity }
 
 // Handler returns the notary's HTTP handler: the Convergence API under
-// /target/, the v1 API under /v1/, /metrics and /healthz.
+// /target/, the v1 API under /v1/, /metrics and /healthz, bounded by
+// httplimit.Handler (request slots, body deadlines, canonical paths).
 func (n *Notary) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/", n.handleV1)
+	// Without an exact pattern ServeMux would redirect "/v1" to "/v1/".
+	mux.HandleFunc("/v1", n.handleV1)
 	mux.Handle("/metrics", n.metrics.handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -184,21 +210,36 @@ func (n *Notary) Handler() http.Handler {
 	}))
 }
 
-// limit bounds concurrent requests (beyond MaxRequests the notary answers
-// 503 at once) and the time each may take (RequestTimeout).
+// newSlots returns a pool of size request slots with the per-client share
+// perClient, 0 meaning a sixteenth of the pool: a notary has many clients,
+// each asking little at a time.
+func newSlots(size, perClient int) *httplimit.Slots {
+	if perClient <= 0 {
+		perClient = max(1, size/16)
+	}
+	return httplimit.NewSlots(size, perClient)
+}
+
+// limit bounds concurrent requests (beyond MaxRequests or MaxReads, or a
+// client's share of them, the notary answers 503 at once), the time each
+// may take (RequestTimeout) and the time its body may take (BodyTimeout).
+// /healthz and /metrics take no slot.
 func (n *Notary) limit(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case n.reqs <- struct{}{}:
-			defer func() { <-n.reqs }()
-			ctx, cancel := context.WithTimeout(r.Context(), n.cfg.RequestTimeout)
-			defer cancel()
-			h.ServeHTTP(w, r.WithContext(ctx))
-		default:
-			n.metrics.overloaded.Inc()
-			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "notary overloaded: too many requests in progress")
-		}
+	return httplimit.Handler(h, httplimit.HandlerOptions{
+		Pool: func(r *http.Request) *httplimit.Slots {
+			switch {
+			case r.URL.Path == "/healthz" || r.URL.Path == "/metrics":
+				return nil
+			case r.Method == http.MethodGet || r.Method == http.MethodHead:
+				return n.reads
+			}
+			return n.checks
+		},
+		// The Convergence parser names what is wrong with a target path.
+		ParsesPath:  func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/target/") },
+		Timeout:     n.cfg.RequestTimeout,
+		BodyTimeout: n.cfg.BodyTimeout,
+		Overloaded:  func(*http.Request) { n.metrics.overloaded.Inc() },
 	})
 }
 
@@ -217,9 +258,11 @@ func NewServer(id *Identity, h http.Handler) *http.Server {
 	}
 }
 
-// ServeTLS serves the notary over HTTPS on ln until ctx ends.
+// ServeTLS serves the notary over HTTPS on ln until ctx ends, with the
+// connection bounds of Config.Conns.
 func (n *Notary) ServeTLS(ctx context.Context, ln net.Listener) error {
 	srv := NewServer(n.cfg.Identity, n.Handler())
+	ln = httplimit.Listen(srv, ln, n.cfg.Conns)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -261,7 +261,7 @@ func TestBadInputs(t *testing.T) {
 		{"unresolvable host", "POST", "/target/nowhere.test+443", good, w, 503, "cannot resolve"},
 		{"refused connection", "POST", "/target/refused.test+443", good, w, 503, "cannot connect to the target"},
 		{"timeout", "POST", "/target/silent.test+443", good, w, 503, "timed out"},
-		{"private address refused", "POST", "/target/127.0.0.1+443", good, strict, 403, "address is not public"},
+		{"private address refused", "POST", "/target/127.0.0.1+443", good, strict, 403, "not public"},
 		{"GET unknown", "GET", "/target/never.test+443", "", w, 404, "no observations"},
 	}
 	for _, tc := range tests {

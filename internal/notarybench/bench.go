@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
@@ -102,6 +104,18 @@ func newEnv() (*env, error) {
 	return e, nil
 }
 
+// loopback lifts cfg's per-client bounds for a benchmark of the given
+// number of workers: a benchmark drives the notary from one loopback
+// address with as many connections and requests at once as it has workers,
+// which a public notary's per-address caps are there to refuse. The caps
+// in total stay.
+func loopback(cfg notary.Config, workers int) notary.Config {
+	cfg.Conns.MaxConnsPerClient = max(2*workers, httplimit.DefaultMaxConnsPerClient)
+	cfg.Conns.MaxConns = max(cfg.Conns.MaxConnsPerClient, httplimit.DefaultMaxConns())
+	cfg.MaxRequestsPerClient = math.MaxInt32 // the whole pool
+	return cfg
+}
+
 // pinned returns an HTTP client that trusts exactly cert, with keep-alive
 // connections for as many workers as will share it.
 func pinned(cert *x509.Certificate, conns int, keepAlive bool) *http.Client {
@@ -147,7 +161,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	// Cached: every request matches the history.
 	fmt.Fprintln(o.Progress, "phase 1/5: cached notary throughput")
-	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "bench", Path: e.path})
+	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "bench", Path: e.path, Config: loopback(notary.Config{}, o.Concurrency)})
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +200,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	un, err := testbed.StartNotary(testbed.NotaryOptions{Name: "bench-uncached", Path: e.path,
 		// Every worker connects from 127.0.0.1, one client address to the
-		// notary: its per-client share would bound the phase instead of
-		// the notary's probe throughput.
-		Config: notary.Config{MaxAge: time.Nanosecond, MaxProbes: 256, MaxQueue: 1024, MaxProbesPerClient: 256}})
+		// notary: its per-client probe share would bound the phase instead
+		// of the notary's probe throughput.
+		Config: loopback(notary.Config{MaxAge: time.Nanosecond, MaxProbes: 256, MaxQueue: 1024, MaxProbesPerClient: 256}, o.Concurrency)})
 	if err != nil {
 		return nil, err
 	}

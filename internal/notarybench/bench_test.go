@@ -31,7 +31,7 @@ func benchEnv(b *testing.B) *env {
 }
 
 func startNotary(b *testing.B, e *env, cfg notary.Config) *testbed.Notary {
-	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "b", Path: e.path, Config: cfg})
+	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "b", Path: e.path, Config: loopback(cfg, 64)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -378,7 +378,7 @@ func TestPrivateAddressRefused(t *testing.T) {
 		t.Fatalf("unresponsive %+v, want both schemes refused", rep.Unresponsive)
 	}
 	for _, u := range rep.Unresponsive {
-		if !strings.Contains(u.Reason, "refusing to connect to 127.0.0.1 (loopback)") {
+		if !strings.Contains(u.Reason, "refusing to connect to 127.0.0.1 (Loopback)") {
 			t.Errorf("%s: reason %q does not say loopback was refused", u.Scheme, u.Reason)
 		}
 	}

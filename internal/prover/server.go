@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/httplimit"
 )
 
 // SCTSource finds the log's SCT for a certificate key; ok is false if the
@@ -25,8 +26,12 @@ type ServerOptions struct {
 	// SCTs looks up SCTs for certificates absent from the sorted tree (the
 	// log's /v1/log/sct, via LogSCTs). Nil: absence proofs carry no SCT.
 	SCTs SCTSource
-	// MaxInFlight bounds concurrent requests; more get 503. Zero means 256.
+	// MaxInFlight bounds concurrent requests; more, or more than a
+	// client's share, get 503 at once. Zero means 256.
 	MaxInFlight int
+	// MaxPerClient is one client address's share of MaxInFlight
+	// (httplimit.ClientKey); zero means a quarter.
+	MaxPerClient int
 	// Timeout bounds one request, SCT lookup included. Zero means 5s.
 	Timeout time.Duration
 }
@@ -43,7 +48,6 @@ func Handler(o ServerOptions) http.Handler {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
-	sem := make(chan struct{}, o.MaxInFlight)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ct/proof", func(w http.ResponseWriter, r *http.Request) {
 		serveProof(w, r, o.CT, o.SCTs)
@@ -60,18 +64,13 @@ func Handler(o ServerOptions) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"provers": st})
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			writeError(w, http.StatusServiceUnavailable, "too many requests in flight")
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
-		defer cancel()
+	slots := httplimit.NewSlots(o.MaxInFlight, o.MaxPerClient)
+	return httplimit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-		mux.ServeHTTP(w, r.WithContext(ctx))
+		mux.ServeHTTP(w, r)
+	}), httplimit.HandlerOptions{
+		Pool:    func(*http.Request) *httplimit.Slots { return slots },
+		Timeout: o.Timeout,
 	})
 }
 

@@ -24,6 +24,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -122,13 +123,12 @@ func Init(dir, origin string) (vkey string, err error) {
 
 // Open opens an authority directory created by Init.
 func Open(dir string, o Options) (*Authority, error) {
-	skey, err := os.ReadFile(filepath.Join(dir, KeyFile))
-	if err != nil {
+	signer, err := checkpoint.ReadSignerFile(filepath.Join(dir, KeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("revocation: reading the key (run \"pkie revocation init\" first?): %w", err)
 	}
-	signer, err := note.NewSigner(strings.TrimSpace(string(skey)))
 	if err != nil {
-		return nil, fmt.Errorf("revocation: %s: %w", KeyFile, err)
+		return nil, fmt.Errorf("revocation: %w", err)
 	}
 	vb, err := os.ReadFile(filepath.Join(dir, PubFile))
 	if err != nil {

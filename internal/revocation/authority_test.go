@@ -6,6 +6,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,5 +241,46 @@ func TestKeyDefinition(t *testing.T) {
 	}
 	if _, err := Key([]byte{1}, big.NewInt(-1)); err == nil {
 		t.Error("negative serial accepted")
+	}
+}
+
+// TestOpenRefusesExposedKey: an authority key its group or others can read
+// lets them sign "not revoked" trees in the authority's name, so Open
+// refuses it and says how to fix it.
+func TestOpenRefusesExposedKey(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true}, {0o400, true}, {0o700, true},
+		{0o640, false}, {0o604, false}, {0o644, false}, {0o660, false}, {0o602, false}, {0o666, false},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := Init(dir, "pkie.test/revocation"); err != nil {
+				t.Fatal(err)
+			}
+			key := filepath.Join(dir, KeyFile)
+			if err := os.Chmod(key, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Open(dir, Options{})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Open with key mode %v: %v", tc.mode, err)
+				}
+				a.Close()
+				return
+			}
+			if err == nil {
+				a.Close()
+				t.Fatalf("Open accepted a key of mode %v", tc.mode)
+			}
+			for _, want := range []string{key, "chmod 600"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -9,9 +9,23 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/httplimit"
 )
 
-// Handler serves the authority's read-only HTTP API (docs/api-proofs.md):
+// HandlerOptions bound the authority's HTTP API.
+type HandlerOptions struct {
+	// MaxInFlight bounds requests handled at once; beyond it, or beyond a
+	// client's share of it, requests get 503 at once. Zero means 64.
+	MaxInFlight int
+	// MaxPerClient is one client address's share of MaxInFlight
+	// (httplimit.ClientKey); zero means a quarter.
+	MaxPerClient int
+	// Timeout bounds one request; zero means 30s.
+	Timeout time.Duration
+}
+
+// Handler serves the authority's read-only HTTP API (docs/api-proofs.md)
+// with the default HandlerOptions:
 //
 //	GET /v1/revocation/checkpoint          the latest signed note
 //	GET /v1/sorted/checkpoint, /v1/sorted/keys   the feed for provers
@@ -19,23 +33,26 @@ import (
 //
 // Ingest is not exposed over HTTP: it happens through the directory
 // ("pkie revocation add-crl"), where the operator controls access.
-func (a *Authority) Handler() http.Handler {
+func (a *Authority) Handler() http.Handler { return a.HandlerWith(HandlerOptions{}) }
+
+// HandlerWith is Handler bounded by o.
+func (a *Authority) HandlerWith(o HandlerOptions) http.Handler {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 64
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/revocation/checkpoint", feed.CheckpointHandler(a.Checkpoint))
 	mux.Handle("/v1/sorted/", http.StripPrefix("/v1/sorted", feed.Handler(a.Feed())))
 	mux.HandleFunc("GET /v1/sorted/tree", feed.TreeFileHandler(filepath.Join(a.dir, TreeFile), "no tree published yet"))
-	sem := make(chan struct{}, 64)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			httpError(w, http.StatusServiceUnavailable, errors.New("too many requests in flight"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		defer cancel()
-		mux.ServeHTTP(w, r.WithContext(ctx))
+	// Without an exact pattern ServeMux would redirect "/v1/sorted" to
+	// "/v1/sorted/".
+	mux.HandleFunc("/v1/sorted", func(w http.ResponseWriter, r *http.Request) {
+		httpError(w, http.StatusNotFound, errors.New("no such endpoint"))
+	})
+	slots := httplimit.NewSlots(o.MaxInFlight, o.MaxPerClient)
+	return httplimit.Handler(mux, httplimit.HandlerOptions{
+		Pool:    func(*http.Request) *httplimit.Slots { return slots },
+		Timeout: o.Timeout,
 	})
 }
 

@@ -59,12 +59,22 @@ func IssuerKeyID(issuer *x509.Certificate) ([]byte, error) {
 
 // CertKey returns the key under which leaf would be listed as revoked. It
 // takes the issuer key identifier from leaf's authority key identifier, or,
-// if leaf has none, from issuer (which may then not be nil).
+// if leaf has none, from issuer, which must then be the certificate that
+// signed leaf.
+//
+// A caller must establish issuer from a verified path to a trusted root,
+// not from whatever a server sent beside the leaf: the signature check here
+// proves only that issuer holds the signing key, while the key identifier
+// IssuerKeyID reads may be the subject key identifier that issuer's own
+// (unverified) certificate asserts.
 func CertKey(leaf, issuer *x509.Certificate) ([32]byte, error) {
 	kid := leaf.AuthorityKeyId
 	if len(kid) == 0 {
 		if issuer == nil {
 			return [32]byte{}, errors.New("revocation: certificate has no authority key identifier and no issuer was given")
+		}
+		if err := leaf.CheckSignatureFrom(issuer); err != nil {
+			return [32]byte{}, fmt.Errorf("revocation: certificate has no authority key identifier and the given issuer did not sign it: %w", err)
 		}
 		var err error
 		if kid, err = IssuerKeyID(issuer); err != nil {

@@ -172,6 +172,10 @@ type LeafOptions struct {
 	// OmitIntermediates makes the server send the leaf alone (an incomplete
 	// chain, as misconfigured servers do).
 	OmitIntermediates bool
+	// OmitAKI issues the leaf without an authority key identifier, as some
+	// old CAs did, so that only its issuer's certificate names the key
+	// that signed it.
+	OmitAKI bool
 }
 
 // Leaf is an issued end-entity certificate with its key and the chain a
@@ -222,7 +226,16 @@ func (ca *CA) Issue(o LeafOptions) (*Leaf, error) {
 	if _, isRSA := key.(*rsa.PrivateKey); isRSA {
 		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	parent := ca.Cert
+	if o.OmitAKI {
+		// CreateCertificate copies the parent's subject key identifier
+		// into the leaf unless it has none.
+		tmpl.AuthorityKeyId = nil
+		p := *ca.Cert
+		p.SubjectKeyId = nil
+		parent = &p
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), ca.Key)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: issuing %v: %w", o.DNSNames, err)
 	}

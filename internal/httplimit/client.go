@@ -1,0 +1,49 @@
+package httplimit
+
+import (
+	"net"
+	"net/netip"
+)
+
+// ClientKey returns the block of addresses that addr's connections and
+// requests are counted under: the IP itself for IPv4 (IPv4-mapped IPv6
+// addresses included), and its /64 for IPv6, since a single IPv6 subscriber
+// is normally given at least a /64 and could otherwise pick a fresh address
+// for every connection. An address that is not IP (a pipe, a Unix socket)
+// gives the zero Prefix, which all such clients share.
+func ClientKey(addr net.Addr) netip.Prefix {
+	var ip netip.Addr
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	case nil:
+	default:
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			ip = ap.Addr()
+		}
+	}
+	return prefixOf(ip)
+}
+
+// clientKeyString is ClientKey for an http.Request's RemoteAddr.
+func clientKeyString(remote string) netip.Prefix {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		ip, _ := netip.ParseAddr(remote)
+		return prefixOf(ip)
+	}
+	return prefixOf(ap.Addr())
+}
+
+func prefixOf(ip netip.Addr) netip.Prefix {
+	if !ip.IsValid() {
+		return netip.Prefix{}
+	}
+	ip = ip.Unmap().WithZone("")
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
+}
