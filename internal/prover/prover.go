@@ -55,7 +55,7 @@ type Config struct {
 	Now    func() time.Time
 	// Progress, if set, is told how many of the new keys have arrived.
 	Progress func(done, total uint64)
-	// StateDir, if set, is a directory where the prover keeps the last
+	// StateDir, if set, is a directory (created 0700 if missing) where the prover keeps the last
 	// checkpoint it accepted from this TTP (one file per PKIE, key and
 	// origin; see StatePath), so that after a restart it still refuses a
 	// tree that shrinks or, at the same size, has another root. Without it
@@ -125,6 +125,9 @@ func New(cfg Config) (*Prover, error) {
 	}
 	p := &Prover{cfg: cfg}
 	if cfg.StateDir != "" {
+		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("prover %s: state directory: %w", cfg.PKIE, err)
+		}
 		p.statePath = StatePath(cfg.StateDir, cfg.PKIE, cfg.Verifier, cfg.Origin)
 		st, err := ttpstate.Read(p.statePath)
 		switch {
