@@ -48,9 +48,9 @@ func removeDB(t *testing.T, dir string) {
 func TestRefusesDatabaseBehindState(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, dir string, kid []byte)
-		want  string
+		want   string
 	}{
 		{"deleted", func(t *testing.T, dir string, _ []byte) { removeDB(t, dir) }, "holds 0 revoked keys, but the authority last signed a tree of 3"},
 		{"truncated", func(t *testing.T, dir string, _ []byte) {
