@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -193,7 +195,23 @@ func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 	if o.Previous != nil {
 		rep.add("log checkpoint consistent with the previous one", l.checkConsistent(ctx, o.Previous, lcp, o.Now))
 	}
+	l.auditState(ctx, rep)
 	return rep, nil
+}
+
+// auditState compares the database with the last checkpoint the log
+// recorded apart from it (StateFile): a database that lost entries, or was
+// replaced by another history, fails here even when it is consistent in
+// itself.
+func (l *Log) auditState(ctx context.Context, rep *AuditReport) {
+	const name = "database holds the last checkpoint the log signed (" + StateFile + ")"
+	err := l.CheckState(ctx)
+	if errors.Is(err, os.ErrNotExist) {
+		rep.Checks = append(rep.Checks, AuditCheck{Name: name, OK: true,
+			Detail: "no " + StateFile + " yet (a log created before there was one writes it at its next start): nothing to compare"})
+		return
+	}
+	rep.add(name, err)
 }
 
 func sizeMatch(got, want uint64) error {

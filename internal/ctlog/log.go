@@ -99,6 +99,16 @@ type Options struct {
 	// Roots, if set, is the pool every submitted chain must verify to
 	// (ignoring expiry, as CT logs do). Nil accepts any parseable chain.
 	Roots *x509.CertPool
+	// Logf, if set, is told when Open adopts the database's latest
+	// checkpoint as the last signed one (the first start of a log created
+	// before StateFile existed).
+	Logf func(format string, args ...any)
+	// NoStateCheck opens the log without comparing the database with
+	// StateFile, for an audit that reports the comparison (CheckState)
+	// instead of refusing to open. Nothing may be appended through it.
+	NoStateCheck bool
+
+	fresh bool // Init: nothing signed yet, by design
 }
 
 // Log is an open log directory. Its methods are safe for concurrent use.
@@ -135,7 +145,7 @@ func Init(dir, origin string) (vkey string, err error) {
 	if err := writeFileAtomic(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
 		return "", err
 	}
-	l, err := Open(dir, Options{})
+	l, err := Open(dir, Options{fresh: true})
 	if err != nil {
 		return "", err
 	}
@@ -151,7 +161,11 @@ func Init(dir, origin string) (vkey string, err error) {
 	return vkey, nil
 }
 
-// Open opens the log in dir, created by Init.
+// Open opens the log in dir, created by Init. Unless o.NoStateCheck, it
+// refuses (an error wrapping ErrBehind) a database that does not hold the
+// last checkpoint the log signed, as recorded in StateFile; a log without
+// a state file adopts its database's latest checkpoint, and one with
+// neither is refused.
 func Open(dir string, o Options) (*Log, error) {
 	skey, err := os.ReadFile(filepath.Join(dir, KeyFile))
 	if err != nil {
@@ -181,8 +195,15 @@ func Open(dir string, o Options) (*Log, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, verifier: verifier,
-		vkey: vkey, now: now, roots: o.Roots}, nil
+	l := &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, verifier: verifier,
+		vkey: vkey, now: now, roots: o.Roots}
+	if !o.fresh && !o.NoStateCheck {
+		if err := l.checkState(context.Background(), o.Logf); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 func openDB(path string) (*sql.DB, error) {
@@ -390,8 +411,16 @@ func (a *appender) commit() error {
 		kindLog, int64(a.rng.End()), now.UnixMilli(), msg); err != nil {
 		return fmt.Errorf("ctlog: storing checkpoint: %w", err)
 	}
+	// From the commit on, the checkpoint and the SCTs it covers may be
+	// served: record it first (see StateFile).
+	if err := a.recordPending(msg); err != nil {
+		return fmt.Errorf("ctlog: %w", err)
+	}
 	if err := a.tx.Commit(); err != nil {
 		return fmt.Errorf("ctlog: committing: %w", err)
+	}
+	if err := a.l.recordCommitted(msg); err != nil {
+		return fmt.Errorf("ctlog: committed, but recording it: %w", err)
 	}
 	return nil
 }
