@@ -226,8 +226,12 @@ func openDB(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Close closes the database.
-func (l *Log) Close() error { return l.db.Close() }
+// Close records the last commit as committed in StateFile (see there) and
+// closes the database.
+func (l *Log) Close() error {
+	l.recordCommitted(context.Background())
+	return l.db.Close()
+}
 
 // Origin is the log's checkpoint origin (its key's name).
 func (l *Log) Origin() string { return l.origin }
@@ -418,9 +422,6 @@ func (a *appender) commit() error {
 	}
 	if err := a.tx.Commit(); err != nil {
 		return fmt.Errorf("ctlog: committing: %w", err)
-	}
-	if err := a.l.recordCommitted(msg); err != nil {
-		return fmt.Errorf("ctlog: committed, but recording it: %w", err)
 	}
 	return nil
 }

@@ -20,12 +20,14 @@ import (
 // that a lost, truncated or rolled-back database is refused at Open
 // instead of growing into a second history under the same key.
 //
-// Every commit of the log's tree writes it twice: before the commit, the
-// checkpoint being committed as "pending" beside the last committed one,
-// and after it, the new one alone. A crash between the two leaves a
-// pending checkpoint that the database may or may not hold; Open accepts a
-// database at either, and refuses one behind the committed checkpoint or,
-// when it reaches the pending size, not extending the pending one.
+// Every commit of the log's tree writes it first (synced), inside the
+// write transaction: the checkpoint being committed as "pending" beside the
+// last committed one, which the database holds. The next commit's write,
+// or Close, records the pending one as committed. A crash before the
+// commit leaves a pending checkpoint the database does not hold; Open
+// accepts a database at either, and refuses one behind the committed
+// checkpoint or, when it reaches the pending size, not extending the
+// pending one.
 const StateFile = "log.state"
 
 // ErrBehind is wrapped by the error of Open and of the audit check for a
@@ -172,12 +174,19 @@ func (a *appender) recordPending(msg []byte) error {
 	return ttpstate.Write(a.l.statePath(), st)
 }
 
-// recordCommitted writes the state after a commit: msg alone, unless
-// another process has committed and recorded a newer checkpoint since.
-func (l *Log) recordCommitted(msg []byte) error {
+// recordCommitted turns a pending checkpoint the database holds into the
+// committed one. Each commit's own write already records the previous
+// commit as committed, so this only matters for the last one: it runs at
+// Close, and a log killed before it leaves that last checkpoint pending
+// (Open then accepts a database without it; docs/operations-proofs.md).
+func (l *Log) recordCommitted(ctx context.Context) {
 	st, err := ttpstate.Read(l.statePath())
-	if err != nil || st.Pending != string(msg) {
-		return nil
+	if err != nil || st.Pending == "" {
+		return
 	}
-	return ttpstate.Write(l.statePath(), &ttpstate.State{Checkpoint: string(msg)})
+	latest, err := latestLogCheckpoint(ctx, l.db)
+	if err != nil || string(latest) != st.Pending {
+		return
+	}
+	ttpstate.Write(l.statePath(), &ttpstate.State{Checkpoint: st.Pending})
 }
