@@ -105,7 +105,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// NoStateCheck opens the log without comparing the database with
 	// StateFile, for an audit that reports the comparison (CheckState)
-	// instead of refusing to open. Nothing may be appended through it.
+	// instead of refusing to open. Such a log refuses to append (and so to
+	// sign) anything, and leaves StateFile alone.
 	NoStateCheck bool
 
 	fresh bool // Init: nothing signed yet, by design
@@ -123,6 +124,8 @@ type Log struct {
 	roots    *x509.CertPool
 
 	buildMu sync.Mutex // one sorted-tree build at a time in this process
+
+	unchecked bool // opened with NoStateCheck: appends refused
 }
 
 // Init creates a log in dir (created 0700 if missing) whose checkpoints
@@ -196,7 +199,7 @@ func Open(dir string, o Options) (*Log, error) {
 		now = time.Now
 	}
 	l := &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, verifier: verifier,
-		vkey: vkey, now: now, roots: o.Roots}
+		vkey: vkey, now: now, roots: o.Roots, unchecked: o.NoStateCheck && !o.fresh}
 	if !o.fresh && !o.NoStateCheck {
 		if err := l.checkState(context.Background(), o.Logf); err != nil {
 			db.Close()
@@ -229,7 +232,9 @@ func openDB(path string) (*sql.DB, error) {
 // Close records the last commit as committed in StateFile (see there) and
 // closes the database.
 func (l *Log) Close() error {
-	l.recordCommitted(context.Background())
+	if !l.unchecked {
+		l.recordCommitted(context.Background())
+	}
 	return l.db.Close()
 }
 
@@ -350,6 +355,9 @@ type appender struct {
 }
 
 func (l *Log) begin(ctx context.Context) (*appender, error) {
+	if l.unchecked {
+		return nil, errors.New("ctlog: this log was opened without checking its database against " + StateFile + " (for an audit); it signs nothing")
+	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: beginning transaction: %w", err)

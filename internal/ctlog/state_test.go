@@ -225,3 +225,23 @@ func TestAuditCatchesForkedDatabase(t *testing.T) {
 		t.Fatalf("stateless remote audit: %v\n%s", err, reportText(rep))
 	}
 }
+
+// TestUncheckedLogSignsNothing: a log opened for an audit without the state
+// check cannot append, so it cannot sign a forked database's tree.
+func TestUncheckedLogSignsNothing(t *testing.T) {
+	l, _ := filledLog(t, 1)
+	dir := l.Dir()
+	l.Close()
+	u, err := Open(dir, Options{NoStateCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	_, chains := issue(t, 1)
+	if _, err := u.AddChains(context.Background(), chains); err == nil {
+		t.Error("append through an unchecked log")
+	}
+	if _, err := u.BuildSorted(context.Background()); err == nil {
+		t.Error("build through an unchecked log")
+	}
+}

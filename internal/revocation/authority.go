@@ -216,8 +216,8 @@ func (a *Authority) checkState(ctx context.Context, o Options) error {
 		latest, err := a.Checkpoint(ctx)
 		if errors.Is(err, feed.ErrNoCheckpoint) {
 			if o.AcceptFork {
-				logf("revocation: ACCEPTING A FORK: %s has a key but neither %s nor the database records anything it signed; starting from the database's %s",
-					a.dir, StateFile, "empty tree")
+				logf("revocation: ACCEPTING A FORK: %s has a key but neither %s nor the database records anything it signed; signing what the database holds",
+					a.dir, StateFile)
 				return nil
 			}
 			return fmt.Errorf("%w: %s holds the authority's key but neither %s nor %s records anything it signed: the database was lost or replaced. "+
