@@ -68,8 +68,16 @@ func (l *Log) checkState(ctx context.Context, logf func(string, ...any)) error {
 				"Restore both from a backup; a log cannot start a second history under the same key (docs/operations-proofs.md)",
 				ErrBehind, l.dir, StateFile, DBFile)
 		}
-		if _, err := ttpstate.Open(string(latest), l.verifier, l.origin); err != nil {
+		cp, err := ttpstate.Open(string(latest), l.verifier, l.origin)
+		if err != nil {
 			return fmt.Errorf("ctlog: the database's latest checkpoint: %w", err)
+		}
+		n, err := querySize(ctx, l.db)
+		if err != nil {
+			return err
+		}
+		if err := l.holds(ctx, l.db, n, cp); err != nil {
+			return err
 		}
 		if err := ttpstate.Write(l.statePath(), &ttpstate.State{Checkpoint: string(latest)}); err != nil {
 			return err

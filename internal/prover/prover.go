@@ -55,11 +55,12 @@ type Config struct {
 	Now    func() time.Time
 	// Progress, if set, is told how many of the new keys have arrived.
 	Progress func(done, total uint64)
-	// StateDir, if set, is a directory (created 0700 if missing) where the prover keeps the last
-	// checkpoint it accepted from this TTP (one file per PKIE, key and
-	// origin; see StatePath), so that after a restart it still refuses a
-	// tree that shrinks or, at the same size, has another root. Without it
-	// a restarted prover accepts whatever the TTP signs first.
+	// StateDir, if set, is a directory (created 0700 if missing) where
+	// the prover keeps the last checkpoint it accepted from this TTP (one
+	// file per PKIE, key and origin; see StatePath), so that after a
+	// restart it still refuses a tree that shrinks or, at the same size,
+	// has another root. Without it a restarted prover accepts whatever the
+	// TTP signs first.
 	StateDir string
 }
 

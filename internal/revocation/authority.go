@@ -227,8 +227,12 @@ func (a *Authority) checkState(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		if _, err := ttpstate.Open(string(latest), a.verifier, a.Origin()); err != nil {
+		cp, err := ttpstate.Open(string(latest), a.verifier, a.Origin())
+		if err != nil {
 			return fmt.Errorf("revocation: the database's latest checkpoint: %w", err)
+		}
+		if err := a.checkHolds(ctx, cp); err != nil && !o.AcceptFork {
+			return err
 		}
 		if err := ttpstate.Write(a.statePath(), &ttpstate.State{Checkpoint: string(latest)}); err != nil {
 			return err
