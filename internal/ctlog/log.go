@@ -419,14 +419,15 @@ func (a *appender) commit() error {
 	if err != nil {
 		return fmt.Errorf("ctlog: signing checkpoint: %w", err)
 	}
+	// From the commit on, the checkpoint and the SCTs it covers may be
+	// served: record it first (see StateFile), beside the last committed
+	// one, read before this one is stored.
+	if err := a.recordPending(msg); err != nil {
+		return fmt.Errorf("ctlog: %w", err)
+	}
 	if _, err := a.tx.ExecContext(a.ctx, `INSERT INTO checkpoints (kind, size, ts, note) VALUES (?, ?, ?, ?)`,
 		kindLog, int64(a.rng.End()), now.UnixMilli(), msg); err != nil {
 		return fmt.Errorf("ctlog: storing checkpoint: %w", err)
-	}
-	// From the commit on, the checkpoint and the SCTs it covers may be
-	// served: record it first (see StateFile).
-	if err := a.recordPending(msg); err != nil {
-		return fmt.Errorf("ctlog: %w", err)
 	}
 	if err := a.tx.Commit(); err != nil {
 		return fmt.Errorf("ctlog: committing: %w", err)

@@ -126,7 +126,18 @@ func TestLogStateCrashAndUpgrade(t *testing.T) {
 	ctx := context.Background()
 	l, _ := filledLog(t, 3)
 	dir := l.Dir()
+	before, _ := l.Checkpoint(ctx)
+	_, one := issue(t, 1)
+	if _, err := l.AddChains(ctx, one); err != nil {
+		t.Fatal(err)
+	}
 	cpMsg, _ := l.Checkpoint(ctx)
+	// While running, the last commit is pending beside the one before it:
+	// a crash before a commit must not leave the state ahead of the
+	// database as if committed.
+	if st, err := ttpstate.Read(filepath.Join(dir, StateFile)); err != nil || st.Checkpoint != string(before) || st.Pending != string(cpMsg) {
+		t.Fatalf("state while running: %+v %v", st, err)
+	}
 	cp, err := checkpoint.Open(cpMsg, l.Verifier(), l.Origin(), time.Hour, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
