@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -40,6 +41,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 	maxInFlight := fs.Int("max-in-flight", 256, "concurrent requests at most; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
 	conns := connFlags(fs)
+	stateDir := fs.String("state", "", "directory keeping the last checkpoint accepted from each TTP (created 0700), so a restarted prover still refuses a tree that shrinks; without it a restart accepts whatever a TTP signs first")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,6 +56,13 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		return usageError("--sync and --max-age must be positive")
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	if *stateDir != "" {
+		if err := os.MkdirAll(*stateDir, 0o700); err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("no --state directory: after a restart this prover accepts whatever tree a TTP signs first, even one smaller than it served before")
+	}
 	hc := &http.Client{Timeout: 2 * time.Minute}
 	mk := func(pkie, url, key, flag string) (*prover.Prover, error) {
 		if url == "" {
@@ -70,7 +79,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return nil, usageError("--%s-key: %v", flag, err)
 		}
-		p, err := prover.New(prover.Config{PKIE: pkie, Verifier: v, MaxAge: *maxAge,
+		p, err := prover.New(prover.Config{PKIE: pkie, Verifier: v, MaxAge: *maxAge, StateDir: *stateDir,
 			Feed: &feed.Client{Base: strings.TrimSuffix(url, "/") + "/v1/sorted", HTTP: hc},
 			Progress: func(done, total uint64) {
 				fmt.Fprintf(env.Stderr, "\r%s: fetched %d of %d new keys", pkie, done, total)

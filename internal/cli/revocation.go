@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -62,6 +63,7 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	maxInFlight := fs.Int("max-in-flight", 64, "requests handled at once; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
 	conns := connFlags(fs)
+	fork := forkFlag(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -72,12 +74,17 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	if *every <= 0 {
 		return usageError("--refresh must be positive")
 	}
-	a, err := revocation.Open(*data, revocation.Options{})
+	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	a, err := revocation.Open(*data, revocation.Options{AcceptFork: *fork, Logf: warnf(logger)})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	if n, err := a.RemoveStaleTemp(); err != nil {
+		logger.Warn(err.Error())
+	} else if n > 0 {
+		logger.Info("removed temporary files left by an interrupted publication", "files", n)
+	}
 	if _, err := a.Publish(ctx); err != nil {
 		return err
 	}
@@ -121,7 +128,7 @@ func revAddCRL(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	a, err := revocation.Open(*data, revocation.Options{})
+	a, err := revocation.Open(*data, revocation.Options{Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))})
 	if err != nil {
 		return err
 	}
@@ -180,7 +187,7 @@ func revAddSerials(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", files[0], err)
 	}
-	a, err := revocation.Open(*data, revocation.Options{})
+	a, err := revocation.Open(*data, revocation.Options{Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))})
 	if err != nil {
 		return err
 	}
@@ -196,10 +203,11 @@ func revPublish(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "revocation publish", "[--data DIR]")
 	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
 	asJSON := fs.Bool("json", false, "print JSON")
+	fork := forkFlag(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	a, err := revocation.Open(*data, revocation.Options{})
+	a, err := revocation.Open(*data, revocation.Options{AcceptFork: *fork, Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))})
 	if err != nil {
 		return err
 	}
@@ -213,6 +221,18 @@ func revPublish(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "published %d revoked keys, root %x\n%s", p.Size, p.Root, p.Checkpoint)
 	return nil
+}
+
+// forkFlag is the operator's deliberate way past the refusal to sign a tree
+// behind the last signed checkpoint (docs/operations-proofs.md).
+func forkFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("dangerously-accept-fork", false, "start even though the database is behind what the authority last signed (lost or restored database), "+
+		"and sign a tree that does not extend it: provers that saw the old tree refuse it, and revocations in the lost part are forgotten")
+}
+
+// warnf logs Open's notes about the state file as warnings.
+func warnf(l *slog.Logger) func(string, ...any) {
+	return func(f string, a ...any) { l.Warn(fmt.Sprintf(f, a...)) }
 }
 
 // readIssuer reads the --issuer certificate (PEM or DER, at most 64 KiB).

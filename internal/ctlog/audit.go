@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -195,6 +197,7 @@ func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 	if o.Previous != nil {
 		rep.add("log checkpoint consistent with the previous one", l.checkConsistent(ctx, o.Previous, lcp, o.Now))
 	}
+	l.auditState(ctx, rep)
 	return rep, nil
 }
 
@@ -286,6 +289,21 @@ func (l *Log) checkStoredTree(ctx context.Context, lcp *checkpoint.Checkpoint) e
 		return fmt.Errorf("the %d stored entries hash to %x, the checkpoint signs %x", lcp.Size, root, lcp.Root)
 	}
 	return nil
+}
+
+// auditState compares the database with the last checkpoint the log
+// recorded apart from it (StateFile): a database that lost entries, or was
+// replaced by another history, fails here even when it is consistent in
+// itself.
+func (l *Log) auditState(ctx context.Context, rep *AuditReport) {
+	const name = "database holds the last checkpoint the log signed (" + StateFile + ")"
+	err := l.CheckState(ctx)
+	if errors.Is(err, os.ErrNotExist) {
+		rep.Checks = append(rep.Checks, AuditCheck{Name: name, OK: true,
+			Detail: "no " + StateFile + " yet (a log created before there was one writes it at its next start): nothing to compare"})
+		return
+	}
+	rep.add(name, err)
 }
 
 func sizeMatch(got, want uint64) error {

@@ -102,6 +102,17 @@ type Options struct {
 	// Roots, if set, is the pool every submitted chain must verify to
 	// (ignoring expiry, as CT logs do). Nil accepts any parseable chain.
 	Roots *x509.CertPool
+	// Logf, if set, is told when Open adopts the database's latest
+	// checkpoint as the last signed one (the first start of a log created
+	// before StateFile existed).
+	Logf func(format string, args ...any)
+	// NoStateCheck opens the log without comparing the database with
+	// StateFile, for an audit that reports the comparison (CheckState)
+	// instead of refusing to open. Such a log refuses to append (and so to
+	// sign) anything, and leaves StateFile alone.
+	NoStateCheck bool
+
+	fresh bool // Init: nothing signed yet, by design
 }
 
 // Log is an open log directory. Its methods are safe for concurrent use.
@@ -116,6 +127,8 @@ type Log struct {
 	roots    *x509.CertPool
 
 	buildMu sync.Mutex // one sorted-tree build at a time in this process
+
+	unchecked bool // opened with NoStateCheck: appends refused
 }
 
 // Init creates a log in dir (created 0700 if missing) whose checkpoints
@@ -138,7 +151,7 @@ func Init(dir, origin string) (vkey string, err error) {
 	if err := writeFileAtomic(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
 		return "", err
 	}
-	l, err := Open(dir, Options{})
+	l, err := Open(dir, Options{fresh: true})
 	if err != nil {
 		return "", err
 	}
@@ -154,7 +167,11 @@ func Init(dir, origin string) (vkey string, err error) {
 	return vkey, nil
 }
 
-// Open opens the log in dir, created by Init.
+// Open opens the log in dir, created by Init. Unless o.NoStateCheck, it
+// refuses (an error wrapping ErrBehind) a database that does not hold the
+// last checkpoint the log signed, as recorded in StateFile; a log without
+// a state file adopts its database's latest checkpoint, and one with
+// neither is refused.
 func Open(dir string, o Options) (*Log, error) {
 	signer, err := checkpoint.ReadSignerFile(filepath.Join(dir, KeyFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -183,8 +200,15 @@ func Open(dir string, o Options) (*Log, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, verifier: verifier,
-		vkey: vkey, now: now, roots: o.Roots}, nil
+	l := &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, verifier: verifier,
+		vkey: vkey, now: now, roots: o.Roots, unchecked: o.NoStateCheck && !o.fresh}
+	if !o.fresh && !o.NoStateCheck {
+		if err := l.checkState(context.Background(), o.Logf); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 func openDB(path string) (*sql.DB, error) {
@@ -207,8 +231,14 @@ func openDB(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Close closes the database.
-func (l *Log) Close() error { return l.db.Close() }
+// Close records the last commit as committed in StateFile (see there) and
+// closes the database.
+func (l *Log) Close() error {
+	if !l.unchecked {
+		l.recordCommitted(context.Background())
+	}
+	return l.db.Close()
+}
 
 // Origin is the log's checkpoint origin (its key's name).
 func (l *Log) Origin() string { return l.origin }
@@ -327,6 +357,9 @@ type appender struct {
 }
 
 func (l *Log) begin(ctx context.Context) (*appender, error) {
+	if l.unchecked {
+		return nil, errors.New("ctlog: this log was opened without checking its database against " + StateFile + " (for an audit); it signs nothing")
+	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: beginning transaction: %w", err)
@@ -387,6 +420,12 @@ func (a *appender) commit() error {
 	msg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: a.l.origin, Size: a.rng.End(), Root: root, Time: now}, a.l.signer)
 	if err != nil {
 		return fmt.Errorf("ctlog: signing checkpoint: %w", err)
+	}
+	// From the commit on, the checkpoint and the SCTs it covers may be
+	// served: record it first (see StateFile), beside the last committed
+	// one, read before this one is stored.
+	if err := a.recordPending(msg); err != nil {
+		return fmt.Errorf("ctlog: %w", err)
 	}
 	if _, err := a.tx.ExecContext(a.ctx, `INSERT INTO checkpoints (kind, size, ts, note) VALUES (?, ?, ?, ?)`,
 		kindLog, int64(a.rng.End()), now.UnixMilli(), msg); err != nil {

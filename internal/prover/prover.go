@@ -17,8 +17,11 @@ package prover
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,6 +29,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/ttpstate"
 	"github.com/pkie/pkie/sortedtree"
 )
 
@@ -51,7 +55,26 @@ type Config struct {
 	Now    func() time.Time
 	// Progress, if set, is told how many of the new keys have arrived.
 	Progress func(done, total uint64)
+	// StateDir, if set, is a directory (created 0700 if missing) where
+	// the prover keeps the last checkpoint it accepted from this TTP (one
+	// file per PKIE, key and origin; see StatePath), so that after a
+	// restart it still refuses a tree that shrinks or, at the same size,
+	// has another root. Without it a restarted prover accepts whatever the
+	// TTP signs first.
+	StateDir string
 }
+
+// StatePath returns the file in dir where a prover of pkie keeps the last
+// checkpoint it accepted from the TTP with key v and checkpoint origin.
+func StatePath(dir, pkie string, v note.Verifier, origin string) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\n%s\n%08x\n%s", pkie, v.Name(), v.KeyHash(), origin))
+	return filepath.Join(dir, fmt.Sprintf("%s-%x.state", pkie, h[:8]))
+}
+
+// ErrRollback is wrapped by Sync's error when the TTP's tree does not
+// extend the one the prover accepted before: smaller, or of the same size
+// with another root. The prover keeps serving what it had.
+var ErrRollback = errors.New("the TTP's tree does not extend the one accepted before")
 
 // DefaultOrigin returns the checkpoint origin a PKIE's TTP key signs.
 func DefaultOrigin(pkie string, v note.Verifier) string {
@@ -73,6 +96,12 @@ type Prover struct {
 	cp       *checkpoint.Checkpoint
 	lastSync time.Time
 	lastErr  error
+
+	// floor is the last checkpoint accepted, this run or (with a state
+	// directory) an earlier one; refused counts trees refused against it.
+	floor     *checkpoint.Checkpoint
+	statePath string
+	refused   uint64
 }
 
 // New returns a prover with an empty mirror; call Sync before serving.
@@ -95,7 +124,25 @@ func New(cfg Config) (*Prover, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Prover{cfg: cfg}, nil
+	p := &Prover{cfg: cfg}
+	if cfg.StateDir != "" {
+		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("prover %s: state directory: %w", cfg.PKIE, err)
+		}
+		p.statePath = StatePath(cfg.StateDir, cfg.PKIE, cfg.Verifier, cfg.Origin)
+		st, err := ttpstate.Read(p.statePath)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			// First contact with this TTP.
+		case err != nil:
+			return nil, fmt.Errorf("prover %s: %w", cfg.PKIE, err)
+		default:
+			if p.floor, err = ttpstate.Open(st.Checkpoint, cfg.Verifier, cfg.Origin); err != nil {
+				return nil, fmt.Errorf("prover %s: %s: %w", cfg.PKIE, p.statePath, err)
+			}
+		}
+	}
+	return p, nil
 }
 
 // PKIE returns the prover's PKIE name.
@@ -139,18 +186,23 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 		return nil, fmt.Errorf("prover %s: TTP checkpoint rejected: %w", p.cfg.PKIE, err)
 	}
 	p.mu.RLock()
-	old, oldCP := p.tree, p.cp
+	old, floor := p.tree, p.floor
 	p.mu.RUnlock()
 	var have uint64
 	if old != nil {
 		have = old.Size()
 	}
-	if oldCP != nil && cp.Time.Before(oldCP.Time) {
-		return nil, fmt.Errorf("prover %s: TTP checkpoint of %s is older than the one held (%s)", p.cfg.PKIE,
-			cp.Time.UTC().Format(time.RFC3339), oldCP.Time.UTC().Format(time.RFC3339))
-	}
-	if cp.Size < have {
-		return nil, fmt.Errorf("prover %s: TTP tree shrank from %d to %d keys", p.cfg.PKIE, have, cp.Size)
+	if floor != nil {
+		if err := ttpstate.CheckExtends(floor, cp); err != nil {
+			p.mu.Lock()
+			p.refused++
+			p.mu.Unlock()
+			return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, err)
+		}
+		if cp.Time.Before(floor.Time) {
+			return nil, fmt.Errorf("prover %s: TTP checkpoint of %s is older than the one accepted before (%s)", p.cfg.PKIE,
+				cp.Time.UTC().Format(time.RFC3339), floor.Time.UTC().Format(time.RFC3339))
+		}
 	}
 	tree := old
 	if cp.Size > have || old == nil {
@@ -172,8 +224,15 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 	if tree.Root() != cp.Root {
 		return nil, fmt.Errorf("prover %s: rebuilt root %x does not match the signed root %x; not serving it", p.cfg.PKIE, tree.Root(), cp.Root)
 	}
+	// Persist before serving: once a client holds a proof on this tree, a
+	// restarted prover must not go back behind it.
+	if p.statePath != "" && (floor == nil || floor.Size != cp.Size || !floor.Time.Equal(cp.Time)) {
+		if err := ttpstate.Write(p.statePath, &ttpstate.State{Checkpoint: string(msg)}); err != nil {
+			return nil, fmt.Errorf("prover %s: %w; not serving the new tree", p.cfg.PKIE, err)
+		}
+	}
 	p.mu.Lock()
-	p.tree, p.cp, p.cpMsg = tree, cp, msg
+	p.tree, p.cp, p.cpMsg, p.floor = tree, cp, msg, cp
 	p.mu.Unlock()
 	return &SyncResult{Size: cp.Size, NewKeys: cp.Size - have, Time: cp.Time}, nil
 }
@@ -219,13 +278,16 @@ type Status struct {
 	CheckpointTime time.Time `json:"checkpoint_time,omitzero"`
 	LastSync       time.Time `json:"last_sync,omitzero"`
 	LastError      string    `json:"last_error,omitempty"`
+	// RefusedTrees counts syncs that refused a tree not extending the one
+	// accepted before (ErrRollback): alert on any.
+	RefusedTrees uint64 `json:"refused_trees"`
 }
 
 // Status reports the prover's sync state.
 func (p *Prover) Status() Status {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	s := Status{PKIE: p.cfg.PKIE, Origin: p.cfg.Origin, Synced: p.tree != nil, LastSync: p.lastSync}
+	s := Status{PKIE: p.cfg.PKIE, Origin: p.cfg.Origin, Synced: p.tree != nil, LastSync: p.lastSync, RefusedTrees: p.refused}
 	if p.cp != nil {
 		s.Size, s.CheckpointTime = p.cp.Size, p.cp.Time
 	}

@@ -13,7 +13,11 @@
 // what lets provers sync incrementally through package feed.
 //
 // State lives in one SQLite file (WAL, synchronous=FULL) in the authority's
-// directory, so a restart loses nothing committed.
+// directory, so a restart loses nothing committed. What the authority last
+// signed is also kept apart from the database, in StateFile (package
+// ttpstate), written before a new checkpoint can be served: Open refuses a
+// database that is behind it, so a lost, truncated or rolled-back database
+// is an error at start, never a smaller tree signed as the truth.
 package revocation
 
 import (
@@ -28,6 +32,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +42,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/ttpstate"
 	"github.com/pkie/pkie/sortedtree"
 )
 
@@ -46,6 +52,8 @@ const (
 	KeyFile  = "revocation.key" // note signer key, 0600
 	PubFile  = "revocation.pub"
 	TreeFile = "revoked.tree"
+	// StateFile holds the last signed checkpoint (package ttpstate), 0600.
+	StateFile = "revocation.state"
 )
 
 const schema = `
@@ -76,7 +84,26 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 // Options configure an opened authority.
 type Options struct {
 	Now func() time.Time // nil means time.Now
+	// Logf, if set, is told what Open decided about the state file when
+	// that needs the operator's attention (adopting the database's latest
+	// checkpoint on the first start of an older authority, a fork accepted
+	// with AcceptFork).
+	Logf func(format string, args ...any)
+	// AcceptFork opens a database that is behind the last signed
+	// checkpoint (or one with nothing signed, while the key exists)
+	// instead of refusing it. The next publication then signs a tree that
+	// does not extend what the authority signed before: provers that saw
+	// the old tree refuse it, and certificates revoked in the lost part
+	// check as not revoked by those that did not. Only for an operator
+	// who has decided to start over under the same key.
+	AcceptFork bool
+
+	fresh bool // Init: nothing signed yet, by design
 }
+
+// ErrBehind is wrapped by Open's error for a database that does not hold
+// what the authority last signed.
+var ErrBehind = errors.New("revocation: the database is behind the last signed checkpoint")
 
 // Authority is an open revocation authority directory. Its methods are safe
 // for concurrent use.
@@ -110,7 +137,7 @@ func Init(dir, origin string) (vkey string, err error) {
 	if err := writeFileAtomic(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
 		return "", err
 	}
-	a, err := Open(dir, Options{})
+	a, err := Open(dir, Options{fresh: true})
 	if err != nil {
 		return "", err
 	}
@@ -121,7 +148,13 @@ func Init(dir, origin string) (vkey string, err error) {
 	return vkey, nil
 }
 
-// Open opens an authority directory created by Init.
+// Open opens an authority directory created by Init. It refuses (an error
+// wrapping ErrBehind) a database that does not hold the keys of the last
+// checkpoint the authority signed, as recorded in StateFile: fewer keys, or
+// first keys that hash to another root. An authority without a state file
+// (one created before there was one) adopts the latest checkpoint stored in
+// its database, and writes it there; one with neither is refused, since a
+// key with no record of what it signed means the database was lost.
 func Open(dir string, o Options) (*Authority, error) {
 	signer, err := checkpoint.ReadSignerFile(filepath.Join(dir, KeyFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -160,7 +193,138 @@ func Open(dir string, o Options) (*Authority, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Authority{db: db, dir: dir, signer: signer, verifier: verifier, vkey: vkey, now: now}, nil
+	a := &Authority{db: db, dir: dir, signer: signer, verifier: verifier, vkey: vkey, now: now}
+	if !o.fresh {
+		if err := a.checkState(context.Background(), o); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *Authority) statePath() string { return filepath.Join(a.dir, StateFile) }
+
+// checkState compares the database with the last signed checkpoint.
+func (a *Authority) checkState(ctx context.Context, o Options) error {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	st, err := ttpstate.Read(a.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		latest, err := a.Checkpoint(ctx)
+		if errors.Is(err, feed.ErrNoCheckpoint) {
+			if o.AcceptFork {
+				logf("revocation: ACCEPTING A FORK: %s has a key but neither %s nor the database records anything it signed; signing what the database holds",
+					a.dir, StateFile)
+				return nil
+			}
+			return fmt.Errorf("%w: %s holds the authority's key but neither %s nor %s records anything it signed: the database was lost or replaced. "+
+				"Restore both files from a backup, or start over under this key deliberately with --dangerously-accept-fork (docs/operations-proofs.md)",
+				ErrBehind, a.dir, StateFile, DBFile)
+		}
+		if err != nil {
+			return err
+		}
+		cp, err := ttpstate.Open(string(latest), a.verifier, a.Origin())
+		if err != nil {
+			return fmt.Errorf("revocation: the database's latest checkpoint: %w", err)
+		}
+		if err := a.checkHolds(ctx, cp); err != nil && !o.AcceptFork {
+			return err
+		}
+		if err := ttpstate.Write(a.statePath(), &ttpstate.State{Checkpoint: string(latest)}); err != nil {
+			return err
+		}
+		logf("revocation: no %s yet (an authority created before there was one): adopted the database's latest checkpoint as the last signed one", StateFile)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("revocation: %w (it records what the authority last signed: restore it, or see --dangerously-accept-fork)", err)
+	}
+	saved, err := ttpstate.Open(st.Checkpoint, a.verifier, a.Origin())
+	if err != nil {
+		return fmt.Errorf("revocation: %s: %w", StateFile, err)
+	}
+	err = a.checkHolds(ctx, saved)
+	if err != nil && o.AcceptFork {
+		logf("revocation: ACCEPTING A FORK: %v", err)
+		return nil
+	}
+	return err
+}
+
+// checkHolds checks that the database's first saved.Size keys are the
+// tree saved signs. Keys are never withdrawn and keep their position, so
+// that prefix is exactly the set the authority signed.
+func (a *Authority) checkHolds(ctx context.Context, saved *checkpoint.Checkpoint) error {
+	tx, err := a.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("revocation: %w", err)
+	}
+	defer tx.Rollback()
+	n, err := count(ctx, tx)
+	if err != nil {
+		return err
+	}
+	when := saved.Time.UTC().Format(time.RFC3339)
+	if n < saved.Size {
+		return fmt.Errorf("%w: %s holds %d revoked keys, but the authority last signed a tree of %d (%s, %s); "+
+			"refusing to sign a smaller tree. Restore the database, or see --dangerously-accept-fork (docs/operations-proofs.md)",
+			ErrBehind, DBFile, n, saved.Size, when, StateFile)
+	}
+	keys, err := feed.QueryKeys(ctx, tx, keysQuery, 0, saved.Size)
+	if err != nil {
+		return err
+	}
+	t := sortedtree.Build(keys)
+	defer t.Close()
+	if root := t.Root(); t.Size() != saved.Size || root != saved.Root {
+		return fmt.Errorf("%w: the first %d of the %d keys in %s give a tree of %d keys with root %x…, but the authority last signed %d keys with root %x… (%s, %s): "+
+			"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations-proofs.md)",
+			ErrBehind, saved.Size, n, DBFile, t.Size(), root[:8], saved.Size, saved.Root[:8], when, StateFile)
+	}
+	return nil
+}
+
+// tempNames matches the temporary files a publication writes: the tree
+// file's (revoked.tree.tmp-<12 hex>), the one sortedtree.WriteFile writes
+// it through (.revoked.tree.tmp-<12 hex>.tmp<digits>), and the state
+// file's.
+var tempNames = []*regexp.Regexp{
+	regexp.MustCompile(`^` + regexp.QuoteMeta(TreeFile) + `\.tmp-[0-9a-f]{12}$`),
+	regexp.MustCompile(`^\.` + regexp.QuoteMeta(TreeFile) + `\.tmp-[0-9a-f]{12}\.tmp[0-9]+$`),
+	ttpstate.TempPattern(StateFile),
+}
+
+// RemoveStaleTemp removes the temporary files a publication killed half
+// way (kill -9, a power cut) left in the directory, each as big as the
+// tree, and returns how many it removed. Only names the authority itself
+// writes are touched. Run it when the server starts: a publication running
+// at that moment in another process (a CLI ingest) would lose its file and
+// fail, to be redone by the next one.
+func (a *Authority) RemoveStaleTemp() (int, error) {
+	ents, err := os.ReadDir(a.dir)
+	if err != nil {
+		return 0, fmt.Errorf("revocation: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		for _, re := range tempNames {
+			if re.MatchString(e.Name()) {
+				if err := os.Remove(filepath.Join(a.dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return n, fmt.Errorf("revocation: removing a stale temporary file: %w", err)
+				}
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // Close closes the database.
@@ -305,19 +469,21 @@ func (a *Authority) Publish(ctx context.Context) (*Published, error) {
 }
 
 func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
-	// One write transaction from reading the keys to storing the
-	// checkpoint: two publishers (a server and a CLI ingest) then cannot
-	// store checkpoints out of order.
-	tx, err := a.db.BeginTx(ctx, nil)
+	// Read the keys in a read transaction and build and write the tree
+	// outside any write lock: that is most of a publication's time, and a
+	// write lock held through it starves every other writer (a CLI ingest
+	// beside a server republishing a large tree) past its busy timeout.
+	rtx, err := a.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("revocation: %w", err)
 	}
-	defer tx.Rollback()
-	n, err := count(ctx, tx)
+	n, err := count(ctx, rtx)
 	if err != nil {
+		rtx.Rollback()
 		return nil, err
 	}
-	keys, err := feed.QueryKeys(ctx, tx, keysQuery, 0, n)
+	keys, err := feed.QueryKeys(ctx, rtx, keysQuery, 0, n)
+	rtx.Rollback()
 	if err != nil {
 		return nil, err
 	}
@@ -332,19 +498,54 @@ func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
 		os.Remove(tmp)
 		return nil, fmt.Errorf("revocation: writing tree: %w", err)
 	}
+	defer os.Remove(tmp) // a no-op once renamed
+
+	// One short write transaction signs and stores the checkpoint, so
+	// checkpoints are stored in the order they are signed even with two
+	// publishers (a server and a CLI ingest) in two processes.
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	defer tx.Rollback()
+	var latest []byte
+	err = tx.QueryRowContext(ctx, `SELECT note FROM checkpoints ORDER BY id DESC LIMIT 1`).Scan(&latest)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("revocation: reading checkpoint: %w", err)
+	}
+	if root := t.Root(); latest != nil {
+		prev, err := ttpstate.Open(string(latest), a.verifier, a.Origin())
+		if err != nil {
+			return nil, fmt.Errorf("revocation: the stored checkpoint: %w", err)
+		}
+		switch {
+		case prev.Size > t.Size():
+			// Another publisher signed more keys since this one read
+			// them: its checkpoint covers every key this call was to
+			// publish, and storing this one after it would go back.
+			return &Published{Checkpoint: latest, Size: prev.Size, Root: prev.Root, Time: prev.Time, TreePath: path}, nil
+		case prev.Size == t.Size() && prev.Root != root:
+			return nil, fmt.Errorf("revocation: the first %d stored keys now hash to %x…, the stored checkpoint of that size signs %x…: the database changed under the authority",
+				t.Size(), root[:8], prev.Root[:8])
+		}
+	}
 	now := a.now()
 	cp := checkpoint.Checkpoint{Origin: a.Origin(), Size: t.Size(), Root: t.Root(), Time: now}
 	msg, err := checkpoint.Sign(cp, a.signer)
 	if err != nil {
-		os.Remove(tmp)
 		return nil, fmt.Errorf("revocation: signing checkpoint: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (size, ts, note) VALUES (?, ?, ?)`, int64(cp.Size), now.UnixMilli(), msg); err != nil {
-		os.Remove(tmp)
 		return nil, fmt.Errorf("revocation: storing checkpoint: %w", err)
 	}
+	// Record what is signed before anyone can be served it: from the
+	// commit on, a prover may hold it. The keys it covers are committed
+	// already, so a crash before the commit leaves a state file the
+	// database still satisfies.
+	if err := ttpstate.Write(a.statePath(), &ttpstate.State{Checkpoint: string(msg)}); err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
 		return nil, fmt.Errorf("revocation: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
