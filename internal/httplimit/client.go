@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 )
 
@@ -24,6 +25,11 @@ func ClientKey(addr net.Addr) netip.Prefix {
 	}
 	return prefixOf(ip)
 }
+
+// RequestClientKey is ClientKey for a request: the connection's remote
+// address (r.RemoteAddr). Headers such as X-Forwarded-For are the client's to
+// forge and are never consulted.
+func RequestClientKey(r *http.Request) netip.Prefix { return clientKeyString(r.RemoteAddr) }
 
 // clientKeyString is ClientKey for an http.Request's RemoteAddr.
 func clientKeyString(remote string) netip.Prefix {

@@ -3,12 +3,11 @@ package notary
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -149,25 +148,9 @@ func (q *probeQueue) tidy(client, target string, c, t *share) {
 	}
 }
 
-// clientKey is the client address a request's probes are counted against:
-// the connection's remote address (X-Forwarded-For and the like are the
-// client's to forge), IPv6 ones by /64, since one host commonly has a
-// whole /64 to draw addresses from.
-func clientKey(r *http.Request) string {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		// Not an IP connection (a test recorder, a unix socket): one
-		// client.
-		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		return host
-	}
-	a := ap.Addr().Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+// clientKey is the client address a request's probes are counted against,
+// as the request slots count it (httplimit.RequestClientKey).
+func clientKey(r *http.Request) string { return httplimit.RequestClientKey(r).String() }
 
 // targetKey is the target a probe is counted against: the pinned address
 // when there is one, else the host name (SNI names of one host share it).
