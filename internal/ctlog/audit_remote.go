@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/ttpstate"
 	"github.com/pkie/pkie/sortedtree"
 )
 
@@ -775,25 +775,7 @@ func readState(path string) ([]byte, error) {
 // (0600) in the same directory, synced, renamed over it, so a crash leaves
 // the old checkpoint or the new one, never half of one.
 func saveState(path string, msg []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return &stateError{fmt.Errorf("ctlog: saving the audit state: %w", err)}
-	}
-	_, err = f.Write(msg)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := ttpstate.WriteFile(path, msg); err != nil {
 		return &stateError{fmt.Errorf("ctlog: saving the audit state: %w", err)}
 	}
 	return nil

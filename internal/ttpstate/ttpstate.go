@@ -90,22 +90,31 @@ func Read(path string) (*State, error) {
 	return s, nil
 }
 
-// Write replaces the state file at path with s, so that a crash leaves the
-// old state or the new one, never a mix: a temporary file in the same
-// directory (mode 0600), synced, renamed over path, and the directory
-// synced so the rename itself is durable.
+// Write replaces the state file at path with s, atomically and durably
+// (WriteFile).
 func Write(path string, s *State) error {
 	s.Version = Version
 	b, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("ttpstate: %w", err)
 	}
+	if err := WriteFile(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("ttpstate: saving state: %w", err)
+	}
+	return nil
+}
+
+// WriteFile replaces path with b so that a crash leaves the old contents or
+// the new, never half of either: b is written to a temporary file in the
+// same directory (mode 0600, named as TempPattern matches), synced, renamed
+// over path, and the directory synced so the rename itself is durable.
+func WriteFile(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
 	if err != nil {
-		return fmt.Errorf("ttpstate: saving state: %w", err)
+		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Chmod(0o600)
 	}
@@ -120,14 +129,16 @@ func Write(path string, s *State) error {
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("ttpstate: saving state %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return fmt.Errorf("ttpstate: syncing %s: %w", dir, err)
-		}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }
