@@ -19,6 +19,7 @@ type metrics struct {
 	probeSeconds prometheus.Histogram
 	probeErrors  prometheus.Counter
 	overloaded   prometheus.Counter
+	abandoned    prometheus.Counter
 	historyEmpty prometheus.Gauge
 }
 
@@ -47,12 +48,15 @@ func newMetrics() *metrics {
 		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pkie_notary_overloaded_total", Help: "Requests refused with 503 because the notary was at a concurrency bound: requests in progress, or the probe queue (or a client's or target's share of it).",
 		}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_probes_abandoned_total", Help: "Probes dropped from the queue before they started because every request waiting for them had gone.",
+		}),
 		historyEmpty: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pkie_notary_history_empty_at_start",
 			Help: "1 when the notary started on an empty history although it had recorded observations before (a lost database); 0 otherwise.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.cacheHits, m.cacheMisses, m.inflight, m.probeSeconds, m.probeErrors, m.overloaded, m.historyEmpty,
+	m.reg.MustRegister(m.requests, m.cacheHits, m.cacheMisses, m.inflight, m.probeSeconds, m.probeErrors, m.overloaded, m.abandoned, m.historyEmpty,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

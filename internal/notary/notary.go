@@ -31,7 +31,6 @@ import (
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/probe"
-	"golang.org/x/sync/singleflight"
 )
 
 // Config configures a Notary.
@@ -113,7 +112,7 @@ type Notary struct {
 	cfg     Config
 	now     func() time.Time
 	log     *slog.Logger
-	flight  singleflight.Group
+	flight  probeFlight
 	queue   *probeQueue
 	marked  atomic.Bool      // HistoryMarker exists
 	checks  *httplimit.Slots // probing requests
@@ -282,11 +281,15 @@ func (n *Notary) ServeTLS(ctx context.Context, ln net.Listener) error {
 // durable.
 func (n *Notary) observe(ctx context.Context, client string, k store.Key, t probe.Target) (*probe.Observation, error) {
 	key := k.Host + "\x00" + strconv.Itoa(k.Port) + "\x00" + k.SNI + "\x00" + t.IP.String()
-	ch := n.flight.DoChan(key, func() (any, error) {
-		release, err := n.queue.acquire(client, targetKey(t))
+	obs, err := n.flight.do(ctx, key, func(abandon <-chan struct{}, started func()) (*probe.Observation, error) {
+		release, err := n.queue.acquire(client, targetKey(t), abandon)
+		if errors.Is(err, errAbandoned) {
+			n.metrics.abandoned.Inc()
+		}
 		if err != nil {
 			return nil, err
 		}
+		started()
 		defer release()
 		n.metrics.inflight.Inc()
 		defer n.metrics.inflight.Dec()
@@ -309,18 +312,13 @@ func (n *Notary) observe(ctx context.Context, client string, k store.Key, t prob
 		n.markHistory()
 		return obs, nil
 	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*probe.Observation), nil
-	case <-ctx.Done():
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, &waitTimeout{fmt.Errorf("timed out after %v waiting for the probe to finish and be recorded: %w", n.cfg.RequestTimeout, ctx.Err())}
 		}
 		return nil, ctx.Err()
 	}
+	return obs, err
 }
 
 // storageError is the notary's own failure to record what it saw: the

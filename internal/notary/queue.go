@@ -73,8 +73,9 @@ func (q *probeQueue) canRun(c, t *share) bool {
 
 // acquire waits for a probe slot for client's probe of target and returns
 // the function that gives it back, or fails at once with errOverloaded
-// when the probe may not even wait.
-func (q *probeQueue) acquire(client, target string) (release func(), err error) {
+// when the probe may not even wait, or with errAbandoned when abandon is
+// closed while it waits (its place and shares are then freed at once).
+func (q *probeQueue) acquire(client, target string, abandon <-chan struct{}) (release func(), err error) {
 	q.mu.Lock()
 	c, t := q.shares(client, target)
 	release = func() { q.release(client, target) }
@@ -107,8 +108,26 @@ func (q *probeQueue) acquire(client, target string) (release func(), err error) 
 	// Slots are held only for one probe (bounded by the prober's timeout)
 	// and its write to the history (bounded by RequestTimeout), so the
 	// wait ends.
-	<-w.ready
-	return release, nil
+	select {
+	case <-w.ready:
+		return release, nil
+	case <-abandon:
+	}
+	q.mu.Lock()
+	for i, x := range q.waiting {
+		if x == w {
+			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			c.waiting--
+			t.waiting--
+			q.tidy(client, target, c, t)
+			q.mu.Unlock()
+			return nil, errAbandoned
+		}
+	}
+	q.mu.Unlock()
+	// release handed this probe a slot as it was abandoned: pass it on.
+	release()
+	return nil, errAbandoned
 }
 
 // release returns a slot and hands it to the oldest waiting probe that is

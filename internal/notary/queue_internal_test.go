@@ -12,14 +12,14 @@ import (
 // client beyond its share of the queue is refused at once.
 func TestProbeQueueHandsSlotsWithinShares(t *testing.T) {
 	q := newProbeQueue(2, 4, 1, 2) // 2 slots, 4 places; a client 1 slot and 2 places
-	relA, err := q.acquire("A", "t1")
+	relA, err := q.acquire("A", "t1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 4)
 	wait := func(client, target string) {
 		go func() {
-			rel, err := q.acquire(client, target)
+			rel, err := q.acquire(client, target, nil)
 			if err != nil {
 				got <- client + " refused"
 				return
@@ -42,7 +42,7 @@ func TestProbeQueueHandsSlotsWithinShares(t *testing.T) {
 	}
 	wait("A", "t2") // A is at its share of slots: waits
 	waiting(1)
-	relB, err := q.acquire("B", "t3") // a free slot, within B's share
+	relB, err := q.acquire("B", "t3", nil) // a free slot, within B's share
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestProbeQueueHandsSlotsWithinShares(t *testing.T) {
 	waiting(2)
 	wait("A", "t5")
 	waiting(3)
-	if _, err := q.acquire("A", "t6"); !errors.Is(err, errOverloaded) {
+	if _, err := q.acquire("A", "t6", nil); !errors.Is(err, errOverloaded) {
 		t.Fatalf("a client beyond its share of the queue: %v", err)
 	}
 	relB() // the oldest waiter is A's, but A still holds its one slot: C goes
