@@ -38,19 +38,45 @@ func (l *Log) BuildSorted(ctx context.Context) (*SortedBuild, error) {
 func (l *Log) buildSorted(ctx context.Context, edit func([][32]byte) [][32]byte) (*SortedBuild, error) {
 	l.buildMu.Lock()
 	defer l.buildMu.Unlock()
-	// Read the keys inside the write transaction that appends the signed
-	// root: a concurrent build in another process then cannot append an
-	// older sorted root after a newer one.
-	a, err := l.begin(ctx)
+	// A build in another process (pkie log build beside a running server)
+	// may commit a larger tree while this one is built; this one is then
+	// stale and is built again from a newer snapshot.
+	for attempt := 1; ; attempt++ {
+		b, err := l.buildSortedOnce(ctx, edit)
+		if errors.Is(err, errStaleBuild) && attempt < 3 {
+			continue
+		}
+		return b, err
+	}
+}
+
+// errStaleBuild means a larger sorted tree was committed while this build
+// ran.
+var errStaleBuild = errors.New("ctlog: a larger sorted tree was committed during this build")
+
+// buildSortedOnce reads the keys of every logged certificate from a read
+// snapshot, builds and writes the sorted tree without holding the write
+// lock (on a large log that takes seconds, and writers beside a running
+// server, such as pkie log add, would otherwise time out on SQLITE_BUSY),
+// then, in a short write transaction, signs the root, appends it to the
+// log and publishes the tree file. The tree covers the first n
+// certificates as of the snapshot, which is what its checkpoint says;
+// certificates logged meanwhile are in the next build.
+func (l *Log) buildSortedOnce(ctx context.Context, edit func([][32]byte) [][32]byte) (*SortedBuild, error) {
+	if l.unchecked {
+		return nil, errors.New("ctlog: this log was opened without checking its database against " + StateFile + " (for an audit); it signs nothing")
+	}
+	rtx, err := l.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
+		return nil, fmt.Errorf("ctlog: beginning read: %w", err)
+	}
+	n, err := queryCertCount(ctx, rtx)
+	if err != nil {
+		rtx.Rollback()
 		return nil, err
 	}
-	defer a.rollback()
-	n, err := queryCertCount(ctx, a.tx)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := feed.QueryKeys(ctx, a.tx, keysQuery, 0, n)
+	keys, err := feed.QueryKeys(ctx, rtx, keysQuery, 0, n)
+	rtx.Rollback()
 	if err != nil {
 		return nil, err
 	}
@@ -70,25 +96,35 @@ func (l *Log) buildSorted(ctx context.Context, edit func([][32]byte) [][32]byte)
 		os.Remove(tmp)
 		return nil, fmt.Errorf("ctlog: writing sorted tree: %w", err)
 	}
+	defer os.Remove(tmp) // a no-op once renamed
 	fi, err := os.Stat(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: %w", err)
+	}
+	a, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer a.rollback()
+	var latest sql.NullInt64
+	if err := a.tx.QueryRowContext(ctx, `SELECT size FROM checkpoints WHERE kind = ? ORDER BY entry DESC LIMIT 1`, kindSorted).Scan(&latest); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ctlog: reading the latest sorted checkpoint: %w", err)
+	}
+	if latest.Valid && uint64(latest.Int64) > t.Size() {
+		return nil, errStaleBuild
 	}
 	now := l.now()
 	cp := checkpoint.Checkpoint{Origin: l.SortedOrigin(), Size: t.Size(), Root: t.Root(), Time: now}
 	msg, err := checkpoint.Sign(cp, l.signer)
 	if err != nil {
-		os.Remove(tmp)
 		return nil, fmt.Errorf("ctlog: signing sorted checkpoint: %w", err)
 	}
 	idx, err := a.append(&Leaf{Timestamp: uint64(now.UnixMilli()), Type: SortedRootEntry, Data: msg})
 	if err != nil {
-		os.Remove(tmp)
 		return nil, err
 	}
 	if _, err := a.tx.ExecContext(ctx, `INSERT INTO checkpoints (kind, size, ts, note, entry) VALUES (?, ?, ?, ?, ?)`,
 		kindSorted, int64(cp.Size), now.UnixMilli(), msg, int64(idx)); err != nil {
-		os.Remove(tmp)
 		return nil, fmt.Errorf("ctlog: storing sorted checkpoint: %w", err)
 	}
 	// Publish the file before the checkpoint that names it commits, so a
@@ -96,7 +132,6 @@ func (l *Log) buildSorted(ctx context.Context, edit func([][32]byte) [][32]byte)
 	// in between leaves a tree newer than the checkpoint; the next build
 	// replaces it.
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
 		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	if err := a.commit(); err != nil {
