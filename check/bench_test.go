@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkLocalCacheHit measures a verdict answered from the local cache,
-// in process: the seed paper's "local cache hit" row (108 ms, for a client
+// in process: Forced Perspectives' "local cache hit" row (Table 4) (108 ms, for a client
 // that reloaded its SQLite cache on every run). Target: at most 1 ms.
 //
 //	go test -run '^$' -bench LocalCacheHit ./check
@@ -51,7 +51,7 @@ func BenchmarkLocalCacheHit(b *testing.B) {
 }
 
 // BenchmarkNotaryRound measures a verdict from three notaries that have the
-// site in their history (the seed's "notary cache hit"), without a local
+// site in their history (Forced Perspectives' "notary cache hit"), without a local
 // cache, at loopback, continental (50 ms RTT) and global (150 ms RTT)
 // distance. A long-lived Checker reuses its notary connections, so after
 // the first round each query costs one round trip.

@@ -27,7 +27,7 @@
 //     Source in Config.Sources, run beside the notaries; those named in
 //     Config.Require must pass.
 //
-// Converge is the seed paper's converge(host, port, sha1sum): for a program
+// Converge is Forced Perspectives' converge(host, port, sha1sum): for a program
 // that already holds the certificate (its own TLS connection), it skips the
 // probe and runs the same cache, notaries and policy on the fingerprint.
 //
@@ -375,7 +375,7 @@ func (c *Checker) CheckObservation(ctx context.Context, obs *probe.Observation) 
 	return c.decide(ctx, &o, &o.SHA256, &o.SHA1)
 }
 
-// Converge is the seed paper's converge(host, port, sha1sum): given the
+// Converge is Forced Perspectives' converge(host, port, sha1sum): given the
 // SHA-1 fingerprint of a certificate the caller saw at host:port (colon
 // separated or plain hex, any case), it reports whether to trust it,
 // through the same local cache, notaries and policy as Check. With no chain

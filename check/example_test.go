@@ -10,7 +10,7 @@ import (
 )
 
 // An embedder that completed its own TLS handshake asks whether to trust the
-// certificate it was shown: the seed paper's converge(host, port, sha1sum).
+// certificate it was shown: Forced Perspectives' converge(host, port, sha1sum).
 func ExampleChecker_Converge() {
 	dir, err := check.DefaultNotaryDir()
 	if err != nil {

@@ -74,7 +74,7 @@ func newProofSource(pkie string, o ProofOptions) (*proofSource, error) {
 
 // NewCTSource returns the "ct" source: the leaf must be in the log's signed
 // sorted tree (presence proof), or absent with the log's SCT younger than
-// the maximum merge delay (seed 004 §5.1).
+// the maximum merge delay (the PEC paper, §5.1).
 func NewCTSource(o ProofOptions) (Source, error) { return newProofSource(prover.CT, o) }
 
 // NewRevocationSource returns the "revocation" source: an absence proof in

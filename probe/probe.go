@@ -23,7 +23,7 @@ import (
 )
 
 // DefaultTimeout bounds connect plus handshake, as the Convergence notary
-// evaluated in the seed paper was configured (2 s).
+// evaluated in Forced Perspectives (IMC 2014) was configured (2 s).
 const DefaultTimeout = 2 * time.Second
 
 // Target is what a client wants to reach.

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The seed's scales: Symantec's CT log (2,129,920 certificates) and
+// The PEC paper's scales (ASIA CCS 2018, §8): Symantec's CT log (2,129,920 certificates) and
 // Comodo's largest CRL (53,164 serials). Full figures: pkie bench proofs.
 var benchSizes = []int{53164, 2129920}
 
@@ -100,7 +100,7 @@ func BenchmarkOpen(b *testing.B) {
 	}
 }
 
-// BenchmarkMerge adds 1,000 keys to the seed's CT-scale tree, a prover's
+// BenchmarkMerge adds 1,000 keys to the PEC paper's CT-scale tree, a prover's
 // incremental update; compare BenchmarkBuild/2129920.
 func BenchmarkMerge(b *testing.B) {
 	tr := benchTree(b, 2129920)

@@ -54,8 +54,8 @@ type benchProofsReport struct {
 
 func runBenchProofs(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "bench proofs", "--leaves N [--revoked M] [--keys K] [--json]")
-	leaves := fs.Uint64("leaves", 2129920, "keys in the tree (the seed's CT log: 2,129,920)")
-	revoked := fs.Uint64("revoked", 0, "also measure a tree of this many keys (the seed's CRL: 53,164)")
+	leaves := fs.Uint64("leaves", 2129920, "keys in the tree (the PEC paper's CT log: 2,129,920)")
+	revoked := fs.Uint64("revoked", 0, "also measure a tree of this many keys (the PEC paper's CRL: 53,164)")
 	samples := fs.Int("keys", 1000, "random present and as many absent keys to prove (>= 1000)")
 	dir := fs.String("dir", "", "directory for the temporary tree file (default: the system temp dir)")
 	level := fs.Int("level", 0, "lowest interior level stored in the file (default: sortedtree.DefaultFileLevel)")

@@ -40,7 +40,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "connect + handshake timeout of the client's own probe")
 	sni := fs.String("sni", "", "SNI name to send (default: the host)")
 	ip := fs.String("ip", "", "connect to this IP instead of resolving the host")
-	fingerprint := fs.String("fingerprint", "", "check this fingerprint instead of probing: a SHA-1 (AA:BB:… or 40 hex digits; the seed's converge(host, port, sha1)) or a SHA-256 (64 hex digits, asked of v1 notaries only)")
+	fingerprint := fs.String("fingerprint", "", "check this fingerprint instead of probing: a SHA-1 (AA:BB:… or 40 hex digits; Forced Perspectives' converge(host, port, sha1)) or a SHA-256 (64 hex digits, asked of v1 notaries only)")
 	api := fs.String("api", "auto", "notary API: auto (v1 for bundles that pin a pkie_v1_ed25519 key, Convergence otherwise) | convergence | v1")
 	answerMaxAge := fs.Duration("answer-max-age", check.DefaultAnswerMaxAge, "a v1 notary answer whose observation or signature is older than this does not vote")
 	bounceVia := fs.String("bounce-via", "", "relay notary queries through this notary bundle's CONNECT listener (privacy)")

@@ -56,7 +56,7 @@ func commands() []command {
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
-		{"bench", "measure pkie against the seed papers (bench proofs, ...)", runBench},
+		{"bench", "measure pkie against the research papers (bench proofs, ...)", runBench},
 	}
 }
 

@@ -93,7 +93,7 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "log serve", "[flags]")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory (from pkie log init)")
 	listen := fs.String("listen", "127.0.0.1:8091", "HTTP listen address")
-	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --max-age)")
+	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --proof-max-age)")
 	roots := fs.String("roots", "mozilla", logRootsHelp+"; chains that do not verify to one are refused")
 	maxInFlight := fs.Int("max-in-flight", 64, "read requests (checkpoint, proofs, entries, SCTs, feed) handled at once; more get 503")
 	maxAddChain := fs.Int("max-add-chain", 64, "add-chain requests handled at once, apart from reads; more get 503")

@@ -59,7 +59,7 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "revocation serve", "[flags]")
 	data := fs.String("data", defaultDataDir(env, "revocation"), "authority directory")
 	listen := fs.String("listen", "127.0.0.1:8092", "HTTP listen address")
-	every := fs.Duration("refresh", time.Minute, "re-sign the tree this often even without updates (keep it well under clients' --max-age)")
+	every := fs.Duration("refresh", time.Minute, "re-sign the tree this often even without updates (keep it well under clients' --proof-max-age)")
 	maxInFlight := fs.Int("max-in-flight", 64, "requests handled at once; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
 	conns := connFlags(fs)

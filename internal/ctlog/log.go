@@ -1,6 +1,6 @@
 // Package ctlog is pkie's certificate transparency log: an append-only
 // RFC 6962 Merkle tree of certificates with signed checkpoints, inclusion
-// and consistency proofs, and the PEC paper's "extended tree" (seed 004
+// and consistency proofs, and the PEC paper's "extended tree" (
 // §5.1).
 //
 // Besides the append-only tree, the log periodically builds a sorted Merkle

@@ -31,18 +31,18 @@ type Options struct {
 
 // Report is the whole run.
 type Report struct {
-	Cached         Stats     `json:"cached"`
-	CachedCeiling  Stats     `json:"cached_ceiling"` // trivial HTTPS handler, same server stack
-	CachedRatio    float64   `json:"cached_ratio"`
-	Uncached       Stats     `json:"uncached"`
-	UncachedCeil   Stats     `json:"uncached_ceiling"` // raw TLS handshakes to the same site
-	UncachedRatio  float64   `json:"uncached_ratio"`
-	Latency        []Latency `json:"latency"`
-	SeedCachedRPS  float64   `json:"seed_cached_rps"`
-	SeedUncachedRP float64   `json:"seed_uncached_rps"`
+	Cached           Stats     `json:"cached"`
+	CachedCeiling    Stats     `json:"cached_ceiling"` // trivial HTTPS handler, same server stack
+	CachedRatio      float64   `json:"cached_ratio"`
+	Uncached         Stats     `json:"uncached"`
+	UncachedCeil     Stats     `json:"uncached_ceiling"` // raw TLS handshakes to the same site
+	UncachedRatio    float64   `json:"uncached_ratio"`
+	Latency          []Latency `json:"latency"`
+	PaperCachedRPS   float64   `json:"paper_cached_rps"`
+	PaperUncachedRPS float64   `json:"paper_uncached_rps"`
 }
 
-// Latency is one row of the seed's Table 4.
+// Latency is one row of Forced Perspectives' Table 4.
 type Latency struct {
 	Event    string  `json:"event"`
 	Notaries int     `json:"notaries"`
@@ -51,7 +51,7 @@ type Latency struct {
 	P50ms    float64 `json:"p50_ms"`
 	P99ms    float64 `json:"p99_ms"`
 	MeanMS   float64 `json:"mean_ms"`
-	SeedMS   float64 `json:"seed_ms"`
+	PaperMS  float64 `json:"paper_ms"`
 }
 
 func (o *Options) defaults() {
@@ -157,7 +157,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.cleanup()
-	r := &Report{SeedCachedRPS: 1051, SeedUncachedRP: 199}
+	r := &Report{PaperCachedRPS: 1051, PaperUncachedRPS: 199}
 
 	// Cached: every request matches the history.
 	fmt.Fprintln(o.Progress, "phase 1/5: cached notary throughput")
@@ -230,13 +230,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	})
 	r.UncachedRatio = r.Uncached.PerSecond / r.UncachedCeil.PerSecond
 
-	fmt.Fprintln(o.Progress, "phase 5/5: client latency through the delay proxy (seed Table 4)")
+	fmt.Fprintln(o.Progress, "phase 5/5: client latency through the delay proxy (Forced Perspectives, Table 4)")
 	rows := []struct {
 		event    string
 		notaries int
 		rtt      time.Duration
 		miss     bool
-		seed     float64
+		paper    float64
 	}{
 		{"notary cache hit", 3, testbed.ContinentalRTT, false, 743},
 		{"notary cache hit", 8, testbed.GlobalRTT, false, 1508},
@@ -248,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Event, l.SeedMS = row.event, row.seed
+		l.Event, l.PaperMS = row.event, row.paper
 		r.Latency = append(r.Latency, l)
 	}
 	return r, nil

@@ -1,5 +1,5 @@
 // Package overhead measures what HTTPS costs over HTTP when downloading whole
-// web pages, the way the seed thesis did ("Analysis of HTTPS overhead and
+// web pages, the way the MSc thesis did ("Analysis of HTTPS overhead and
 // minimal web certificate chain of trust", Algorithm 3.1): each page — the
 // HTML, following redirects, plus the images, scripts and stylesheets it
 // references, and what those stylesheets and its inline CSS reference in

@@ -21,8 +21,8 @@ import (
 	"github.com/pkie/pkie/sortedtree"
 )
 
-// benchKeys is the tree size: PKIE_BENCH_KEYS, default the seed's 53,164
-// revoked serials (run with 2129920 for the seed's CT log).
+// benchKeys is the tree size: PKIE_BENCH_KEYS, default the PEC paper's 53,164
+// revoked serials (run with 2129920 for the PEC paper's CT log).
 func benchKeys(b *testing.B) int {
 	if s := os.Getenv("PKIE_BENCH_KEYS"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -10,7 +10,7 @@
 // prover is never trusted by clients: every Response carries the TTP's
 // signed checkpoint, and VerifyCT and VerifyRevocation check it, the proof
 // and the checkpoint's freshness against keys the client pinned. The
-// freshness check is what defeats replay (seed 004 §7): an old "not
+// freshness check is what defeats replay (the PEC paper, §7): an old "not
 // revoked" proof carries an old checkpoint, which a verifier with a maximum
 // age rejects once the TTP has had time to publish the revocation.
 package prover

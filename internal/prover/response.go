@@ -14,7 +14,7 @@ import (
 const ResponseVersion = 1
 
 // MaxResponseBytes bounds a response a client will read. A proof at 100×
-// the seed's scale is under 2 KB; the checkpoint under 1 KB.
+// the PEC paper's scale is under 2 KB; the checkpoint under 1 KB.
 const MaxResponseBytes = 64 << 10
 
 // Response is what a prover sends: the TTP's signed checkpoint and a

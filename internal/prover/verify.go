@@ -88,7 +88,7 @@ func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time)
 // VerifyCT checks a CT prover's response for the certificate der against
 // the log's pinned key. The certificate is logged if the proof shows its
 // hash in the sorted tree, or if it is absent but the response carries the
-// log's SCT for it no older than mmd, the log's maximum merge delay (seed
+// log's SCT for it no older than mmd, the log's maximum merge delay (the PEC paper,
 // 004 §5.1): the log promised to merge it and has not had to yet. Any
 // other outcome is an error saying why.
 func VerifyCT(der []byte, r *Response, pin Pin, mmd time.Duration, now time.Time) (*Result, error) {

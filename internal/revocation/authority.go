@@ -1,5 +1,5 @@
 // Package revocation is pkie's revocation authority: the trusted third
-// party of RITM-style revocation (seed 004 §5.2). It ingests X.509 CRLs,
+// party of RITM-style revocation (the PEC paper, §5.2). It ingests X.509 CRLs,
 // whose signatures it checks against their issuers, and plain serial lists,
 // and publishes a sorted Merkle tree (package sortedtree) of the revoked
 // (issuer key identifier, serial) keys with a signed, timestamped root

@@ -11,7 +11,7 @@ import (
 	. "github.com/pkie/pkie/internal/revocation"
 )
 
-// BenchmarkIngestCRL ingests a real signed CRL of the seed's size (Comodo's
+// BenchmarkIngestCRL ingests a real signed CRL of the PEC paper's size (Comodo's
 // largest: 53,164 revoked serials, 1.9 MB) into a fresh authority: parse,
 // signature check, SQLite insert, tree build, signed checkpoint.
 func BenchmarkIngestCRL(b *testing.B) {

@@ -11,7 +11,7 @@ import (
 )
 
 // MaxCRLBytes bounds one CRL. The largest public CRLs are tens of
-// megabytes; the seed's Comodo list is 1.9 MB.
+// megabytes; the PEC paper's Comodo list is 1.9 MB.
 const MaxCRLBytes = 256 << 20
 
 // ParseCRL parses a CRL in DER or PEM ("X509 CRL") form and checks that

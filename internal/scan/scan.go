@@ -38,7 +38,9 @@ type Options struct {
 	// Concurrency is the number of sites probed at once (default 50).
 	Concurrency int
 	// Retries is how many times a failed site is tried again (default 1;
-	// negative means none). Refused addresses are never retried.
+	// negative means none). A site whose address the
+	// private-address guard forbids (probe.ErrForbiddenAddress) is never
+	// retried; a refused connection is.
 	Retries int
 	// Backoff is the wait before the first retry, doubled for each later
 	// one, with up to 50% jitter (default 500 ms).

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Distances the seed paper measured notaries at: a continental set (US
+// Distances Forced Perspectives measured notaries at: a continental set (US
 // notaries, a US client) and a global one (EC2 sites on five continents).
 const (
 	ContinentalRTT = 50 * time.Millisecond
