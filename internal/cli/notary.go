@@ -184,7 +184,11 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		b.IdleTimeout, b.Conns = *bounceIdle, co
 		go func() { errc <- notary.ServeBouncer(ctx, bl, b) }()
 	}
-	logger.Info("notary listening", "name", id.Name, "addr", ln.Addr().String(), "store", storeKind(*dsn), "allow_private", *allowPrivate)
+	attrs := []any{"name", id.Name, "addr", ln.Addr().String(), "store", storeKind(*dsn), "allow_private", *allowPrivate}
+	if !resolve.empty() {
+		attrs = append(attrs, "resolve", resolve.String())
+	}
+	logger.Info("notary listening", attrs...)
 	// The address line lets scripts and tests that pass port 0 find the port.
 	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
 	go func() { errc <- n.ServeTLS(ctx, ln) }()

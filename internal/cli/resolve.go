@@ -113,6 +113,24 @@ func (r *resolves) addLine(line string) error {
 	return r.add(line)
 }
 
+// String lists the table's entries, for a log line.
+func (r *resolves) String() string {
+	var out []string
+	for _, m := range []map[string][]netip.AddrPort{r.byHostPort, r.byHost} {
+		for name, as := range m {
+			for _, a := range as {
+				to := a.String()
+				if a.Port() == 0 {
+					to = a.Addr().String()
+				}
+				out = append(out, name+"="+to)
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
 // empty reports whether the table maps nothing.
 func (r *resolves) empty() bool { return len(r.byHost) == 0 && len(r.byHostPort) == 0 }
 

@@ -445,10 +445,12 @@ func (n *Notary) vouch(ctx context.Context, client string, k store.Key, t probe.
 	if is != nil && !isObs(obs) {
 		round, err := n.reprobe(ctx, client, k, t, isObs)
 		var se *storageError
-		if err != nil && (errors.As(err, &se) || ctx.Err() != nil) {
+		if err != nil && (errors.As(err, &se) || errors.Is(err, errOverloaded) || ctx.Err() != nil) {
+			// The notary could not look: a 409 would claim more than
+			// it saw, so the client is told to come back (503).
 			return nil, err
 		}
-		// Otherwise a failed round (the queue full, the target gone
+		// Otherwise a round whose first reprobe failed (the target gone
 		// silent) leaves the answer to the first probe.
 		for _, o := range round {
 			v.obs = o
