@@ -552,7 +552,18 @@ func (n *Notary) logProbeError(k store.Key, t probe.Target, took time.Duration, 
 
 // failureReason names the kind of a probe failure for the log.
 func failureReason(err error) string {
+	var se *storageError
+	var he *historyError
+	var wt *waitTimeout
 	switch {
+	case errors.Is(err, errOverloaded):
+		return "overloaded"
+	case errors.As(err, &se):
+		return "storage error"
+	case errors.As(err, &he):
+		return "history unavailable"
+	case errors.As(err, &wt):
+		return "request timed out waiting"
 	case errors.Is(err, probe.ErrForbiddenAddress):
 		return "refused non-public address"
 	case errors.Is(err, probe.ErrTimeout) && errors.Is(err, probe.ErrResolve):
