@@ -5,6 +5,16 @@
 // (server-side request forgery), and the guard is applied to the address
 // actually dialled, so a DNS answer that changes between check and use
 // (rebinding) cannot slip past it.
+//
+// Observing is not trusting: a probe offers every protocol version (TLS
+// 1.0 to 1.3) and cipher suite crypto/tls implements, the insecure ones
+// included, and verifies nothing, so that it sees every certificate a
+// client can be shown. What it cannot see: SSL 3.0 and SSL 2.0 servers,
+// export and NULL suites, finite-field DHE, static DH, and ciphers other
+// than AES, ChaCha20, 3DES and RC4, which crypto/tls does not implement;
+// TLS 1.2 servers that sign their key exchange only with SHA-1, unless
+// the process runs with GODEBUG=tlssha1=1; and RSA keys above 8192 bits,
+// unless GODEBUG=tlsmaxrsasize allows them.
 package probe
 
 import (
@@ -137,7 +147,7 @@ type Options struct {
 	AllowPrivate bool          // allow loopback, private and other internal addresses
 	Lookup       Lookup        // nil means DNS
 	Vantage      string        // label recorded in observations
-	MinVersion   uint16        // 0 means TLS 1.2
+	MinVersion   uint16        // 0 means TLS 1.0, the oldest Go speaks
 	MaxVersion   uint16        // 0 means TLS 1.3
 }
 
@@ -152,7 +162,7 @@ func New(opts Options) *Prober {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.MinVersion == 0 {
-		opts.MinVersion = tls.VersionTLS12
+		opts.MinVersion = tls.VersionTLS10
 	}
 	if opts.MaxVersion == 0 {
 		opts.MaxVersion = tls.VersionTLS13
@@ -166,6 +176,27 @@ func New(opts Options) *Prober {
 // speaks TLS 1.2 or 1.3 accepts one of these.
 func CurvePreferences() []tls.CurveID {
 	return []tls.CurveID{tls.X25519, tls.CurveP256, tls.CurveP384, tls.CurveP521}
+}
+
+// CipherSuites are the TLS 1.0–1.2 cipher suites a probe offers: every
+// suite crypto/tls implements, the insecure ones included (RSA key
+// exchange, 3DES, RC4, CBC with SHA-256). A probe observes, it does not
+// trust: a server that speaks only an old suite still has a certificate a
+// client behind it sees, and a notary that cannot see it answers 503 where
+// the original Convergence notary answers. Listing the suites in
+// Config.CipherSuites offers them whatever the tlsrsakex and tls3des
+// GODEBUG settings say (those change only the defaults), and crypto/tls
+// still orders them by its own preference, so a modern server picks a
+// modern suite. TLS 1.3 suites are not configurable and always offered.
+func CipherSuites() []uint16 {
+	var ids []uint16
+	for _, c := range tls.CipherSuites() {
+		ids = append(ids, c.ID)
+	}
+	for _, c := range tls.InsecureCipherSuites() {
+		ids = append(ids, c.ID)
+	}
+	return ids
 }
 
 // Error kinds a caller may test for with errors.Is.
@@ -237,9 +268,12 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 	tc := tls.Client(conn, &tls.Config{
 		ServerName:         t.SNI(),
 		InsecureSkipVerify: true, // observing, not validating
-		MinVersion:         p.opts.MinVersion,
-		MaxVersion:         p.opts.MaxVersion,
-		CurvePreferences:   CurvePreferences(),
+		// An explicit MinVersion is what lets a Go client offer TLS 1.0
+		// and 1.1 at all.
+		MinVersion:       p.opts.MinVersion,
+		MaxVersion:       p.opts.MaxVersion,
+		CipherSuites:     CipherSuites(),
+		CurvePreferences: CurvePreferences(),
 	})
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, classify(ctx, fmt.Errorf("%w with %s: %w", ErrHandshake, obs.Addr, err))

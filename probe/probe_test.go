@@ -239,3 +239,46 @@ func FuzzParseColonHex(f *testing.F) {
 		}
 	})
 }
+
+// TestProbeOldServers probes servers Go's client defaults refuse: TLS 1.2
+// with RSA key exchange only, TLS 1.0 or 1.1 only, 3DES or RC4 only. A
+// probe observes, so it must see their certificates.
+func TestProbeOldServers(t *testing.T) {
+	root, _ := testbed.NewRootCA("Root", testbed.ECDSAP256)
+	for _, tc := range []struct {
+		name     string
+		min, max uint16
+		suites   []uint16
+	}{
+		{"tls1.2 rsa key exchange only", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_256_CBC_SHA}},
+		{"tls1.0 only", tls.VersionTLS10, tls.VersionTLS10, nil},
+		{"tls1.1 only", tls.VersionTLS11, tls.VersionTLS11, nil},
+		{"tls1.0 rsa key exchange only", tls.VersionTLS10, tls.VersionTLS10, []uint16{tls.TLS_RSA_WITH_AES_128_CBC_SHA}},
+		{"tls1.2 3des only", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_RSA_WITH_3DES_EDE_CBC_SHA}},
+		{"tls1.2 rc4 only", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_ECDHE_RSA_WITH_RC4_128_SHA}},
+		{"tls1.2 cbc-sha256 only", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_RSA_WITH_AES_128_CBC_SHA256}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leaf, err := root.Issue(testbed.LeafOptions{DNSNames: []string{"old.test"}, Alg: testbed.RSA2048})
+			if err != nil {
+				t.Fatal(err)
+			}
+			site, err := testbed.StartSiteWith("old.test", testbed.SiteOptions{Leaves: []*testbed.Leaf{leaf}, MinVersion: tc.min, MaxVersion: tc.max, CipherSuites: tc.suites})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer site.Close()
+			p := probe.New(probe.Options{AllowPrivate: true, Lookup: lookupTo(site.Addr)})
+			obs, err := p.Probe(context.Background(), probe.Target{Host: "old.test", Port: 443})
+			if err != nil {
+				t.Fatalf("probe of a %s server: %v", tc.name, err)
+			}
+			if obs.SHA256 != sha256.Sum256(leaf.Cert.Raw) || obs.Version != tc.max {
+				t.Errorf("version %x, leaf match %v", obs.Version, obs.SHA256 == sha256.Sum256(leaf.Cert.Raw))
+			}
+			if tc.suites != nil && obs.CipherSuite != tc.suites[0] {
+				t.Errorf("cipher suite %s, want %s", tls.CipherSuiteName(obs.CipherSuite), tls.CipherSuiteName(tc.suites[0]))
+			}
+		})
+	}
+}

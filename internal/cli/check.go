@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -45,8 +44,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	answerMaxAge := fs.Duration("answer-max-age", check.DefaultAnswerMaxAge, "a v1 notary answer whose observation or signature is older than this does not vote")
 	bounceVia := fs.String("bounce-via", "", "relay notary queries through this notary bundle's CONNECT listener (privacy)")
 	allowPrivate := fs.Bool("allow-private", false, "allow probing loopback, private and other non-public addresses")
-	var resolve resolveFlag
-	fs.Var(&resolve, "resolve", "HOST=IP:PORT: reach HOST (a site or a notary host) at IP:PORT instead of DNS; repeatable")
+	resolve := addResolveFlags(fs, "a site or a notary host", true)
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	proofs := addProofFlags(fs)
 	pos, err := parseFlags(fs, args)
@@ -121,7 +119,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 			}
 		}
 	}
-	if len(resolve) > 0 {
+	if !resolve.empty() {
 		cfg.Lookup = resolve.lookup
 		cfg.NotaryDial = resolve.dial
 	}
@@ -233,53 +231,6 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 	t := v.Timings
 	fmt.Fprintf(w, "  timings  probe %s, cache lookup %s, notaries %s (signature checks %s), sources %s, policy %s, total %s\n",
 		ms(t.Probe), ms(t.CacheLookup), ms(t.Notaries), ms(t.SignatureChecks), ms(t.Sources), ms(t.Policy), ms(t.Total))
-}
-
-// resolveFlag maps host names to fixed addresses (--resolve HOST=IP:PORT),
-// like curl's --resolve: the testbed and the demo live on loopback.
-type resolveFlag map[string]netip.AddrPort
-
-func (r *resolveFlag) String() string {
-	var s []string
-	for h, a := range *r {
-		s = append(s, h+"="+a.String())
-	}
-	return strings.Join(s, ",")
-}
-
-func (r *resolveFlag) Set(v string) error {
-	host, addr, ok := strings.Cut(v, "=")
-	if !ok || host == "" {
-		return fmt.Errorf("want HOST=IP:PORT, got %q", v)
-	}
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || ap.Port() == 0 {
-		return fmt.Errorf("want HOST=IP:PORT, got %q: %q is not IP:PORT", v, addr)
-	}
-	if *r == nil {
-		*r = resolveFlag{}
-	}
-	(*r)[strings.ToLower(host)] = ap
-	return nil
-}
-
-// lookup resolves mapped names to their address and others by DNS.
-func (r resolveFlag) lookup(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
-	if a, ok := r[strings.ToLower(host)]; ok {
-		return []netip.AddrPort{a}, nil
-	}
-	return probe.LookupDNS(ctx, host, port)
-}
-
-// dial sends notary connections for mapped host names to their address.
-func (r resolveFlag) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		if a, ok := r[strings.ToLower(h)]; ok {
-			addr = a.String()
-		}
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, addr)
 }
 
 // forbiddenHint names the address the probe's guard refused, which its

@@ -233,7 +233,7 @@ func TestCheckCommand(t *testing.T) {
 		{"empty notaries dir", []string{"check", "bank.test", "--notaries", empty}, "holds no .notary bundles"},
 		{"malformed bundle", []string{"check", "bank.test", "--notaries", broken}, "bad.notary"},
 		{"unknown required source", []string{"check", "bank.test", "--notaries", w.dir, "--require", "ct"}, `"ct" is not configured`},
-		{"bad resolve", []string{"check", "bank.test", "--notaries", w.dir, "--resolve", "bank.test"}, "HOST=IP:PORT"},
+		{"bad resolve", []string{"check", "bank.test", "--notaries", w.dir, "--resolve", "bank.test"}, "HOST[:PORT]=IP[:PORT]"},
 		{"roots without certificates", []string{"check", "bank.test", "--notaries", w.dir, "--roots", filepath.Join(broken, "bad.notary")}, "no PEM certificates"},
 		{"bad fingerprint", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", "AA:BB"}, "fingerprint"},
 		{"bad api", []string{"check", "bank.test", "--notaries", w.dir, "--api", "v2"}, "--api"},

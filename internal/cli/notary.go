@@ -84,7 +84,9 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	listen := fs.String("listen", ":8443", "HTTPS listen address (Convergence and v1 APIs, /metrics, /healthz)")
 	dsn := fs.String("db", "", "history store: postgres://… to share with other notaries (default: SQLite in the data directory)")
 	allowPrivate := fs.Bool("allow-private", false, "allow probing loopback, private and other non-public addresses")
-	maxAge := fs.Duration("max-age", 24*time.Hour, "how long an observation answers without a new probe")
+	maxAge := fs.Duration("max-age", 24*time.Hour, "freshness window: the notary vouches, without a new probe, for every certificate it has seen at a target this recently")
+	maxReprobes := fs.Int("max-reprobes", 3, "extra probes when a probe sees another certificate than the one asked about, looking for it among those the target serves at once (0: none)")
+	reprobeInterval := fs.Duration("reprobe-interval", time.Minute, "one round of reprobes per target (host name or pinned address) per this interval at most")
 	timeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "probe connect + handshake timeout")
 	maxProbes := fs.Int("max-probes", 64, "outbound probes in flight at most")
 	maxQueue := fs.Int("max-queue", 256, "probes waiting at most; beyond it requests get 503 at once")
@@ -100,8 +102,32 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	bounceListen := fs.String("bounce-listen", "", "also serve a plain-HTTP CONNECT bouncer on this address")
 	var bounceAllow stringList
 	fs.Var(&bounceAllow, "bounce-allow", "host:port of a notary the bouncer may CONNECT to (repeatable)")
+	resolve := addResolveFlags(fs, "a target the notary probes, to try named sites on loopback; --allow-private is needed for non-public addresses", true)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *maxAge <= 0 || *reprobeInterval <= 0 || *timeout <= 0 {
+		return usageError("--max-age, --reprobe-interval and --probe-timeout must be positive")
+	}
+	if *maxReprobes < 0 || *maxReprobes > 16 {
+		return usageError("--max-reprobes must be between 0 and 16")
+	}
+	reprobes := *maxReprobes
+	if reprobes == 0 {
+		reprobes = -1 // notary.Config: negative disables, 0 is the default
+	}
+	popts := probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate}
+	if !resolve.empty() {
+		// The guard would refuse every probe of these names; say so now,
+		// not in a 403 to the first client.
+		if !*allowPrivate {
+			for _, a := range resolve.addrs() {
+				if why := probe.NonPublic(a); why != "" {
+					return usageError("--resolve maps a name to %s (%s), which the notary refuses to probe without --allow-private", a, why)
+				}
+			}
+		}
+		popts.Lookup = resolve.lookup
 	}
 	co, err := conns()
 	if err != nil {
@@ -114,6 +140,7 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	popts.Vantage = id.Name
 	if *dsn == "" {
 		*dsn = filepath.Join(*data, notary.FileHistory)
 	}
@@ -127,8 +154,9 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		Identity: id, History: h, MaxAge: *maxAge, MaxProbes: *maxProbes, MaxQueue: *maxQueue,
 		MaxProbesPerClient: *perClient, MaxProbesPerTarget: *perTarget, MaxHistory: *maxHistory,
 		HistoryMarker: filepath.Join(*data, notary.FileHistorySeen), Logger: logger,
+		MaxReprobes: reprobes, ReprobeInterval: *reprobeInterval,
 		MaxRequests: *maxRequests, MaxReads: *maxReads, MaxRequestsPerClient: *perIPRequests, BodyTimeout: *bodyTimeout, Conns: co,
-		Prober: probe.New(probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate, Vantage: id.Name}),
+		Prober: probe.New(popts),
 	})
 	if err != nil {
 		return err
@@ -156,7 +184,11 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		b.IdleTimeout, b.Conns = *bounceIdle, co
 		go func() { errc <- notary.ServeBouncer(ctx, bl, b) }()
 	}
-	logger.Info("notary listening", "name", id.Name, "addr", ln.Addr().String(), "store", storeKind(*dsn), "allow_private", *allowPrivate)
+	attrs := []any{"name", id.Name, "addr", ln.Addr().String(), "store", storeKind(*dsn), "allow_private", *allowPrivate}
+	if !resolve.empty() {
+		attrs = append(attrs, "resolve", resolve.String())
+	}
+	logger.Info("notary listening", attrs...)
 	// The address line lets scripts and tests that pass port 0 find the port.
 	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
 	go func() { errc <- n.ServeTLS(ctx, ln) }()

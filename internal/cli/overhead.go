@@ -5,15 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pkie/pkie/internal/overhead"
-	"github.com/pkie/pkie/probe"
 )
 
 func runOverhead(ctx context.Context, env *Env, args []string) error {
@@ -26,11 +23,7 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print raw results and aggregates as JSON")
 	objects := fs.Bool("objects", false, "with --json, include every request of every load")
 	allowPrivate := fs.Bool("allow-private", false, "allow loopback, private and other non-public addresses")
-	var resolves []string
-	fs.Func("resolve", "`HOST[:PORT]=IP[:PORT]`: connect to IP (on PORT, or the URL's port 80/443) for HOST (only when the URL's port is PORT, if given); repeatable", func(s string) error {
-		resolves = append(resolves, s)
-		return nil
-	})
+	resolve := addResolveFlags(fs, "a site; the port asked for is the URL's, 80 or 443", false)
 	concurrency := fs.Int("concurrency", overhead.DefaultConcurrency, "sites measured at once")
 	parallel := fs.Int("parallel", overhead.DefaultParallel, "objects fetched at once within one page load")
 	timeout := fs.Duration("timeout", overhead.DefaultPageTimeout, "limit for one whole page load")
@@ -89,12 +82,8 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 		}
 		opts.RootCAs = pool
 	}
-	if len(resolves) > 0 {
-		lk, err := parseResolves(resolves)
-		if err != nil {
-			return usageError("--resolve: %v", err)
-		}
-		opts.Lookup = lk.lookup
+	if !resolve.empty() {
+		opts.Lookup = resolve.lookup
 	}
 	var sites []overhead.Site
 	for _, p := range pos {
@@ -176,64 +165,4 @@ func printOverhead(env *Env, rep *overhead.Report) {
 			fmt.Fprintf(env.Stdout, "  %s (%s): %s\n", u.Site, where, u.Reason)
 		}
 	}
-}
-
-// resolveMap is the --resolve table: host:port entries first, then
-// host-only entries, then DNS.
-type resolveMap struct {
-	byHostPort map[string][]netip.AddrPort
-	byHost     map[string][]netip.AddrPort
-}
-
-func parseResolves(specs []string) (*resolveMap, error) {
-	r := &resolveMap{byHostPort: map[string][]netip.AddrPort{}, byHost: map[string][]netip.AddrPort{}}
-	for _, s := range specs {
-		name, addr, ok := strings.Cut(s, "=")
-		if !ok || name == "" || addr == "" {
-			return nil, fmt.Errorf("%q: want HOST[:PORT]=IP[:PORT]", s)
-		}
-		ap, err := netip.ParseAddrPort(addr)
-		if err != nil {
-			// A bare IP keeps the port the URL asks for (80 or 443).
-			ip, err2 := netip.ParseAddr(strings.Trim(addr, "[]"))
-			if err2 != nil {
-				return nil, fmt.Errorf("%q: %q is not an IP or IP:PORT address: %v", s, addr, err)
-			}
-			ap = netip.AddrPortFrom(ip, 0)
-		}
-		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-		host, port, err := splitHostPort(name, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
-		}
-		host = strings.ToLower(host)
-		if port == 0 {
-			r.byHost[host] = append(r.byHost[host], ap)
-		} else {
-			k := net.JoinHostPort(host, fmt.Sprint(port))
-			r.byHostPort[k] = append(r.byHostPort[k], ap)
-		}
-	}
-	return r, nil
-}
-
-func (r *resolveMap) lookup(ctx context.Context, host string, port int) ([]netip.AddrPort, error) {
-	host = strings.ToLower(host)
-	withPort := func(as []netip.AddrPort) []netip.AddrPort {
-		out := make([]netip.AddrPort, len(as))
-		for i, a := range as {
-			if a.Port() == 0 {
-				a = netip.AddrPortFrom(a.Addr(), uint16(port))
-			}
-			out[i] = a
-		}
-		return out
-	}
-	if a, ok := r.byHostPort[net.JoinHostPort(host, fmt.Sprint(port))]; ok {
-		return withPort(a), nil
-	}
-	if a, ok := r.byHost[host]; ok {
-		return withPort(a), nil
-	}
-	return probe.LookupDNS(ctx, host, port)
 }

@@ -113,26 +113,3 @@ func TestOverheadCommandErrors(t *testing.T) {
 		}
 	}
 }
-
-func TestResolveMap(t *testing.T) {
-	r, err := parseResolves([]string{"a.test:443=127.0.0.1:8443", "a.test=127.0.0.2", "B.test=[::1]:9000", "c.test=::1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		host string
-		port int
-		want string
-	}{
-		{"a.test", 443, "127.0.0.1:8443"},
-		{"a.test", 80, "127.0.0.2:80"},
-		{"b.test", 80, "[::1]:9000"},
-		{"c.test", 443, "[::1]:443"},
-	}
-	for _, tc := range tests {
-		got, err := r.lookup(t.Context(), tc.host, tc.port)
-		if err != nil || len(got) != 1 || got[0].String() != tc.want {
-			t.Errorf("lookup(%s, %d) = %v, %v; want %s", tc.host, tc.port, got, err, tc.want)
-		}
-	}
-}

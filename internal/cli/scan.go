@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -41,12 +40,7 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	allowPrivate := fs.Bool("allow-private", false, "allow loopback, private and other non-public addresses")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	var resolves []string
-	fs.Func("resolve", "`HOST=ADDR:PORT`: connect to ADDR:PORT for HOST instead of using DNS (testing); repeatable", func(s string) error {
-		resolves = append(resolves, s)
-		return nil
-	})
-	resolveFile := fs.String("resolve-file", "", "read HOST ADDR:PORT (or HOST=ADDR:PORT) lines as for --resolve (testing)")
+	resolve := addResolveFlags(fs, "a site, for testing", true)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -68,20 +62,9 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	case *timeout <= 0:
 		return usageError("--timeout must be positive")
 	}
-	if *resolveFile != "" {
-		more, err := readResolveFile(*resolveFile)
-		if err != nil {
-			return usageError("--resolve-file: %v", err)
-		}
-		resolves = append(resolves, more...)
-	}
 	popts := probe.Options{Timeout: *timeout, AllowPrivate: *allowPrivate, Vantage: *vantage}
-	if len(resolves) > 0 {
-		rm, err := parseResolves(resolves)
-		if err != nil {
-			return usageError("--resolve: %v", err)
-		}
-		popts.Lookup = rm.lookup
+	if !resolve.empty() {
+		popts.Lookup = resolve.lookup
 	}
 
 	listName := pos[0]
@@ -180,31 +163,4 @@ func printScanSummary(w io.Writer, s *scanSummaryJSON) {
 	if s.Out != "" {
 		fmt.Fprintf(w, "records    %s (vantage %q)\n", s.Out, s.Vantage)
 	}
-}
-
-// readResolveFile reads "HOST ADDR:PORT" or "HOST=ADDR:PORT" lines
-// (blank lines and # comments ignored) into --resolve specs.
-func readResolveFile(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var specs []string
-	sc := bufio.NewScanner(f)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if fields := strings.Fields(line); len(fields) == 2 {
-			line = fields[0] + "=" + fields[1]
-		} else if len(fields) != 1 || !strings.Contains(line, "=") {
-			return nil, fmt.Errorf("%s:%d: want HOST ADDR:PORT", path, n)
-		}
-		specs = append(specs, line)
-	}
-	return specs, sc.Err()
 }

@@ -144,30 +144,16 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 	var want [20]byte
 	copy(want[:], fp)
 
-	recs, err := n.lookup(ctx, k)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, "history unavailable")
-		return http.StatusInternalServerError
-	}
-	if cur, ok := store.Current(recs); ok && cur.SHA1 == want && n.now().Sub(cur.Last) <= n.cfg.MaxAge {
-		n.metrics.cacheHits.Inc()
-		return n.writeSigned(w, http.StatusOK, k, recs)
-	}
-	n.metrics.cacheMisses.Inc()
 	t := probe.Target{Host: k.Host, Port: port}
-	obs, err := n.observe(ctx, clientKey(r), k, t)
+	v, err := n.vouch(ctx, clientKey(r), k, t, func(rec store.Record) bool { return rec.SHA1 == want }, false)
 	if err != nil {
 		return n.probeFailed(w, r, "convergence", t, err)
 	}
-	if recs, err = n.lookup(ctx, k); err != nil {
-		httpError(w, http.StatusInternalServerError, "history unavailable")
-		return http.StatusInternalServerError
-	}
 	code := http.StatusConflict
-	if obs.SHA1 == want {
+	if v.match {
 		code = http.StatusOK
 	}
-	return n.writeSigned(w, code, k, recs)
+	return n.writeSigned(w, code, k, v.recs)
 }
 
 // FingerprintList renders records as the exact bytes a Convergence notary

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-
-	"github.com/pkie/pkie/probe"
 )
 
 // errAbandoned ends a probe that was still waiting for a slot when every
@@ -23,17 +21,17 @@ var errAbandoned = errors.New("probe abandoned: every request waiting for it has
 // waiter leaves is abandoned and its queue place freed at once; one that
 // has started runs to completion and is recorded, since its answer may
 // already be promised to a request that joined it.
-type probeFlight struct {
+type probeFlight[T any] struct {
 	mu    sync.Mutex
-	calls map[string]*flightCall
+	calls map[string]*flightCall[T]
 }
 
-type flightCall struct {
+type flightCall[T any] struct {
 	waiters int
 	started bool
 	abandon chan struct{} // closed when the last waiter leaves before the probe started
 	done    chan struct{} // closed when obs and err are set
-	obs     *probe.Observation
+	obs     T
 	err     error
 }
 
@@ -42,14 +40,14 @@ type flightCall struct {
 // gone before fn called started; fn calls started when it is committed to
 // finishing. When ctx ends first, do returns ctx's error and the call goes
 // on for the others.
-func (f *probeFlight) do(ctx context.Context, key string, fn func(abandon <-chan struct{}, started func()) (*probe.Observation, error)) (*probe.Observation, error) {
+func (f *probeFlight[T]) do(ctx context.Context, key string, fn func(abandon <-chan struct{}, started func()) (T, error)) (T, error) {
 	f.mu.Lock()
 	if f.calls == nil {
-		f.calls = make(map[string]*flightCall)
+		f.calls = make(map[string]*flightCall[T])
 	}
 	c := f.calls[key]
 	if c == nil {
-		c = &flightCall{abandon: make(chan struct{}), done: make(chan struct{})}
+		c = &flightCall[T]{abandon: make(chan struct{}), done: make(chan struct{})}
 		f.calls[key] = c
 		started := func() {
 			f.mu.Lock()
@@ -89,6 +87,7 @@ func (f *probeFlight) do(ctx context.Context, key string, fn func(abandon <-chan
 			}
 		}
 		f.mu.Unlock()
-		return nil, ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }

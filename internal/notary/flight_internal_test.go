@@ -24,7 +24,7 @@ func TestProbeFlightAbandon(t *testing.T) {
 		{"both leave after the probe started", true, 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var f probeFlight
+			var f probeFlight[*probe.Observation]
 			finish := make(chan struct{})
 			running := make(chan struct{})
 			abandoned := make(chan bool, 1)

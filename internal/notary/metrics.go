@@ -21,6 +21,8 @@ type metrics struct {
 	overloaded   prometheus.Counter
 	abandoned    prometheus.Counter
 	historyEmpty prometheus.Gauge
+
+	reprobes, reprobesLimited prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -51,12 +53,18 @@ func newMetrics() *metrics {
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pkie_notary_probes_abandoned_total", Help: "Probes dropped from the queue before they started because every request waiting for them had gone.",
 		}),
+		reprobes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_reprobes_total", Help: "Extra probes made after a probe saw a certificate other than the one asked about, looking for it among those the target serves at once.",
+		}),
+		reprobesLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_notary_reprobes_limited_total", Help: "Reprobe rounds not made because the target had one within the reprobe interval.",
+		}),
 		historyEmpty: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pkie_notary_history_empty_at_start",
 			Help: "1 when the notary started on an empty history although it had recorded observations before (a lost database); 0 otherwise.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.cacheHits, m.cacheMisses, m.inflight, m.probeSeconds, m.probeErrors, m.overloaded, m.abandoned, m.historyEmpty,
+	m.reg.MustRegister(m.requests, m.cacheHits, m.cacheMisses, m.inflight, m.probeSeconds, m.probeErrors, m.overloaded, m.abandoned, m.historyEmpty, m.reprobes, m.reprobesLimited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

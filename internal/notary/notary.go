@@ -7,9 +7,15 @@
 // The notary speaks the Convergence wire API exactly, so existing Convergence
 // clients work unchanged, and a v1 JSON API with SHA-256 fingerprints,
 // separate SNI names and Ed25519 signatures. It keeps an observation history
-// (package store): a request whose fingerprint matches what the notary saw
-// recently is answered from the history without a probe; a miss or a
-// mismatch probes the target and records what it saw. Identical concurrent
+// (package store) and vouches for every certificate it has seen at a target
+// within its freshness window (Config.MaxAge): a request whose fingerprint
+// is among them is answered from the history without a probe. A miss
+// probes the target and records what it saw; when what it saw is another
+// certificate, it probes again a few times (Config.MaxReprobes, at most one
+// such round per target per Config.ReprobeInterval) before it answers that
+// it sees a different one, so a site serving several certificates at once
+// (CDN edges, balancers, rotations) is not reported as a
+// man-in-the-middle. Identical concurrent
 // probes coalesce into one, outbound probes are bounded, and a full queue
 // answers 503 at once rather than letting latency grow without bound.
 package notary
@@ -39,11 +45,29 @@ type Config struct {
 	History  store.History
 	Prober   *probe.Prober
 
-	// MaxAge is how long an observation answers a matching request without a
-	// new probe. Convergence let cache entries live for months, relying on
-	// mismatches to refresh them; a shorter default bounds how long a notary
-	// vouches for a certificate a site has since replaced. 0 means 24 h.
+	// MaxAge is the freshness window: the notary vouches for every
+	// certificate it has seen at a target within it, answering a request
+	// about one from the history without a new probe. Convergence vouched
+	// for any certificate ever seen; the window bounds how long a notary
+	// vouches for a certificate a site has since replaced (after a
+	// compromise, say), even when the site serves several at once. 0
+	// means 24 h.
 	MaxAge time.Duration
+	// MaxReprobes bounds the extra probes made when a probe sees a
+	// certificate other than the one asked about, to discover the others a
+	// target serves at once (CDN edges, balancers, rotations) before
+	// answering that the notary sees a different one. They stop as soon as
+	// the one asked about is seen, are recorded like any probe, and take
+	// slots of the same queue, counted against the same client's and
+	// target's shares. 0 means 3; negative disables them.
+	MaxReprobes int
+	// ReprobeInterval is how often one target (a host name, whatever its
+	// port and SNI, or a pinned address) may get a round of reprobes: a
+	// client sending fingerprints nobody serves then costs the target at
+	// most MaxReprobes extra probes per interval, whatever its rate. A
+	// mismatch within the interval is answered from the probe it made.
+	// 0 means 1 minute.
+	ReprobeInterval time.Duration
 	// MaxProbes bounds outbound probes in flight; 0 means 64.
 	MaxProbes int
 	// MaxQueue bounds probes waiting for a slot; beyond it requests get 503
@@ -112,7 +136,9 @@ type Notary struct {
 	cfg     Config
 	now     func() time.Time
 	log     *slog.Logger
-	flight  probeFlight
+	flight  probeFlight[*probe.Observation]
+	rounds  probeFlight[[]*probe.Observation] // reprobe rounds
+	limiter roundLimiter
 	queue   *probeQueue
 	marked  atomic.Bool      // HistoryMarker exists
 	checks  *httplimit.Slots // probing requests
@@ -129,6 +155,12 @@ func New(cfg Config) (*Notary, error) {
 	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 24 * time.Hour
+	}
+	if cfg.MaxReprobes == 0 {
+		cfg.MaxReprobes = 3
+	}
+	if cfg.ReprobeInterval <= 0 {
+		cfg.ReprobeInterval = time.Minute
 	}
 	if cfg.MaxProbes <= 0 {
 		cfg.MaxProbes = 64
@@ -178,6 +210,7 @@ func New(cfg Config) (*Notary, error) {
 	}
 	n.signed.init(4096)
 	n.recent.init(16384)
+	n.limiter.init(16384)
 	return n, nil
 }
 
@@ -280,45 +313,275 @@ func (n *Notary) ServeTLS(ctx context.Context, ln net.Listener) error {
 // The record is committed before observe returns, so every answer given is
 // durable.
 func (n *Notary) observe(ctx context.Context, client string, k store.Key, t probe.Target) (*probe.Observation, error) {
-	key := k.Host + "\x00" + strconv.Itoa(k.Port) + "\x00" + k.SNI + "\x00" + t.IP.String()
-	obs, err := n.flight.do(ctx, key, func(abandon <-chan struct{}, started func()) (*probe.Observation, error) {
-		release, err := n.queue.acquire(client, targetKey(t), abandon)
-		if errors.Is(err, errAbandoned) {
-			n.metrics.abandoned.Inc()
-		}
-		if err != nil {
-			return nil, err
-		}
-		started()
-		defer release()
-		n.metrics.inflight.Inc()
-		defer n.metrics.inflight.Dec()
-		// The probe is shared by every request coalesced onto it, so one
-		// requester giving up must not cancel it for the others.
-		pctx := context.WithoutCancel(ctx)
-		start := time.Now()
-		obs, err := n.cfg.Prober.Probe(pctx, t)
-		n.metrics.probeSeconds.Observe(time.Since(start).Seconds())
-		if err != nil {
-			n.metrics.probeErrors.Inc()
-			return nil, err
-		}
-		wctx, cancel := context.WithTimeout(pctx, n.cfg.RequestTimeout)
-		defer cancel()
-		if err := n.cfg.History.Observe(wctx, k, obs.SHA256, obs.SHA1, obs.Time, n.cfg.MaxHistory); err != nil {
-			return nil, &storageError{fmt.Errorf("notary storage failed recording the observation: %w", err)}
-		}
-		n.recent.forget(k)
-		n.markHistory()
-		return obs, nil
+	obs, err := n.flight.do(ctx, flightKey(k, t), func(abandon <-chan struct{}, started func()) (*probe.Observation, error) {
+		return n.probeOnce(client, k, t, abandon, started)
 	})
+	return obs, n.waitError(ctx, err)
+}
+
+func flightKey(k store.Key, t probe.Target) string {
+	return k.Host + "\x00" + strconv.Itoa(k.Port) + "\x00" + k.SNI + "\x00" + t.IP.String()
+}
+
+// probeOnce waits for a probe slot for client's probe of t, probes and
+// records what it saw under k.
+func (n *Notary) probeOnce(client string, k store.Key, t probe.Target, abandon <-chan struct{}, started func()) (*probe.Observation, error) {
+	release, err := n.queue.acquire(client, targetKey(t), abandon)
+	if errors.Is(err, errAbandoned) {
+		n.metrics.abandoned.Inc()
+	}
+	if err != nil {
+		return nil, err
+	}
+	started()
+	defer release()
+	n.metrics.inflight.Inc()
+	defer n.metrics.inflight.Dec()
+	// The probe is shared by every request coalesced onto it, so one
+	// requester giving up must not cancel it for the others; the prober's
+	// timeout bounds it.
+	pctx := context.Background()
+	start := time.Now()
+	obs, err := n.cfg.Prober.Probe(pctx, t)
+	n.metrics.probeSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		n.metrics.probeErrors.Inc()
+		n.logProbeError(k, t, time.Since(start), err)
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(pctx, n.cfg.RequestTimeout)
+	defer cancel()
+	if err := n.cfg.History.Observe(wctx, k, obs.SHA256, obs.SHA1, obs.Time, n.cfg.MaxHistory); err != nil {
+		return nil, &storageError{fmt.Errorf("notary storage failed recording the observation: %w", err)}
+	}
+	n.recent.forget(k)
+	n.markHistory()
+	return obs, nil
+}
+
+// waitError turns the error of a request that stopped waiting for a probe
+// into what the request reports.
+func (n *Notary) waitError(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, &waitTimeout{fmt.Errorf("timed out after %v waiting for the probe to finish and be recorded: %w", n.cfg.RequestTimeout, ctx.Err())}
+			return &waitTimeout{fmt.Errorf("timed out after %v waiting for the probe to finish and be recorded: %w", n.cfg.RequestTimeout, ctx.Err())}
 		}
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	return obs, err
+	return err
+}
+
+// reprobe probes t again, up to MaxReprobes times, until it sees a
+// certificate for which is reports true, and returns what it saw (nil when
+// the target had its round within the last ReprobeInterval). Concurrent
+// requests about one target share one round, each looking for its own
+// certificate in what the round saw; the round stops early only for the
+// certificate of the request that started it.
+func (n *Notary) reprobe(ctx context.Context, client string, k store.Key, t probe.Target, is func(*probe.Observation) bool) ([]*probe.Observation, error) {
+	if n.cfg.MaxReprobes <= 0 {
+		return nil, nil
+	}
+	seen, err := n.rounds.do(ctx, flightKey(k, t), func(abandon <-chan struct{}, started func()) ([]*probe.Observation, error) {
+		if !n.limiter.allow(targetKey(t), time.Now(), n.cfg.ReprobeInterval) {
+			n.metrics.reprobesLimited.Inc()
+			return nil, nil
+		}
+		var seen []*probe.Observation
+		for range n.cfg.MaxReprobes {
+			n.metrics.reprobes.Inc()
+			obs, err := n.probeOnce(client, k, t, abandon, started)
+			if err != nil {
+				// What was seen stands; a probe failing now (the queue
+				// full, the target gone) ends the round.
+				if len(seen) > 0 {
+					return seen, nil
+				}
+				return nil, err
+			}
+			seen = append(seen, obs)
+			if is(obs) {
+				break
+			}
+		}
+		return seen, nil
+	})
+	return seen, n.waitError(ctx, err)
+}
+
+// vouching is what the notary found about a certificate at a target.
+type vouching struct {
+	recs []store.Record // the target's history, after any probe
+	// rec is the record the answer is about: the certificate asked about
+	// when the notary vouches for it, else the one it saw most recently.
+	rec    store.Record
+	match  bool               // the notary vouches for the certificate asked about
+	probed bool               // rec comes from a probe made for this request
+	obs    *probe.Observation // that probe, when probed
+}
+
+// vouch decides whether the notary vouches for the certificate at k for
+// which is reports true (nil: no certificate asked about). A certificate
+// seen at the target within MaxAge is vouched for from the history, unless
+// mustProbe; otherwise the notary probes, and when the probe sees another
+// certificate, reprobes to look for this one before it says no.
+func (n *Notary) vouch(ctx context.Context, client string, k store.Key, t probe.Target, is func(store.Record) bool, mustProbe bool) (*vouching, error) {
+	recs, err := n.lookup(ctx, k)
+	if err != nil {
+		return nil, &historyError{err}
+	}
+	if is != nil && !mustProbe {
+		if rec, ok := n.vouched(recs, is); ok {
+			n.metrics.cacheHits.Inc()
+			return &vouching{recs: recs, rec: rec, match: true}, nil
+		}
+	}
+	n.metrics.cacheMisses.Inc()
+	obs, err := n.observe(ctx, client, k, t)
+	if err != nil {
+		return nil, err
+	}
+	v := &vouching{probed: true, obs: obs}
+	isObs := func(o *probe.Observation) bool { return is != nil && is(observed(o)) }
+	if is != nil && !isObs(obs) {
+		round, err := n.reprobe(ctx, client, k, t, isObs)
+		var se *storageError
+		if err != nil && (errors.As(err, &se) || errors.Is(err, errOverloaded) || ctx.Err() != nil) {
+			// The notary could not look: a 409 would claim more than
+			// it saw, so the client is told to come back (503).
+			return nil, err
+		}
+		// Otherwise a round whose first reprobe failed (the target gone
+		// silent) leaves the answer to the first probe.
+		for _, o := range round {
+			v.obs = o
+			if isObs(o) {
+				break
+			}
+		}
+	}
+	v.match = isObs(v.obs)
+	if v.recs, err = n.lookup(ctx, k); err != nil {
+		return nil, &historyError{err}
+	}
+	v.rec = observed(v.obs)
+	for _, r := range v.recs {
+		if r.SHA256 == v.rec.SHA256 {
+			v.rec = r
+		}
+	}
+	return v, nil
+}
+
+// vouched returns the most recently seen record of recs for which is
+// reports true, if it was seen within MaxAge.
+func (n *Notary) vouched(recs []store.Record, is func(store.Record) bool) (store.Record, bool) {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if is(recs[i]) && n.fresh(recs[i]) {
+			return recs[i], true
+		}
+	}
+	return store.Record{}, false
+}
+
+// fresh reports whether r was seen within MaxAge: the notary vouches for
+// it.
+func (n *Notary) fresh(r store.Record) bool { return n.now().Sub(r.Last) <= n.cfg.MaxAge }
+
+// observed is the history record one observation makes.
+func observed(o *probe.Observation) store.Record {
+	return store.Record{SHA256: o.SHA256, SHA1: o.SHA1, First: o.Time, Last: o.Time}
+}
+
+// historyError is a failure to read the history.
+type historyError struct{ err error }
+
+func (e *historyError) Error() string { return "history unavailable: " + e.err.Error() }
+func (e *historyError) Unwrap() error { return e.err }
+
+// roundLimiter allows one reprobe round per target per interval. It holds
+// at most max targets: when full of targets whose interval has not passed,
+// it refuses new rounds rather than forget one (which would let a client
+// cycling through targets reprobe without bound).
+type roundLimiter struct {
+	mu   sync.Mutex
+	max  int
+	last map[string]time.Time
+}
+
+func (l *roundLimiter) init(max int) { l.max, l.last = max, make(map[string]time.Time) }
+
+func (l *roundLimiter) allow(target string, now time.Time, interval time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.last[target]; ok && now.Sub(t) < interval {
+		return false
+	}
+	if len(l.last) >= l.max {
+		for k, t := range l.last {
+			if now.Sub(t) >= interval {
+				delete(l.last, k)
+			}
+		}
+		if len(l.last) >= l.max {
+			return false
+		}
+	}
+	l.last[target] = now
+	return true
+}
+
+// logProbeError tells the operator why a probe of t failed, in more detail
+// than the client is told (probeFailure): the kind of failure, the address
+// the guard refused, how long the probe took.
+func (n *Notary) logProbeError(k store.Key, t probe.Target, took time.Duration, err error) {
+	attrs := []any{"target", t.String(), "reason", failureReason(err), "took", took.Round(time.Millisecond), "err", err}
+	if k.SNI != "" {
+		attrs = append(attrs, "sni", k.SNI)
+	}
+	if t.IP.IsValid() {
+		attrs = append(attrs, "pinned_ip", t.IP.String())
+	}
+	var fe *probe.ForbiddenAddressError
+	if errors.As(err, &fe) {
+		// The client is not told which address a name resolved to; the
+		// operator is, and how to allow it.
+		attrs = append(attrs, "refused_addr", fe.Addr.String(), "hint", "the notary probes only public addresses unless started with --allow-private")
+	}
+	n.log.Warn("probe failed", attrs...)
+}
+
+// failureReason names the kind of a probe failure for the log.
+func failureReason(err error) string {
+	var se *storageError
+	var he *historyError
+	var wt *waitTimeout
+	switch {
+	case errors.Is(err, errOverloaded):
+		return "overloaded"
+	case errors.As(err, &se):
+		return "storage error"
+	case errors.As(err, &he):
+		return "history unavailable"
+	case errors.As(err, &wt):
+		return "request timed out waiting"
+	case errors.Is(err, probe.ErrForbiddenAddress):
+		return "refused non-public address"
+	case errors.Is(err, probe.ErrTimeout) && errors.Is(err, probe.ErrResolve):
+		return "resolve timeout"
+	case errors.Is(err, probe.ErrTimeout) && errors.Is(err, probe.ErrConnect):
+		return "connect timeout"
+	case errors.Is(err, probe.ErrTimeout) && errors.Is(err, probe.ErrHandshake):
+		return "handshake timeout"
+	case errors.Is(err, probe.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, probe.ErrResolve):
+		return "resolve error"
+	case errors.Is(err, probe.ErrConnect):
+		return "connect error"
+	case errors.Is(err, probe.ErrHandshake):
+		return "handshake error"
+	}
+	return "error"
 }
 
 // storageError is the notary's own failure to record what it saw: the
@@ -346,6 +609,7 @@ func (e *waitTimeout) Unwrap() error { return e.err }
 // only go to the log.
 func probeFailure(err error) (code int, msg string) {
 	var se *storageError
+	var he *historyError
 	var wt *waitTimeout
 	timedOut := ""
 	if errors.Is(err, probe.ErrTimeout) {
@@ -356,6 +620,8 @@ func probeFailure(err error) (code int, msg string) {
 		return http.StatusServiceUnavailable, err.Error() // says which share was full, no more
 	case errors.As(err, &se):
 		return http.StatusInternalServerError, "notary storage failed recording the observation"
+	case errors.As(err, &he):
+		return http.StatusInternalServerError, "history unavailable"
 	case errors.As(err, &wt):
 		return http.StatusServiceUnavailable, "timed out waiting for the probe to finish and be recorded"
 	case errors.Is(err, probe.ErrForbiddenAddress):
@@ -375,13 +641,13 @@ func probeFailure(err error) (code int, msg string) {
 // the queue refused it), the detail to the log.
 func (n *Notary) probeFailed(w http.ResponseWriter, r *http.Request, api string, t probe.Target, err error) int {
 	code, msg := probeFailure(err)
-	attrs := []any{"api", api, "target", t.String(), "sni", t.ServerName, "client", r.RemoteAddr, "status", code, "err", err}
+	attrs := []any{"api", api, "target", t.String(), "sni", t.ServerName, "client", r.RemoteAddr, "status", code, "reason", failureReason(err), "err", err}
 	if t.IP.IsValid() {
 		attrs = append(attrs, "ip", t.IP.String())
 	}
 	switch {
 	case code == http.StatusInternalServerError:
-		n.log.Error("recording an observation failed", attrs...)
+		n.log.Error("the notary's history failed", attrs...)
 	case errors.Is(err, errOverloaded):
 		n.metrics.overloaded.Inc()
 		w.Header().Set("Retry-After", "1")

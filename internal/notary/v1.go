@@ -76,46 +76,38 @@ func (n *Notary) serveV1(w http.ResponseWriter, r *http.Request) int {
 	// later checks of the name would be answered from it.
 	k := store.Key{Host: t.Host, Port: t.Port, SNI: t.ServerName, IP: t.IP}
 	ctx := r.Context()
-	recs, err := n.lookup(ctx, k)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, "history unavailable")
-		return http.StatusInternalServerError
-	}
-	probed := false
-	cur, ok := store.Current(recs)
 	// Without a fingerprint to compare, or when an IP is pinned (so that
 	// the answer names the address actually connected to), the answer
 	// must come from a probe.
+	var is func(store.Record) bool
+	if want != nil {
+		is = func(rec store.Record) bool { return rec.SHA256 == *want }
+	}
+	v, err := n.vouch(ctx, clientKey(r), k, t, is, want == nil || t.IP.IsValid())
+	if err != nil {
+		return n.probeFailed(w, r, "v1", t, err)
+	}
+	cur := v.rec
 	var addr string
-	if !ok || want == nil || t.IP.IsValid() || cur.SHA256 != *want || n.now().Sub(cur.Last) > n.cfg.MaxAge {
-		n.metrics.cacheMisses.Inc()
-		obs, err := n.observe(ctx, clientKey(r), k, t)
-		if err != nil {
-			return n.probeFailed(w, r, "v1", t, err)
-		}
-		if obs.Addr.IsValid() {
-			addr = obs.Addr.String()
-		}
-		if recs, err = n.lookup(ctx, k); err != nil {
-			httpError(w, http.StatusInternalServerError, "history unavailable")
-			return http.StatusInternalServerError
-		}
-		probed = true
-		cur = store.Record{SHA256: obs.SHA256, SHA1: obs.SHA1, Last: obs.Time}
-	} else {
-		n.metrics.cacheHits.Inc()
+	if v.probed && v.obs.Addr.IsValid() {
+		addr = v.obs.Addr.String()
 	}
 	ans := notarywire.Answer{
 		Notary: n.cfg.Identity.Name, Host: t.Host, Port: t.Port, SNI: t.ServerName,
-		SignedAt: n.now().UTC(), ObservedAt: cur.Last.UTC(), Probed: probed,
+		SignedAt: n.now().UTC(), ObservedAt: cur.Last.UTC(), Probed: v.probed,
 		Current: hex.EncodeToString(cur.SHA256[:]), Addr: addr,
 	}
 	if t.IP.IsValid() {
 		ans.IP = t.IP.String()
 	}
 	if want != nil {
-		m := cur.SHA256 == *want
-		ans.Match = &m
+		ans.Match = &v.match
+	}
+	recs := v.recs
+	for _, rec := range recs {
+		if n.fresh(rec) {
+			ans.CurrentSet = append(ans.CurrentSet, hex.EncodeToString(rec.SHA256[:]))
+		}
 	}
 	for _, rec := range recs {
 		ans.History = append(ans.History, notarywire.Record{

@@ -41,9 +41,17 @@ type Answer struct {
 	SignedAt   time.Time `json:"signed_at"`
 	ObservedAt time.Time `json:"observed_at"` // when the current certificate was last seen
 	Probed     bool      `json:"probed"`      // observed for this request rather than from history
-	Current    string    `json:"current_sha256"`
-	Match      *bool     `json:"match,omitempty"` // present when the request carried a fingerprint
-	History    []Record  `json:"history"`
+	// Current is the certificate the answer is about: the one asked
+	// about when the notary vouches for it (it is in CurrentSet), else
+	// the one it saw most recently. ObservedAt is when it was last seen.
+	Current string `json:"current_sha256"`
+	// CurrentSet lists, in hex, the SHA-256 of every certificate the
+	// notary vouches for at the target now: those it has seen there
+	// within its freshness window, several when the target serves
+	// several at once (CDN edges, balancers, a rotation under way).
+	CurrentSet []string `json:"current_set,omitempty"`
+	Match      *bool    `json:"match,omitempty"` // present when the request carried a fingerprint
+	History    []Record `json:"history"`
 }
 
 // Record is one certificate in a target's history.
