@@ -245,9 +245,10 @@ func (v *verifier) verifyNow(chain [][]byte, t time.Time) span {
 // usage checked and its signature checked against the parents the paths
 // start with. That is exactly what x509.Verify would conclude, under the
 // conditions groupEntry.learn checks: every possible parent was seen on a
-// path, and nothing on the paths constrains the leaf's contents (name
-// constraints, explicit policy, or a trust-store root's extra constraint).
-// Anything else takes the full verification.
+// path, and nothing that could lie on any path, found or not, constrains
+// the leaf's contents (name constraints, explicit policy, or a trust-store
+// root's extra constraint) or is named like the leaf. Anything else takes
+// the full verification.
 type groupEntry struct {
 	mu    sync.Mutex
 	spans []groupSpan
@@ -343,20 +344,32 @@ func (g *groupEntry) verifyLeaf(v *verifier, leaf *x509.Certificate, t time.Time
 
 // learn records the paths above a fully verified leaf for its group, if
 // they are safe to reuse for other leaves.
+//
+// Reuse is sound only if which paths above the leaf are valid cannot depend
+// on the leaf. x509.Verify returns only the paths valid for this leaf; a
+// path it rejected for a reason of this leaf's (a name constraint, a
+// required policy, a root's extra constraint, a loop through a certificate
+// named like it) is invisible in its answer, and another leaf of the group
+// may be valid through it. So the test is not on the paths returned but on
+// every certificate that could lie on any path: the closure of candidate
+// issuers, by name, over what the site sent and the store. If none carries
+// a leaf-dependent rule and the leaf is named like none of them, every path
+// above a parent is valid for all leaves or for none, and the paths this
+// leaf got are the paths every leaf signed by the same parent gets.
 func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Certificate, paths [][]*x509.Certificate, t time.Time) {
-	gs := groupSpan{}
-	var above []*x509.Certificate
+	reach, ok := v.reachable(leaf.RawIssuer, inter)
+	if !ok {
+		return
+	}
+	gs := groupSpan{subjects: map[string]bool{}}
+	for _, c := range reach {
+		gs.subjects[string(c.RawSubject)] = true
+	}
+	if gs.subjects[string(leaf.RawSubject)] {
+		return // a loop check may have removed paths for this leaf only
+	}
 	for _, p := range paths {
 		parent := p[1]
-		for _, c := range p[1:] {
-			if hasLeafConstraints(c) {
-				return
-			}
-		}
-		if v.store.constrained[string(p[len(p)-1].Raw)] {
-			return
-		}
-		above = append(above, p[1:]...)
 		root := v.root(p[len(p)-1])
 		i := slices.IndexFunc(gs.parents, func(c *x509.Certificate) bool { return bytes.Equal(c.Raw, parent.Raw) })
 		if i < 0 {
@@ -369,30 +382,71 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 		}
 	}
 	// Every certificate that could be the leaf's parent must be a first
-	// hop already, or another leaf might verify through it differently.
-	candidates := append([]*x509.Certificate(nil), v.store.bySubject[string(leaf.RawIssuer)]...)
-	for _, c := range inter {
-		if bytes.Equal(c.RawSubject, leaf.RawIssuer) {
-			candidates = append(candidates, c)
-		}
-	}
-	for _, c := range candidates {
-		if !slices.ContainsFunc(gs.parents, func(p *x509.Certificate) bool { return bytes.Equal(p.Raw, c.Raw) }) {
+	// hop already, or another leaf might verify through it differently
+	// (one the first leaf's signature did not match, say).
+	for _, c := range reach {
+		if bytes.Equal(c.RawSubject, leaf.RawIssuer) && !slices.ContainsFunc(gs.parents, func(p *x509.Certificate) bool { return bytes.Equal(p.Raw, c.Raw) }) {
 			return
 		}
 	}
-	// Stable while no certificate above the leaf changes validity, nor
-	// any that could be on a path (those sent, the store's candidates).
-	above = append(above, inter...)
-	above = append(above, candidates...)
-	gs.subjects = map[string]bool{}
-	for _, c := range above {
-		gs.subjects[string(c.RawSubject)] = true
-	}
-	gs.lo, gs.hi = v.stableSpan(above, t)
+	// Stable while nothing that could be on a path changes validity.
+	gs.lo, gs.hi = v.stableSpan(reach, t)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.spans = append(g.spans, gs)
+}
+
+// maxReach bounds the certificates reachable above a group's leaves that
+// learn considers; a larger web of cross-signatures is not cached. Real
+// chains reach a handful; the bound keeps the walk cheap and far from
+// x509.Verify's budget of signature checks, past which two leaves could
+// see different subsets of paths.
+const maxReach = 32
+
+// reachable returns every certificate that could lie on a path above a
+// leaf issued by the name issuer: the intermediates sent and the store's
+// roots whose subject is that name, then, for each intermediate, those
+// named as its issuer, and so on. Roots end paths, as in x509.Verify. ok
+// is false if any of them carries a rule that depends on the leaf (see
+// hasLeafConstraints; for roots also the store's extra constraints, such
+// as distrust-after dates), or if there are more than maxReach.
+func (v *verifier) reachable(issuer []byte, inter []*x509.Certificate) (reach []*x509.Certificate, ok bool) {
+	seenName := map[string]bool{}
+	seenCert := map[string]bool{}
+	names := [][]byte{issuer}
+	for len(names) > 0 {
+		name := names[len(names)-1]
+		names = names[:len(names)-1]
+		if seenName[string(name)] {
+			continue
+		}
+		seenName[string(name)] = true
+		for _, r := range v.store.bySubject[string(name)] {
+			if seenCert[string(r.Raw)] {
+				continue
+			}
+			seenCert[string(r.Raw)] = true
+			if hasLeafConstraints(r) || v.store.constrained[string(r.Raw)] {
+				return nil, false
+			}
+			reach = append(reach, r)
+		}
+		for _, c := range inter {
+			if !bytes.Equal(c.RawSubject, name) || seenCert[string(c.Raw)] {
+				continue
+			}
+			seenCert[string(c.Raw)] = true
+			if hasLeafConstraints(c) {
+				return nil, false
+			}
+			reach = append(reach, c)
+			names = append(names, c.RawIssuer)
+		}
+		if len(reach) > maxReach {
+			return nil, false
+		}
+	}
+	return reach, true
 }
 
 // hasLeafConstraints reports whether a CA certificate constrains what its
