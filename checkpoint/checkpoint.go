@@ -114,9 +114,11 @@ func ReadSignerFile(path string) (note.Signer, error) {
 	return s, nil
 }
 
-// NewVerifier parses a verifier key from GenerateKey.
+// NewVerifier parses a verifier key from GenerateKey. The verifier it
+// returns is a Verifier: HeadVerifier derives the key of the sorted-tree
+// heads from it.
 func NewVerifier(vkey string) (note.Verifier, error) {
-	v, err := note.NewVerifier(strings.TrimSpace(vkey))
+	v, err := parseEd25519Verifier(strings.TrimSpace(vkey))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: verifier key: %w", err)
 	}

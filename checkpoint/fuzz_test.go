@@ -30,3 +30,30 @@ func FuzzParse(f *testing.F) {
 		_ = c.Time.After(time.Time{})
 	})
 }
+
+// FuzzParseHead: ParseHead never panics, never accepts what Parse accepts
+// (a head is never a checkpoint), and what it accepts re-encodes to the
+// same text.
+func FuzzParseHead(f *testing.F) {
+	f.Add([]byte("pkie.example/log/sorted\npkie sorted-tree-head v1\nsize 5\nroot x2Xmr6X5jkM6mFQn3nqsOc2sHNvU4o1UpeJQqzxFoOc=\ntimestamp 1795791540000\n" +
+		"log pkie.example/log 9 x2Xmr6X5jkM6mFQn3nqsOc2sHNvU4o1UpeJQqzxFoOc= 1795791539000\n" +
+		"log-signature AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"))
+	f.Add([]byte("pkie.example/log/sorted\n5\nx2Xmr6X5jkM6mFQn3nqsOc2sHNvU4o1UpeJQqzxFoOc=\ntimestamp 1795791540000\n"))
+	f.Add([]byte("o\npkie sorted-tree-head v1\n"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		h, err := ParseHead(text)
+		if err != nil {
+			return
+		}
+		if _, err := Parse(text); err == nil {
+			t.Fatal("a text parses both as a head and as a checkpoint")
+		}
+		body, err := h.Body()
+		if err != nil {
+			t.Fatalf("parsed head does not encode: %v", err)
+		}
+		if string(body) != string(text) {
+			t.Fatalf("head re-encodes to %q, parsed from %q", body, text)
+		}
+	})
+}
