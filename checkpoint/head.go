@@ -367,8 +367,10 @@ func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now ti
 	if err != nil {
 		// An old-format root is signed by the log's key under its own name.
 		if ln, lerr := note.Open(msg, note.VerifierList(logV)); lerr == nil {
-			if _, perr := Parse([]byte(ln.Text)); perr == nil {
-				return nil, fmt.Errorf("%w, signed by %s; the third party must publish a new head (pkie log build, pkie revocation publish)", ErrLegacyHead, logV.Name())
+			if c, perr := Parse([]byte(ln.Text)); perr == nil && c.Origin == logV.Name() {
+				return nil, fmt.Errorf("%w: the log's own checkpoint where a sorted-tree head was expected", ErrOrigin)
+			} else if perr == nil {
+				return nil, fmt.Errorf("%w, signed by %s; the third party must publish a new head (pkie log build, or any revocation publication)", ErrLegacyHead, logV.Name())
 			}
 		}
 		return nil, fmt.Errorf("%w %s: %v", ErrSignature, hv.Name(), err)

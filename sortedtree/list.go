@@ -43,3 +43,8 @@ func ListRoot(keys [][32]byte) [32]byte {
 	l.Append(keys...)
 	return l.Root()
 }
+
+// Clone returns a copy of l that appends independently of it.
+func (l *List) Clone() *List {
+	return &List{size: l.size, stack: append([][32]byte(nil), l.stack...)}
+}

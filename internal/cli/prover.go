@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
 	"github.com/pkie/pkie/internal/prover"
@@ -75,7 +74,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return nil, usageError("--%s-key: %v", flag, err)
 		}
-		v, err := note.NewVerifier(k)
+		v, err := checkpoint.NewVerifier(k)
 		if err != nil {
 			return nil, usageError("--%s-key: %v", flag, err)
 		}
