@@ -66,7 +66,7 @@ func TestHeadIsNotACheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenHead(lmsg, v, time.Hour, time.Minute, now); !errors.Is(err, ErrLegacyHead) && !errors.Is(err, ErrSignature) {
+	if _, err := OpenHead(lmsg, v, time.Hour, time.Minute, now); !errors.Is(err, ErrOrigin) {
 		t.Fatalf("OpenHead of a log checkpoint: %v", err)
 	}
 }

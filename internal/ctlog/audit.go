@@ -393,9 +393,10 @@ func (l *Log) checkConsistent(ctx context.Context, prevMsg []byte, lcp *checkpoi
 	return proof.VerifyConsistency(hasher, prev.Size, lcp.Size, p, prev.Root[:], lcp.Root[:])
 }
 
-// VerifierFromKey parses a note verifier key.
+// VerifierFromKey parses a note verifier key (checkpoint.NewVerifier, so
+// that the sorted-tree heads' key can be derived from it).
 func VerifierFromKey(vkey string) (note.Verifier, error) {
-	v, err := note.NewVerifier(vkey)
+	v, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: verifier key: %w", err)
 	}

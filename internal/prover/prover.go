@@ -214,7 +214,7 @@ func checkFloor(floor, h *checkpoint.Head) error {
 	when := floor.Time.UTC().Format(time.RFC3339)
 	switch {
 	case h.Size < floor.Size:
-		return fmt.Errorf("sorted tree of %d keys is behind the %d accepted before (root %x…, %s)", h.Size, floor.Size, floor.Root[:8], when)
+		return fmt.Errorf("sorted tree of %d entries is behind the %d last signed and accepted (root %x…, %s)", h.Size, floor.Size, floor.Root[:8], when)
 	case h.Size == floor.Size && h.Root != floor.Root:
 		return fmt.Errorf("sorted tree of %d keys has root %x…, but the head accepted at that size (%s) has root %x…", h.Size, h.Root[:8], when, floor.Root[:8])
 	case floor.Log.Origin == "":
