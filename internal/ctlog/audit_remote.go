@@ -567,9 +567,10 @@ func parseEntries(body []byte, start uint64, asked int) ([]remoteEntry, error) {
 	return r.Entries, nil
 }
 
-// parseProofHashes decodes the hashes of an inclusion or consistency proof
-// answer: at most 64 hashes of 32 bytes.
-func parseProofHashes(body []byte) ([][]byte, error) {
+// ParseProofHashes decodes the hashes of an inclusion or consistency proof
+// answer ({"hashes": [base64, …]}, docs/api-proofs.md): at most 64 hashes of
+// 32 bytes.
+func ParseProofHashes(body []byte) ([][]byte, error) {
 	var r struct {
 		Hashes [][]byte `json:"hashes"`
 	}
@@ -717,7 +718,7 @@ func (a *remoteAuditor) checkSortedEntry(ctx context.Context, w *logWalk) error 
 	if err != nil {
 		return err
 	}
-	p, err := parseProofHashes(body)
+	p, err := ParseProofHashes(body)
 	if err != nil {
 		return err
 	}
@@ -762,7 +763,7 @@ func (a *remoteAuditor) checkConsistentWith(ctx context.Context, prevMsg, lmsg [
 		if err != nil {
 			return err
 		}
-		if p, err = parseProofHashes(body); err != nil {
+		if p, err = ParseProofHashes(body); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -280,5 +281,49 @@ func TestLegacyProverState(t *testing.T) {
 	}
 	if _, err := New(Config{PKIE: CT, Verifier: l.Verifier(), Feed: l.Feed(), StateDir: dir}); err == nil || !strings.Contains(err.Error(), "before sorted-tree heads") {
 		t.Fatalf("corrupt legacy state: %v", err)
+	}
+}
+
+// TestProverProvesLogConsistency: with LogConsistency, a CT prover asks
+// the log for a consistency proof from the log checkpoint bound to the head
+// it accepted to the one bound to a new head. A head bound to a larger log
+// checkpoint that is not the log's (the log's key signed a forked root) is
+// refused; without the proof it would pass, since the size only grew.
+func TestProverProvesLogConsistency(t *testing.T) {
+	ctx := context.Background()
+	l := testLog(t, 3)
+	srv := httptest.NewServer(l.Handler(ctlog.HandlerOptions{}))
+	defer srv.Close()
+	front := &headFront{Source: l.Feed()}
+	newP := func(proofs bool) *Prover {
+		cfg := Config{PKIE: CT, Verifier: l.Verifier(), Feed: front}
+		if proofs {
+			cfg.LogConsistency = LogConsistency(srv.URL, nil)
+		}
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	checked, unchecked := newP(true), newP(false)
+	addCerts(t, l, 2)
+	if _, err := checked.Sync(ctx); err != nil {
+		t.Fatalf("honest head bound to a larger log: %v", err)
+	}
+	addCerts(t, l, 1)
+	forked := resign(t, l, func(c *checkpoint.Checkpoint) { c.Root[0] ^= 1 })
+	front.head = func() []byte { return forked }
+	if _, err := checked.Sync(ctx); !errors.Is(err, ErrRollback) || !strings.Contains(err.Error(), "does not extend") {
+		t.Fatalf("head bound to a forked log: %v, want ErrRollback", err)
+	}
+	if st := checked.Status(); st.RefusedTrees != 1 {
+		t.Fatalf("status %+v, want one refused tree", st)
+	}
+	if _, err := unchecked.Sync(ctx); err != nil {
+		t.Fatalf("without consistency proofs the forked head should pass (what the proof adds): %v", err)
 	}
 }

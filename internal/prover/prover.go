@@ -60,6 +60,13 @@ type Config struct {
 	MaxAge time.Duration
 	Skew   time.Duration // allowed clock skew for future timestamps; zero means 1 minute
 	Now    func() time.Time
+	// LogConsistency, if set (for CT: LogConsistency of the log's URL),
+	// proves that the log checkpoint a new head is bound to extends the one
+	// bound to the head accepted before; a head whose bound log does not is
+	// refused (ErrRollback). Without it the prover checks only that the
+	// bound log did not shrink nor change at the same size. Revocation
+	// needs none: the prover rebuilds the authority's key log itself.
+	LogConsistency ConsistencySource
 	// Progress, if set, is told how many of the new keys have arrived.
 	Progress func(done, total uint64)
 	// StateDir, if set, is a directory (created 0700 if missing) where
@@ -283,6 +290,18 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 			p.refused++
 			p.mu.Unlock()
 			return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, err)
+		}
+		if p.cfg.LogConsistency != nil {
+			refused, err := checkLogConsistent(ctx, p.cfg.LogConsistency, floor, cp)
+			if err != nil {
+				return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+			}
+			if refused != nil {
+				p.mu.Lock()
+				p.refused++
+				p.mu.Unlock()
+				return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, refused)
+			}
 		}
 		if cp.Time.Before(floor.Time) {
 			return nil, fmt.Errorf("prover %s: TTP head of %s is older than the one accepted before (%s)", p.cfg.PKIE,
