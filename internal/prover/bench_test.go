@@ -76,8 +76,21 @@ type benchTTP struct {
 
 func (t *benchTTP) sign(b testing.TB) {
 	f := t.feed
+	now := time.Now()
+	lmsg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: t.v.Name(), Size: uint64(len(f.keys)), Root: sortedtree.ListRoot(f.keys), Time: now}, t.signer)
+	if err != nil {
+		b.Fatal(err)
+	}
 	tree := sortedtree.Build(append([][32]byte(nil), f.keys...))
-	msg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: "bench/revocation", Size: tree.Size(), Root: tree.Root(), Time: time.Now()}, t.signer)
+	h := checkpoint.Head{Origin: checkpoint.HeadOrigin(t.v.Name()), Size: tree.Size(), Root: tree.Root(), Time: now}
+	if err := h.BindLog(lmsg, t.v); err != nil {
+		b.Fatal(err)
+	}
+	hs, err := checkpoint.HeadSigner(t.signer, t.v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg, err := checkpoint.SignHead(h, hs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,7 +105,7 @@ func startBenchTTP(b *testing.B, n int) *benchTTP {
 		b.Fatal(err)
 	}
 	signer, _ := note.NewSigner(skey)
-	v, _ := note.NewVerifier(vkey)
+	v, _ := checkpoint.NewVerifier(vkey)
 	t := &benchTTP{feed: &sliceFeed{keys: randomKeys(n)}, signer: signer, v: v}
 	t.sign(b)
 	t.url = serve(b, http.StripPrefix("/v1/sorted", feed.Handler(t.feed)))
