@@ -385,11 +385,8 @@ func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now ti
 	if h.Log.Origin != logV.Name() {
 		return nil, fmt.Errorf("%w: the head names log %q, want %q", ErrOrigin, h.Log.Origin, logV.Name())
 	}
-	if oldest := now.Add(-maxAge); h.Time.Before(oldest) {
-		return nil, fmt.Errorf("%w: head signed %v, %v ago (maximum %v)", ErrStale, h.Time.UTC().Format(time.RFC3339), now.Sub(h.Time).Round(time.Millisecond), maxAge)
-	}
-	if latest := now.Add(skew); h.Time.After(latest) {
-		return nil, fmt.Errorf("%w: head signed %v, %v ahead of now (allowed skew %v)", ErrFuture, h.Time.UTC().Format(time.RFC3339), h.Time.Sub(now).Round(time.Millisecond), skew)
+	if err := h.CheckTime(maxAge, skew, now); err != nil {
+		return nil, err
 	}
 	lmsg, err := h.LogNote()
 	if err != nil {
@@ -399,6 +396,19 @@ func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now ti
 		return nil, fmt.Errorf("%w (log %s at %d entries): %v", ErrLogSignature, h.Log.Origin, h.Log.Size, err)
 	}
 	return h, nil
+}
+
+// CheckTime checks that now-maxAge <= h.Time <= now+skew, as OpenHead
+// does: an error wrapping ErrStale or ErrFuture otherwise. A verifier that
+// keeps heads it has opened checks each use with it.
+func (h *Head) CheckTime(maxAge, skew time.Duration, now time.Time) error {
+	if oldest := now.Add(-maxAge); h.Time.Before(oldest) {
+		return fmt.Errorf("%w: head signed %v, %v ago (maximum %v)", ErrStale, h.Time.UTC().Format(time.RFC3339), now.Sub(h.Time).Round(time.Millisecond), maxAge)
+	}
+	if latest := now.Add(skew); h.Time.After(latest) {
+		return fmt.Errorf("%w: head signed %v, %v ahead of now (allowed skew %v)", ErrFuture, h.Time.UTC().Format(time.RFC3339), h.Time.Sub(now).Round(time.Millisecond), skew)
+	}
+	return nil
 }
 
 // OpenHeadAnyAge is OpenHead without the freshness check, for what records

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -22,6 +23,52 @@ type Pin struct {
 	Origin   string        // the heads' origin; empty means DefaultOrigin, the only one accepted
 	MaxAge   time.Duration // reject heads older than this; required
 	Skew     time.Duration // allow heads this far in the future; zero means 1 minute
+
+	heads *headCache // heads already verified with Verifier (ParsePin); nil: none kept
+}
+
+// headCache keeps the last few heads a Pin verified, by their exact signed
+// bytes. A prover serves one head for every proof until the TTP signs the
+// next, and verifying it costs two Ed25519 verifications (the head and its
+// bound log checkpoint), more than the proof: a verified copy of the same
+// bytes needs only its freshness checked again, at each use.
+type headCache struct {
+	mu    sync.Mutex
+	heads map[string]*checkpoint.Head
+	order []string
+}
+
+// headCacheSize covers a head and its successor for each of a client's
+// pins, with room for a prover that lags.
+const headCacheSize = 4
+
+func (c *headCache) lookup(msg string) *checkpoint.Head {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.heads[msg]
+}
+
+func (c *headCache) store(msg string, h *checkpoint.Head) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heads == nil {
+		c.heads = map[string]*checkpoint.Head{}
+	}
+	if _, ok := c.heads[msg]; ok {
+		return
+	}
+	if len(c.order) == headCacheSize {
+		delete(c.heads, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.heads[msg] = h
+	c.order = append(c.order, msg)
 }
 
 // ParsePin builds a Pin from a note verifier key.
@@ -30,7 +77,7 @@ func ParsePin(vkey string, maxAge time.Duration) (Pin, error) {
 	if err != nil {
 		return Pin{}, fmt.Errorf("prover: pinned key: %w", err)
 	}
-	return Pin{Verifier: v, MaxAge: maxAge}, nil
+	return Pin{Verifier: v, MaxAge: maxAge, heads: &headCache{}}, nil
 }
 
 // open verifies a head as checkpoint.OpenHead does (its signature, origin
@@ -53,6 +100,13 @@ func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Head, error) {
 	if skew == 0 {
 		skew = time.Minute
 	}
+	// A head cached for one PKIE passed that PKIE's checks only.
+	if h := p.heads.lookup(pkie + "\n" + msg); h != nil {
+		if err := h.CheckTime(p.MaxAge, skew, now); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
 	h, err := checkpoint.OpenHead([]byte(msg), p.Verifier, p.MaxAge, skew, now)
 	if err != nil {
 		return nil, err
@@ -60,6 +114,7 @@ func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Head, error) {
 	if err := checkLogSize(pkie, h); err != nil {
 		return nil, err
 	}
+	p.heads.store(pkie+"\n"+msg, h)
 	return h, nil
 }
 
