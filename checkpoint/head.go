@@ -368,7 +368,9 @@ func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now ti
 		// An old-format root is signed by the log's key under its own name.
 		if ln, lerr := note.Open(msg, note.VerifierList(logV)); lerr == nil {
 			if c, perr := Parse([]byte(ln.Text)); perr == nil && c.Origin == logV.Name() {
-				return nil, fmt.Errorf("%w: the log's own checkpoint where a sorted-tree head was expected", ErrOrigin)
+				// A revocation authority's sorted-tree roots of the old
+				// format had this origin too: say both.
+				return nil, fmt.Errorf("%w: a checkpoint of %s's log, or a sorted-tree root in the format before heads, where a sorted-tree head was expected", ErrOrigin, logV.Name())
 			} else if perr == nil {
 				return nil, fmt.Errorf("%w, signed by %s; the third party must publish a new head (pkie log build, or any revocation publication)", ErrLegacyHead, logV.Name())
 			}

@@ -288,18 +288,18 @@ type signedTree struct {
 
 // openSigned verifies msg, a stored or saved head, at any age. A
 // sorted-tree root signed as a checkpoint before heads had their own type
-// (legacy) is accepted, for the state an older authority left behind.
+// (legacy: origin the authority's, signed by its key) is accepted, for the
+// state an older authority left behind. It has the form of a key-log
+// checkpoint, which the authority never stores or saves on its own, so in
+// these files that form can only be an old root.
 func (a *Authority) openSigned(msg []byte) (t *signedTree, legacy bool, err error) {
 	h, err := checkpoint.OpenHeadAnyAge(msg, a.verifier)
-	if errors.Is(err, checkpoint.ErrLegacyHead) {
-		c, err := checkpoint.OpenLegacyHead(msg, a.verifier, a.Origin())
-		if err != nil {
+	if err != nil {
+		c, lerr := checkpoint.OpenLegacyHead(msg, a.verifier, a.Origin())
+		if lerr != nil {
 			return nil, false, err
 		}
 		return &signedTree{Size: c.Size, Root: c.Root, Time: c.Time}, true, nil
-	}
-	if err != nil {
-		return nil, false, err
 	}
 	if h.Log.Size != h.Size {
 		return nil, false, fmt.Errorf("revocation: a head of %d keys bound to a key log of %d", h.Size, h.Log.Size)
