@@ -22,7 +22,7 @@ type ProofOptions struct {
 	// the log for CT, the revocation authority for revocation. Proofs are
 	// trusted on this key alone, never on the prover.
 	TTPKey string
-	// MaxAge rejects signed roots older than this: it bounds how long an
+	// MaxAge rejects signed sorted-tree heads older than this: it bounds how long an
 	// old proof can be replayed (for revocation, how long after a
 	// revocation a stale "not revoked" proof still passes). Zero means
 	// DefaultProofMaxAge.
@@ -92,8 +92,10 @@ func (s *proofSource) Name() string { return s.pkie }
 
 // Assess fetches and verifies the proof for obs's leaf. An unreachable
 // prover is Unknown; a proof that does not verify (bad signature, stale or
-// future root, wrong origin, broken path) is Fail, since only an attacker or
-// a broken TTP produces one.
+// future head, wrong origin, a head bound to a log checkpoint the pinned key
+// did not sign or that cannot hold the tree, a sorted-tree root in the old
+// checkpoint form, broken path) is Fail, since only an attacker or a broken
+// TTP produces one.
 func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assertion {
 	a := Assertion{Source: s.pkie, Status: Unknown}
 	if len(obs.Chain) == 0 {
@@ -113,7 +115,7 @@ func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assert
 			return a
 		}
 		if res.Present {
-			a.Detail = fmt.Sprintf("in the log's sorted tree of %d certificates signed %s", res.TreeSize, res.CheckpointTime.UTC().Format(time.RFC3339))
+			a.Detail = fmt.Sprintf("in the log's sorted tree of %d certificates signed %s (built from the log's checkpoint of %d entries)", res.TreeSize, res.CheckpointTime.UTC().Format(time.RFC3339), res.LogSize)
 		} else {
 			a.Detail = fmt.Sprintf("not yet in the sorted tree; SCT of %s is within the %s merge delay", res.SCTTime.UTC().Format(time.RFC3339), s.mmd)
 		}

@@ -1,11 +1,23 @@
 package check
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
@@ -178,5 +190,72 @@ func TestRevocationIssuerFromVerifiedPath(t *testing.T) {
 				t.Errorf("verdict %s; ca %+v; revocation %+v", v.Result, ca, a)
 			}
 		})
+	}
+}
+
+// TestProofSourceRefusesCheckpointAsHead: a prover (or anyone on its path)
+// that relays the log's sorted-tree root as a C2SP checkpoint, the form
+// pkie signed before heads had their own type, is refused, although the
+// log's key signed it: such a root binds the tree to no log checkpoint.
+func TestProofSourceRefusesCheckpointAsHead(t *testing.T) {
+	ctx := context.Background()
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
+	root, _ := testbed.NewRootCA("Head Root", testbed.ECDSAP256)
+	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"h.test"}})
+	if _, err := ttp.LogChain(ctx, leaf.Chain); err != nil {
+		t.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	skey, err := os.ReadFile(filepath.Join(ttp.Log.Dir(), ctlog.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := checkpoint.NewSigner(string(skey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, _ := url.Parse(ttp.ProverURL)
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			return err
+		}
+		r.Body.Close()
+		h, err := checkpoint.OpenHeadAnyAge([]byte(body["checkpoint"].(string)), ttp.Log.Verifier())
+		if err != nil {
+			return err
+		}
+		old, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: h.Origin, Size: h.Size, Root: h.Root, Time: h.Time}, signer)
+		if err != nil {
+			return err
+		}
+		body["checkpoint"] = string(old)
+		b, _ := json.Marshal(body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+
+	obs := &probe.Observation{Chain: leaf.Chain}
+	honest, _ := proofSources(t, ttp, nil)
+	if a := honest.Assess(ctx, obs); a.Status != Pass || !strings.Contains(a.Detail, "built from the log's checkpoint") {
+		t.Fatalf("through the prover: %+v", a)
+	}
+	ct, err := NewCTSource(ProofOptions{ProverURL: front.URL, TTPKey: ttp.LogKey, MaxAge: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ct.Assess(ctx, obs); a.Status != Fail || !strings.Contains(a.Detail, "before sorted-tree heads") {
+		t.Fatalf("a sorted-tree root relayed as a checkpoint: %+v", a)
 	}
 }

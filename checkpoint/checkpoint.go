@@ -1,8 +1,10 @@
-// Package checkpoint signs and verifies timestamped tree roots in the C2SP
-// tlog-checkpoint format (https://c2sp.org/tlog-checkpoint), carried in a
-// C2SP signed note (https://c2sp.org/signed-note) so that
-// golang.org/x/mod/sumdb/note, and any other signed-note tooling, verifies
-// them.
+// Package checkpoint signs and verifies timestamped tree roots: the roots
+// of append-only logs in the C2SP tlog-checkpoint format
+// (https://c2sp.org/tlog-checkpoint), and the roots of sorted trees as
+// sorted-tree heads (Head), a statement type of their own bound to a log
+// checkpoint; both are carried in C2SP signed notes
+// (https://c2sp.org/signed-note) so that golang.org/x/mod/sumdb/note, and
+// any other signed-note tooling, verifies them.
 //
 // A trusted third party (a log, a revocation authority) signs the origin,
 // size and root hash of its tree together with the time it signed them. The
@@ -114,9 +116,11 @@ func ReadSignerFile(path string) (note.Signer, error) {
 	return s, nil
 }
 
-// NewVerifier parses a verifier key from GenerateKey.
+// NewVerifier parses a verifier key from GenerateKey. The verifier it
+// returns is a Verifier: HeadVerifier derives the key of the sorted-tree
+// heads from it.
 func NewVerifier(vkey string) (note.Verifier, error) {
-	v, err := note.NewVerifier(strings.TrimSpace(vkey))
+	v, err := parseEd25519Verifier(strings.TrimSpace(vkey))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: verifier key: %w", err)
 	}

@@ -615,3 +615,37 @@ func TestMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestListRoot checks List against transparency-dev's RFC 6962 compact
+// range at every size up to 70, appending one key and several at a time.
+func TestListRoot(t *testing.T) {
+	f := &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
+	r := f.NewEmptyRange(0)
+	var l, batch List
+	var keys [][32]byte
+	for i := 0; i <= 70; i++ {
+		want := [32]byte(rfc6962.DefaultHasher.EmptyRoot())
+		if i > 0 {
+			h, err := r.GetRootHash(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = [32]byte(h)
+		}
+		if l.Size() != uint64(i) || l.Root() != want || ListRoot(keys) != want {
+			t.Fatalf("size %d: root %x, want %x", i, l.Root(), want)
+		}
+		k := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+		keys = append(keys, k)
+		lh := LeafHash(k)
+		if err := r.Append(lh[:], nil); err != nil {
+			t.Fatal(err)
+		}
+		l.Append(k)
+	}
+	batch.Append(keys[:33]...)
+	batch.Append(keys[33:]...)
+	if batch.Root() != l.Root() {
+		t.Fatal("appending in batches gives another root")
+	}
+}

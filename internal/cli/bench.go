@@ -16,9 +16,9 @@ var benchmarks = map[string]struct {
 }{
 	"notary": {"notary throughput (cached, uncached) and client latency (Convergence Tables 1-4)", runBenchNotary},
 	"proofs": {"sorted-tree proofs: build, generate, verify, sizes (PEC Tables 1-2)", runBenchProofs},
-	"scan":   {"scan throughput against raw TLS handshakes on a synthetic web (issue 4)", runBenchScan},
-	"roots":  {"pkie roots over a million generated scan records: time and peak RSS (issue 4)", runBenchRoots},
-	"soak":   {"the notary and the log under good traffic and every issue 7 attack: success rate and p99 (issue 7)", runBenchSoak},
+	"scan":   {"scan throughput against raw TLS handshakes on a synthetic web", runBenchScan},
+	"roots":  {"pkie roots over a million generated scan records: time and peak RSS", runBenchRoots},
+	"soak":   {"the notary and the log under good traffic and every attack of docs/security.md: success rate and p99", runBenchSoak},
 }
 
 func runBench(ctx context.Context, env *Env, args []string) error {

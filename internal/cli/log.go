@@ -278,10 +278,15 @@ func logBuild(ctx context.Context, env *Env, args []string) error {
 	}
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"size": b.Size, "root": hex.EncodeToString(b.Root[:]), "entry_index": b.EntryIndex,
+			"appended": b.Appended, "log_size": b.LogSize,
 			"tree": b.TreePath, "tree_bytes": b.TreeBytes, "seconds": time.Since(start).Seconds(), "checkpoint": string(b.Checkpoint)})
 	}
-	fmt.Fprintf(env.Stdout, "sorted tree of %d certificates, root %x\nappended to the log at index %d; tree %s (%d bytes)\n%s",
-		b.Size, b.Root, b.EntryIndex, b.TreePath, b.TreeBytes, b.Checkpoint)
+	where := fmt.Sprintf("appended to the log at index %d", b.EntryIndex)
+	if !b.Appended {
+		where = fmt.Sprintf("unchanged since the head at log index %d: fresh head signed, nothing appended", b.EntryIndex)
+	}
+	fmt.Fprintf(env.Stdout, "sorted tree of %d certificates, root %x, built from the log's first %d entries\n%s; tree %s (%d bytes)\n%s",
+		b.Size, b.Root, b.LogSize, where, b.TreePath, b.TreeBytes, b.Checkpoint)
 	return nil
 }
 

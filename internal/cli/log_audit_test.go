@@ -81,7 +81,7 @@ func TestLogAuditRemote(t *testing.T) {
 					OK     bool
 					Report ctlog.AuditReport
 				}
-				if err := json.Unmarshal([]byte(out), &v); err != nil || !v.OK || len(v.Report.Checks) != 11 {
+				if err := json.Unmarshal([]byte(out), &v); err != nil || !v.OK || len(v.Report.Checks) != 12 {
 					t.Errorf("JSON report %s: %v", out, err)
 				}
 			}

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
 	"github.com/pkie/pkie/internal/prover"
@@ -75,18 +74,22 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return nil, usageError("--%s-key: %v", flag, err)
 		}
-		v, err := note.NewVerifier(k)
+		v, err := checkpoint.NewVerifier(k)
 		if err != nil {
 			return nil, usageError("--%s-key: %v", flag, err)
 		}
-		p, err := prover.New(prover.Config{PKIE: pkie, Verifier: v, MaxAge: *maxAge, StateDir: *stateDir,
+		cfg := prover.Config{PKIE: pkie, Verifier: v, MaxAge: *maxAge, StateDir: *stateDir,
 			Feed: &feed.Client{Base: strings.TrimSuffix(url, "/") + "/v1/sorted", HTTP: hc},
 			Progress: func(done, total uint64) {
 				fmt.Fprintf(env.Stderr, "\r%s: fetched %d of %d new keys", pkie, done, total)
 				if done == total {
 					fmt.Fprintln(env.Stderr)
 				}
-			}})
+			}}
+		if pkie == prover.CT {
+			cfg.LogConsistency = prover.LogConsistency(url, hc)
+		}
+		p, err := prover.New(cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -126,16 +126,18 @@ func CheckSameSet(tree KeyList, logKeys [][32]byte) error {
 // latest data.
 type AuditOptions struct {
 	TreePath         string // the published sorted tree; default the log's
-	SortedCheckpoint []byte // the signed root to audit; default the latest
+	SortedCheckpoint []byte // the signed sorted-tree head to audit; default the latest
 	Previous         []byte // a log checkpoint seen earlier; default the one before the latest
 	Now              time.Time
 }
 
-// Audit checks a published sorted tree against the log: its signature and
-// origin, keys sorted without duplicates, root recomputed from the keys,
-// the same set of keys as the log's first Size certificates, its signed root
-// appended to the log and included under the latest log checkpoint, and
-// that checkpoint consistent with the previous one.
+// Audit checks a published sorted tree against the log: its head's
+// signature and origin, keys sorted without duplicates, root recomputed from
+// the keys; the log checkpoint the head is bound to signed by the log, one
+// of the log's own tree (the stored entries at that size hash to its root),
+// and holding exactly the tree's keys as its certificates; a head of this
+// tree appended to the log and included under the latest log checkpoint;
+// and that checkpoint consistent with the previous one.
 func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 	rep := &AuditReport{}
 	if o.Now.IsZero() {
@@ -162,23 +164,23 @@ func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 		o.Previous = logCPs[0]
 	}
 
-	scp, err := checkpoint.Open(o.SortedCheckpoint, l.verifier, l.SortedOrigin(), forever, forever, o.Now)
-	if !rep.add("sorted checkpoint signed by the log", err) {
+	head, err := checkpoint.OpenHeadAnyAge(o.SortedCheckpoint, l.verifier)
+	if !rep.add("sorted-tree head signed by the log, bound to a log checkpoint it signed", err) {
 		return rep, nil
 	}
-	rep.SortedSize, rep.SortedRoot = scp.Size, hex.EncodeToString(scp.Root[:])
+	rep.SortedSize, rep.SortedRoot = head.Size, hex.EncodeToString(head.Root[:])
 
 	tree, err := sortedtree.Open(o.TreePath)
 	if rep.add("sorted tree file opens", err) {
 		defer tree.Close()
-		if rep.add("tree size matches checkpoint", sizeMatch(tree.Size(), scp.Size)) {
+		if rep.add("tree size matches the head", sizeMatch(tree.Size(), head.Size)) {
 			root, err := CheckSortedOrder(tree)
 			rep.add("keys sorted without duplicates", err)
-			if err == nil && root != scp.Root {
-				err = fmt.Errorf("keys hash to %x, checkpoint signs %x", root, scp.Root)
+			if err == nil && root != head.Root {
+				err = fmt.Errorf("keys hash to %x, the head signs %x", root, head.Root)
 			}
-			rep.add("root recomputed from keys matches checkpoint", err)
-			keys, err := feed.QueryKeys(ctx, l.db, keysQuery, 0, scp.Size)
+			rep.add("root recomputed from keys matches the head", err)
+			keys, err := feed.QueryKeys(ctx, l.db, keysQuery, 0, head.Size)
 			if err == nil {
 				err = CheckSameSet(tree, keys)
 			}
@@ -192,13 +194,40 @@ func (l *Log) Audit(ctx context.Context, o AuditOptions) (*AuditReport, error) {
 	}
 	rep.LogSize = lcp.Size
 	rep.add("stored entries hash to the signed log root", l.checkStoredTree(ctx, lcp))
-	rep.add("sorted root appended to the log", l.checkExtended(ctx, o.SortedCheckpoint, lcp))
+	rep.add("the head's log checkpoint is the log's, and its certificates are the tree's", l.checkBinding(ctx, head, lcp))
+	rep.add("sorted root appended to the log", l.checkExtended(ctx, head, lcp))
 
 	if o.Previous != nil {
 		rep.add("log checkpoint consistent with the previous one", l.checkConsistent(ctx, o.Previous, lcp, o.Now))
 	}
 	l.auditState(ctx, rep)
 	return rep, nil
+}
+
+// checkBinding checks the log checkpoint head is bound to against the log
+// under lcp: at most lcp's size, the root of the log's first entries at its
+// size, and holding exactly head.Size certificates, which are the first
+// head.Size of the key feed (whose set the tree is compared with).
+func (l *Log) checkBinding(ctx context.Context, head *checkpoint.Head, lcp *checkpoint.Checkpoint) error {
+	b := head.Log
+	if b.Size > lcp.Size {
+		return fmt.Errorf("the head is bound to a log of %d entries, the log's checkpoint signs %d", b.Size, lcp.Size)
+	}
+	root, err := l.RootAt(ctx, b.Size)
+	if err != nil {
+		return err
+	}
+	if root != b.Root {
+		return fmt.Errorf("the log's first %d entries hash to %x, the head is bound to root %x", b.Size, root, b.Root)
+	}
+	var n int64
+	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM certs WHERE idx < ?`, int64(b.Size)).Scan(&n); err != nil {
+		return fmt.Errorf("counting certificates: %w", err)
+	}
+	if uint64(n) != head.Size {
+		return fmt.Errorf("the log's first %d entries hold %d certificates, the tree %d keys", b.Size, n, head.Size)
+	}
+	return nil
 }
 
 // checkStoredTree recomputes the log tree lcp signs from the stored
@@ -313,15 +342,16 @@ func sizeMatch(got, want uint64) error {
 	return nil
 }
 
-// checkExtended checks that msg is a SortedRootEntry leaf included in the
-// log tree lcp.
-func (l *Log) checkExtended(ctx context.Context, msg []byte, lcp *checkpoint.Checkpoint) error {
-	idx, ok, err := l.SortedEntry(ctx, msg)
+// checkExtended checks that a head of the same tree as head (itself, or
+// the one appended before a build that found nothing changed) is a
+// SortedRootEntry leaf included in the log tree lcp.
+func (l *Log) checkExtended(ctx context.Context, head *checkpoint.Head, lcp *checkpoint.Checkpoint) error {
+	idx, ok, err := l.SortedEntry(ctx, head)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("the sorted checkpoint is not in the log")
+		return fmt.Errorf("no head of this sorted tree is in the log")
 	}
 	if idx >= lcp.Size {
 		return fmt.Errorf("sorted root at index %d is past the log checkpoint's size %d", idx, lcp.Size)
@@ -334,8 +364,11 @@ func (l *Log) checkExtended(ctx context.Context, msg []byte, lcp *checkpoint.Che
 	if err != nil {
 		return err
 	}
-	if lf.Type != SortedRootEntry || !bytes.Equal(lf.Data, msg) {
-		return fmt.Errorf("entry %d is not this sorted root", idx)
+	if lf.Type != SortedRootEntry {
+		return fmt.Errorf("entry %d is not a sorted-tree head", idx)
+	}
+	if a, err := checkpoint.OpenHeadAnyAge(lf.Data, l.verifier); err != nil || a.Size != head.Size || a.Root != head.Root {
+		return fmt.Errorf("entry %d is not a head of this sorted tree", idx)
 	}
 	p, err := l.InclusionProof(ctx, idx, lcp.Size)
 	if err != nil {
@@ -360,9 +393,10 @@ func (l *Log) checkConsistent(ctx context.Context, prevMsg []byte, lcp *checkpoi
 	return proof.VerifyConsistency(hasher, prev.Size, lcp.Size, p, prev.Root[:], lcp.Root[:])
 }
 
-// VerifierFromKey parses a note verifier key.
+// VerifierFromKey parses a note verifier key (checkpoint.NewVerifier, so
+// that the sorted-tree heads' key can be derived from it).
 func VerifierFromKey(vkey string) (note.Verifier, error) {
-	v, err := note.NewVerifier(vkey)
+	v, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: verifier key: %w", err)
 	}

@@ -56,9 +56,10 @@ type RemoteAuditOptions struct {
 	// URL is the log's base URL, e.g. "http://log.example.org:8091"; the
 	// API paths (/v1/...) are appended to it.
 	URL string
-	// Verifier is the log's pinned note verifier key, the only thing the
-	// auditor trusts. Its name is the log's origin; the sorted tree's
-	// origin is SortedOrigin of it.
+	// Verifier is the log's pinned note verifier key (from
+	// checkpoint.NewVerifier), the only thing the auditor trusts. Its name
+	// is the log's origin; the sorted-tree heads' origin and key name are
+	// SortedOrigin of it, the same key (checkpoint.HeadVerifier).
 	Verifier note.Verifier
 	// State, if set, is a file holding the last log checkpoint this
 	// auditor verified (a signed note). The audit checks that the log's
@@ -113,16 +114,18 @@ type remoteAuditor struct {
 
 // AuditRemote audits the log at o.URL through its HTTP API alone:
 //
-//  1. the log checkpoint and the sorted-tree checkpoint verify with the
-//     pinned key under the log's origins;
+//  1. the log checkpoint and the sorted-tree head verify with the pinned
+//     key under the log's origins, and so does the log checkpoint the head
+//     is bound to;
 //  2. the published sorted tree file opens, holds as many keys as its
-//     checkpoint says, strictly ascending, every stored hash recomputed,
-//     and its root is the signed one;
-//  3. the log's entries hash to the signed log root, and the certificates
-//     logged before the sorted root's entry are exactly the tree's keys
-//     (SHA-256 of each certificate) and, in order, the key feed provers
-//     sync from;
-//  4. the signed sorted root is an entry of the log, proved by an
+//     head says, strictly ascending, every stored hash recomputed, and its
+//     root is the signed one;
+//  3. the log's entries hash to the signed log root, its first entries to
+//     the root of the log checkpoint the head is bound to, and the
+//     certificates among those are exactly the tree's keys (SHA-256 of each
+//     certificate) and, in order, the key feed provers sync from;
+//  4. a head of the same tree (this one, or the one appended before builds
+//     that found nothing changed) is an entry of the log, proved by an
 //     inclusion proof under the log checkpoint;
 //  5. with o.State, the log checkpoint is consistent with the one saved
 //     by the previous run.
@@ -160,9 +163,10 @@ func AuditRemote(ctx context.Context, o RemoteAuditOptions) (*AuditReport, error
 	origin := o.Verifier.Name()
 	rep := &AuditReport{}
 
-	// The sorted checkpoint first, then the log checkpoint: the log appends
-	// a sorted root and signs the log checkpoint covering it in one
-	// transaction, so a log checkpoint read later covers the entry.
+	// The sorted head first, then the log checkpoint: the log appends a
+	// head and signs the log checkpoint covering it in one transaction, so
+	// a log checkpoint read later covers the entry and the log checkpoint
+	// the head is bound to.
 	ss, err := a.fetchSorted(ctx)
 	if err != nil {
 		return nil, err
@@ -179,23 +183,26 @@ func AuditRemote(ctx context.Context, o RemoteAuditOptions) (*AuditReport, error
 		return rep, nil
 	}
 	rep.LogSize = lcp.Size
-	sortedOK := rep.add("sorted checkpoint signed by the log", ss.cpErr)
+	sortedOK := rep.add("sorted-tree head signed by the log, bound to a log checkpoint it signed", ss.cpErr)
+	if sortedOK && ss.cp.Log.Size > lcp.Size {
+		sortedOK = rep.add("the head's log checkpoint is within the log", fmt.Errorf("the head is bound to a log of %d entries, the log's checkpoint signs %d", ss.cp.Log.Size, lcp.Size))
+	}
 
 	var tree *sortedtree.Tree
 	if sortedOK {
 		scp := ss.cp
 		rep.SortedSize, rep.SortedRoot = scp.Size, fmt.Sprintf("%x", scp.Root)
 		if rep.add("sorted tree file downloads and opens", ss.treeErr) &&
-			rep.add("tree size matches checkpoint", sizeMatch(ss.tree.Size(), scp.Size)) &&
+			rep.add("tree size matches the head", sizeMatch(ss.tree.Size(), scp.Size)) &&
 			rep.add("keys sorted without duplicates, every hash recomputed", ss.tree.Check()) &&
-			rep.add("root matches the signed sorted checkpoint", rootMatch(ss.tree.Root(), scp.Root)) {
+			rep.add("root matches the signed sorted-tree head", rootMatch(ss.tree.Root(), scp.Root)) {
 			tree = ss.tree
 		}
 	}
 
 	w := &logWalk{lcp: lcp}
 	if sortedOK {
-		w.sortedMsg, w.sortedSize = ss.msg, ss.cp.Size
+		w.head, w.v = ss.cp, o.Verifier
 		w.feed = &feedCompare{src: &feed.Client{Base: a.base + "/v1/sorted", HTTP: a.requestClient()}, size: ss.cp.Size}
 		if tree != nil {
 			w.set = newSetCompare(tree)
@@ -206,8 +213,11 @@ func AuditRemote(ctx context.Context, o RemoteAuditOptions) (*AuditReport, error
 		return nil, err
 	}
 	if rep.add("log entries hash to the signed log root", err) {
+		if sortedOK {
+			rep.add("the head's log checkpoint is the log's first entries", w.boundErr)
+		}
 		if w.set != nil {
-			rep.add("tree holds exactly the certificates logged before its root", w.set.result(w))
+			rep.add("tree holds exactly the certificates of the head's log checkpoint", w.set.result(w))
 		}
 		if w.feed != nil {
 			rep.add("key feed lists the logged certificates in log order", w.feed.result())
@@ -240,7 +250,7 @@ func AuditRemote(ctx context.Context, o RemoteAuditOptions) (*AuditReport, error
 
 func rootMatch(got, want [32]byte) error {
 	if got != want {
-		return fmt.Errorf("tree root %x, checkpoint signs %x", got, want)
+		return fmt.Errorf("tree root %x, the head signs %x", got, want)
 	}
 	return nil
 }
@@ -296,11 +306,11 @@ func (a *remoteAuditor) get(ctx context.Context, path string, limit int64, timeo
 	return body, nil
 }
 
-// sortedSnapshot is a verified sorted checkpoint and the tree downloaded
+// sortedSnapshot is a verified sorted-tree head and the tree downloaded
 // with it.
 type sortedSnapshot struct {
 	msg     []byte
-	cp      *checkpoint.Checkpoint
+	cp      *checkpoint.Head
 	cpErr   error
 	tree    *sortedtree.Tree
 	treeErr error
@@ -318,18 +328,17 @@ func (s *sortedSnapshot) close() {
 	}
 }
 
-// fetchSorted reads the sorted checkpoint, downloads the tree and reads
-// the checkpoint again. The log writes the tree file just before it
-// commits the checkpoint naming it, so a build between the requests shows
-// as a changed checkpoint or a tree of another root; then it tries again.
+// fetchSorted reads the sorted-tree head, downloads the tree and reads the
+// head again. The log writes the tree file just before it commits the head
+// naming it, so a build between the requests shows as a changed head or a
+// tree of another root; then it tries again.
 func (a *remoteAuditor) fetchSorted(ctx context.Context) (*sortedSnapshot, error) {
-	origin := SortedOrigin(a.o.Verifier.Name())
 	for attempt := 1; ; attempt++ {
 		s := &sortedSnapshot{}
 		var err error
 		s.msg, err = a.get(ctx, "/v1/sorted/checkpoint", feed.MaxCheckpointBytes, a.o.RequestTimeout)
 		if err == nil {
-			s.cp, err = checkpoint.Open(s.msg, a.o.Verifier, origin, forever, forever, a.o.Now)
+			s.cp, err = checkpoint.OpenHeadAnyAge(s.msg, a.o.Verifier)
 		} else if isFetchError(err) {
 			return nil, err
 		}
@@ -427,27 +436,40 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 
 // logWalk is the state of one pass over the log's entries.
 type logWalk struct {
-	lcp        *checkpoint.Checkpoint
-	sortedMsg  []byte // the sorted checkpoint to find; nil if it did not verify
-	sortedSize uint64
-	set        *setCompare  // nil without a usable tree
-	feed       *feedCompare // nil without a verified sorted checkpoint
+	lcp  *checkpoint.Checkpoint
+	head *checkpoint.Head // the head to check; nil if it did not verify
+	v    note.Verifier    // the log's key, to open the heads in the log
+	set  *setCompare      // nil without a usable tree
+	feed *feedCompare     // nil without a verified head
 
-	found      bool // the sorted root's entry was seen
+	found      bool // an entry holding a head of the same tree was seen
 	sortedIdx  uint64
 	sortedLeaf [32]byte // its Merkle leaf hash
-	certs      uint64   // certificates before the sorted root (all of them if it was not found)
+	certs      uint64   // certificates among the first head.Log.Size entries
+	boundErr   error    // the first head.Log.Size entries do not hash to head.Log.Root
 	badLeaf    error    // the first leaf that does not parse
 }
 
 // walk reads every entry under the log checkpoint in pages, hashing them
-// into the log root and handing each certificate logged before the sorted
-// root to the comparisons. It holds one page at a time.
+// into the log root, checking the root at the size of the log checkpoint
+// the head is bound to, and handing each certificate among those first
+// entries to the comparisons. It holds one page at a time.
 func (a *remoteAuditor) walk(ctx context.Context, w *logWalk) error {
 	f := &compact.RangeFactory{Hash: hasher.HashChildren}
 	rng := f.NewEmptyRange(0)
 	page := uint64(MaxEntries)
 	size := w.lcp.Size
+	checkBound := func() {
+		if w.head == nil || rng.End() != w.head.Log.Size {
+			return
+		}
+		root, err := rootOf(rng)
+		if err == nil && root != w.head.Log.Root {
+			err = fmt.Errorf("the log's first %d entries hash to %x, the head is bound to root %x", w.head.Log.Size, root, w.head.Log.Root)
+		}
+		w.boundErr = err
+	}
+	checkBound()
 	for pos := uint64(0); pos < size; {
 		n := min(page, size-pos)
 		body, err := a.get(ctx, fmt.Sprintf("/v1/log/entries?start=%d&end=%d", pos, pos+n), a.o.MaxEntriesBytes, a.o.RequestTimeout)
@@ -467,8 +489,10 @@ func (a *remoteAuditor) walk(ctx context.Context, w *logWalk) error {
 			if err := rng.Append(lh[:], nil); err != nil {
 				return err
 			}
-			if w.found {
-				continue // only the certificates before the sorted root matter
+			checkBound()
+			bound := w.head != nil && e.Index < w.head.Log.Size
+			if !bound && w.found {
+				continue // nothing after the bound entries matters but a head
 			}
 			lf, err := ParseLeaf(e.LeafInput)
 			if err != nil {
@@ -478,19 +502,21 @@ func (a *remoteAuditor) walk(ctx context.Context, w *logWalk) error {
 				continue
 			}
 			switch {
-			case lf.Type == X509Entry:
+			case lf.Type == X509Entry && bound:
+				// The head says its tree holds the certificates among the
+				// first head.Log.Size entries.
 				k := CertKey(lf.Data)
-				// The sorted checkpoint covers the first sortedSize
-				// certificates, which must be all those before its entry.
-				if w.set != nil && w.certs < w.sortedSize {
+				if w.set != nil {
 					w.set.add(k, e.Index)
 				}
 				if w.feed != nil {
 					w.feed.next(ctx, w.certs, e.Index, k)
 				}
 				w.certs++
-			case lf.Type == SortedRootEntry && w.sortedMsg != nil && bytes.Equal(lf.Data, w.sortedMsg):
-				w.found, w.sortedIdx, w.sortedLeaf = true, e.Index, lh
+			case lf.Type == SortedRootEntry && w.head != nil && !w.found:
+				if h, err := checkpoint.OpenHeadAnyAge(lf.Data, w.v); err == nil && h.Size == w.head.Size && h.Root == w.head.Root {
+					w.found, w.sortedIdx, w.sortedLeaf = true, e.Index, lh
+				}
 			}
 		}
 		pos += uint64(len(es))
@@ -541,9 +567,10 @@ func parseEntries(body []byte, start uint64, asked int) ([]remoteEntry, error) {
 	return r.Entries, nil
 }
 
-// parseProofHashes decodes the hashes of an inclusion or consistency proof
-// answer: at most 64 hashes of 32 bytes.
-func parseProofHashes(body []byte) ([][]byte, error) {
+// ParseProofHashes decodes the hashes of an inclusion or consistency proof
+// answer ({"hashes": [base64, …]}, docs/api-proofs.md): at most 64 hashes of
+// 32 bytes.
+func ParseProofHashes(body []byte) ([][]byte, error) {
 	var r struct {
 		Hashes [][]byte `json:"hashes"`
 	}
@@ -601,13 +628,8 @@ func (s *setCompare) result(w *logWalk) error {
 	if w.badLeaf != nil {
 		errs = append(errs, fmt.Errorf("a leaf that does not parse: %w", w.badLeaf))
 	}
-	switch {
-	case w.found && w.certs != s.tree.Size():
-		errs = append(errs, fmt.Errorf("%d certificates logged before the sorted root at entry %d, the tree holds %d keys", w.certs, w.sortedIdx, s.tree.Size()))
-	case !w.found && w.certs < s.tree.Size():
-		// Without the sorted root's entry (a failure of its own), the tree
-		// is compared with the first certificates.
-		errs = append(errs, fmt.Errorf("the log holds %d certificates, the tree %d keys", w.certs, s.tree.Size()))
+	if w.certs != s.tree.Size() {
+		errs = append(errs, fmt.Errorf("the first %d entries of the log, which the head is bound to, hold %d certificates; the tree holds %d keys", w.head.Log.Size, w.certs, s.tree.Size()))
 	}
 	if s.missing > 0 {
 		errs = append(errs, fmt.Errorf("%d logged certificates missing from the tree; %s", s.missing, s.first))
@@ -682,20 +704,21 @@ func (f *feedCompare) next(ctx context.Context, seq, idx uint64, k [32]byte) {
 // certificate for are not compared: the set comparison reports the count.
 func (f *feedCompare) result() error { return f.err }
 
-// checkSortedEntry checks that the walk found the sorted root's entry and
-// that the log proves its inclusion under the log checkpoint.
+// checkSortedEntry checks that the walk found an entry holding a head of
+// the sorted tree and that the log proves its inclusion under the log
+// checkpoint.
 func (a *remoteAuditor) checkSortedEntry(ctx context.Context, w *logWalk) error {
 	if w.badLeaf != nil && !w.found {
-		return fmt.Errorf("the sorted checkpoint is not in the log before %v", w.badLeaf)
+		return fmt.Errorf("no head of the sorted tree is in the log before %v", w.badLeaf)
 	}
 	if !w.found {
-		return fmt.Errorf("the sorted checkpoint is not among the log's %d entries", w.lcp.Size)
+		return fmt.Errorf("no head of the sorted tree is among the log's %d entries", w.lcp.Size)
 	}
 	body, err := a.get(ctx, fmt.Sprintf("/v1/log/proof/inclusion?index=%d&size=%d", w.sortedIdx, w.lcp.Size), maxProofResponseBytes, a.o.RequestTimeout)
 	if err != nil {
 		return err
 	}
-	p, err := parseProofHashes(body)
+	p, err := ParseProofHashes(body)
 	if err != nil {
 		return err
 	}
@@ -740,7 +763,7 @@ func (a *remoteAuditor) checkConsistentWith(ctx context.Context, prevMsg, lmsg [
 		if err != nil {
 			return err
 		}
-		if p, err = parseProofHashes(body); err != nil {
+		if p, err = ParseProofHashes(body); err != nil {
 			return err
 		}
 	}

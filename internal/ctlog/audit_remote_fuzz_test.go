@@ -36,7 +36,7 @@ func FuzzParseProofHashes(f *testing.F) {
 	f.Add([]byte(`{"hashes":["AAAA"]}`))
 	f.Add([]byte(`{"hashes":null}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := parseProofHashes(body)
+		p, err := ParseProofHashes(body)
 		if err != nil {
 			return
 		}

@@ -28,20 +28,22 @@ import (
 // Names of the remote audit's checks, as the report gives them.
 const (
 	chkLogSig     = "log checkpoint signed by the log"
-	chkSortedSig  = "sorted checkpoint signed by the log"
+	chkSortedSig  = "sorted-tree head signed by the log, bound to a log checkpoint it signed"
+	chkWithin     = "the head's log checkpoint is within the log"
 	chkTreeOpens  = "sorted tree file downloads and opens"
-	chkTreeSize   = "tree size matches checkpoint"
+	chkTreeSize   = "tree size matches the head"
 	chkTreeOrder  = "keys sorted without duplicates, every hash recomputed"
-	chkTreeRoot   = "root matches the signed sorted checkpoint"
+	chkTreeRoot   = "root matches the signed sorted-tree head"
 	chkEntries    = "log entries hash to the signed log root"
-	chkSameSet    = "tree holds exactly the certificates logged before its root"
+	chkBound      = "the head's log checkpoint is the log's first entries"
+	chkSameSet    = "tree holds exactly the certificates of the head's log checkpoint"
 	chkFeed       = "key feed lists the logged certificates in log order"
 	chkSortedLeaf = "sorted root appended to the log"
 	chkConsistent = "log checkpoint consistent with the saved one"
 )
 
 var allChecks = []string{chkLogSig, chkSortedSig, chkTreeOpens, chkTreeSize, chkTreeOrder, chkTreeRoot,
-	chkEntries, chkSameSet, chkFeed, chkSortedLeaf, chkConsistent}
+	chkEntries, chkBound, chkSameSet, chkFeed, chkSortedLeaf, chkConsistent}
 
 // rewrite serves h, but passes the answers to GETs of path through edit:
 // the log's real handler, with a misbehaving front.
@@ -93,6 +95,48 @@ func signWithLogKey(t *testing.T, l *Log, cp checkpoint.Checkpoint) []byte {
 		t.Fatal(err)
 	}
 	msg, err := checkpoint.Sign(cp, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+// latestHead returns the log's latest sorted-tree head.
+func latestHead(t *testing.T, l *Log) *checkpoint.Head {
+	t.Helper()
+	m, err := l.SortedCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := checkpoint.OpenHeadAnyAge(m, l.Verifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// signHeadWithLogKey signs h with the log's own key, as the log (or whoever
+// stole its key) could, bound to the log checkpoint lmsg if not nil.
+func signHeadWithLogKey(t *testing.T, l *Log, h checkpoint.Head, lmsg []byte) []byte {
+	t.Helper()
+	skey, err := os.ReadFile(filepath.Join(l.Dir(), KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := note.NewSigner(strings.TrimSpace(string(skey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lmsg != nil {
+		if err := h.BindLog(lmsg, l.Verifier()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, err := checkpoint.HeadSigner(s, l.Verifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := checkpoint.SignHead(h, hs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,21 +281,78 @@ func TestAuditRemote(t *testing.T) {
 				}, t)
 			},
 			fail: []string{chkFeed}, detail: "feed key 1"},
-		{name: "sorted checkpoint signed but never appended",
+		{name: "head of a new tree signed but never appended",
+			build: func(t *testing.T, l *Log) error {
+				_, err := l.BuildSortedUnappended(ctx)
+				return err
+			},
+			fail: []string{chkSortedLeaf}, detail: "no head of the sorted tree"},
+		{name: "fresh head of an unchanged tree, not appended again",
+			build: func(t *testing.T, l *Log) error {
+				if _, err := l.BuildSorted(ctx); err != nil {
+					return err
+				}
+				b, err := l.BuildSorted(ctx)
+				if err == nil && b.Appended {
+					t.Errorf("the second build of an unchanged tree appended its head at %d", b.EntryIndex)
+				}
+				return err
+			}},
+		{name: "head bound to a log root the log never had",
 			front: func(t *testing.T, l *Log, h http.Handler) http.Handler {
-				scp, err := l.SortedCheckpoint(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c, err := checkpoint.Open(scp, l.Verifier(), l.SortedOrigin(), time.Hour, time.Hour, time.Now())
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Time = c.Time.Add(time.Second)
-				other := signWithLogKey(t, l, *c)
+				head := latestHead(t, l)
+				lmsg := signWithLogKey(t, l, checkpoint.Checkpoint{Origin: l.Origin(), Size: head.Log.Size, Root: randKey(t), Time: head.Log.Time})
+				other := signHeadWithLogKey(t, l, *head, lmsg)
 				return rewrite(h, "/v1/sorted/checkpoint", func(*testing.T, []byte) []byte { return other }, t)
 			},
-			fail: []string{chkSortedLeaf}, detail: "not among"},
+			fail: []string{chkBound}, detail: "bound to root"},
+		{name: "head bound to an earlier log checkpoint than its tree's",
+			front: func(t *testing.T, l *Log, h http.Handler) http.Handler {
+				head := latestHead(t, l)
+				cps, err := l.Checkpoints(ctx, false, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var lmsg []byte
+				for _, m := range cps { // the log checkpoint at 3 certificates
+					if c, err := checkpoint.Open(m, l.Verifier(), l.Origin(), time.Hour, time.Hour, time.Now()); err == nil && c.Size == 3 {
+						lmsg = m
+					}
+				}
+				other := signHeadWithLogKey(t, l, *head, lmsg)
+				return rewrite(h, "/v1/sorted/checkpoint", func(*testing.T, []byte) []byte { return other }, t)
+			},
+			fail: []string{chkSameSet}, detail: "hold 3 certificates"},
+		{name: "head bound to a log checkpoint beyond the log",
+			front: func(t *testing.T, l *Log, h http.Handler) http.Handler {
+				head := latestHead(t, l)
+				lmsg := signWithLogKey(t, l, checkpoint.Checkpoint{Origin: l.Origin(), Size: 1000, Root: randKey(t), Time: head.Log.Time})
+				other := signHeadWithLogKey(t, l, *head, lmsg)
+				return rewrite(h, "/v1/sorted/checkpoint", func(*testing.T, []byte) []byte { return other }, t)
+			},
+			fail: []string{chkWithin}, detail: "1000", absent: []string{chkTreeOpens, chkBound, chkSameSet, chkSortedLeaf}},
+		{name: "head bound to a log checkpoint signed by another key",
+			front: func(t *testing.T, l *Log, h http.Handler) http.Handler {
+				head := latestHead(t, l)
+				skey, vkey, _ := checkpoint.GenerateKey(l.Origin())
+				s, _ := checkpoint.NewSigner(skey)
+				v, _ := checkpoint.NewVerifier(vkey)
+				lmsg, _ := checkpoint.Sign(head.Log, s)
+				c := *head
+				if err := c.BindLog(lmsg, v); err != nil {
+					t.Fatal(err)
+				}
+				other := signHeadWithLogKey(t, l, c, nil)
+				return rewrite(h, "/v1/sorted/checkpoint", func(*testing.T, []byte) []byte { return other }, t)
+			},
+			fail: []string{chkSortedSig}, detail: "not signed by the log's key"},
+		{name: "sorted-tree root served as a checkpoint (the old format)",
+			front: func(t *testing.T, l *Log, h http.Handler) http.Handler {
+				head := latestHead(t, l)
+				old := signWithLogKey(t, l, checkpoint.Checkpoint{Origin: l.SortedOrigin(), Size: head.Size, Root: head.Root, Time: head.Time})
+				return rewrite(h, "/v1/sorted/checkpoint", func(*testing.T, []byte) []byte { return old }, t)
+			},
+			fail: []string{chkSortedSig}, detail: "before sorted-tree heads"},
 		{name: "forked: the saved checkpoint has another root",
 			state: func(t *testing.T, s setup) {
 				os.WriteFile(s.state, signWithLogKey(t, s.l, checkpoint.Checkpoint{Origin: s.l.Origin(), Size: 3,
@@ -297,15 +398,14 @@ func TestAuditRemote(t *testing.T) {
 			fail: []string{chkLogSig}, absent: []string{chkSortedSig, chkTreeOpens, chkEntries, chkConsistent}},
 		{name: "checkpoints of another origin",
 			front: func(t *testing.T, l *Log, h http.Handler) http.Handler {
-				// The sorted checkpoint served as the log checkpoint: signed
-				// by the log, but for the other origin.
-				return rewrite(h, "/v1/log/checkpoint", func(t *testing.T, b []byte) []byte {
-					m, err := l.SortedCheckpoint(ctx)
-					if err != nil {
-						t.Error(err)
-					}
-					return m
-				}, t)
+				// A checkpoint signed by the log, but for the sorted tree's
+				// origin, served as the log checkpoint.
+				n, err := l.Size(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := signWithLogKey(t, l, checkpoint.Checkpoint{Origin: l.SortedOrigin(), Size: n, Root: randKey(t), Time: time.Now()})
+				return rewrite(h, "/v1/log/checkpoint", func(*testing.T, []byte) []byte { return m }, t)
 			},
 			fail: []string{chkLogSig}, detail: "origin"},
 	} {

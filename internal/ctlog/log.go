@@ -4,12 +4,15 @@
 // §5.1).
 //
 // Besides the append-only tree, the log periodically builds a sorted Merkle
-// tree (package sortedtree) over SHA-256 of every logged certificate, signs
-// its root with a timestamp as a checkpoint whose origin is the log's origin
-// plus "/sorted", and appends that signed checkpoint to the log itself as a
-// leaf of type SortedRootEntry. The append-only history so anchors every
-// sorted root, and provers need only the small sorted tree: they rebuild it
-// from the log's key feed (package feed) and prove presence or absence.
+// tree (package sortedtree) over SHA-256 of every logged certificate and
+// signs a sorted-tree head (package checkpoint's Head: not a checkpoint,
+// since successive sorted trees are snapshots, not consistent versions of
+// one log) with a timestamp, under the origin and key name of the log's
+// origin plus "/sorted", bound to the log checkpoint whose certificates it
+// holds. Each head of a new tree is appended to the log itself as a leaf of
+// type SortedRootEntry; the append-only history so anchors every sorted
+// root, and provers need only the small sorted tree: they rebuild it from
+// the log's key feed (package feed) and prove presence or absence.
 //
 // Storage is one SQLite file (WAL, synchronous=FULL) in the log's directory
 // holding every leaf, every complete Merkle subtree hash (so proofs are
@@ -117,14 +120,17 @@ type Options struct {
 
 // Log is an open log directory. Its methods are safe for concurrent use.
 type Log struct {
-	db       *sql.DB
-	dir      string
-	origin   string
-	signer   note.Signer
-	verifier note.Verifier
-	vkey     string
-	now      func() time.Time
-	roots    *x509.CertPool
+	db     *sql.DB
+	dir    string
+	origin string
+	signer note.Signer
+	// headSigner signs sorted-tree heads: the log's key under the name
+	// SortedOrigin (checkpoint.HeadSigner).
+	headSigner note.Signer
+	verifier   note.Verifier
+	vkey       string
+	now        func() time.Time
+	roots      *x509.CertPool
 
 	buildMu sync.Mutex // one sorted-tree build at a time in this process
 
@@ -185,12 +191,16 @@ func Open(dir string, o Options) (*Log, error) {
 		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	vkey := strings.TrimSpace(string(vkeyb))
-	verifier, err := note.NewVerifier(vkey)
+	verifier, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: %s: %w", filepath.Join(dir, PubFile), err)
 	}
 	if verifier.Name() != signer.Name() || verifier.KeyHash() != signer.KeyHash() {
 		return nil, fmt.Errorf("ctlog: %s and %s hold different keys", KeyFile, PubFile)
+	}
+	headSigner, err := checkpoint.HeadSigner(signer, verifier)
+	if err != nil {
+		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	db, err := openDB(filepath.Join(dir, DBFile))
 	if err != nil {
@@ -200,7 +210,7 @@ func Open(dir string, o Options) (*Log, error) {
 	if now == nil {
 		now = time.Now
 	}
-	l := &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, verifier: verifier,
+	l := &Log{db: db, dir: dir, origin: signer.Name(), signer: signer, headSigner: headSigner, verifier: verifier,
 		vkey: vkey, now: now, roots: o.Roots, unchecked: o.NoStateCheck && !o.fresh}
 	if !o.fresh && !o.NoStateCheck {
 		if err := l.checkState(context.Background(), o.Logf); err != nil {
@@ -243,11 +253,11 @@ func (l *Log) Close() error {
 // Origin is the log's checkpoint origin (its key's name).
 func (l *Log) Origin() string { return l.origin }
 
-// SortedOrigin is the origin of the sorted tree's checkpoints.
+// SortedOrigin is the origin, and key name, of the sorted tree's heads.
 func (l *Log) SortedOrigin() string { return SortedOrigin(l.origin) }
 
-// SortedOrigin returns the sorted-tree checkpoint origin for a log origin.
-func SortedOrigin(logOrigin string) string { return logOrigin + "/sorted" }
+// SortedOrigin returns the sorted-tree head origin for a log origin.
+func SortedOrigin(logOrigin string) string { return checkpoint.HeadOrigin(logOrigin) }
 
 // VerifierKey is the note verifier key clients pin.
 func (l *Log) VerifierKey() string { return l.vkey }

@@ -29,11 +29,17 @@ import (
 // newTestLog creates a log in a temporary directory.
 func newTestLog(t testing.TB) *Log {
 	t.Helper()
+	return newTestLogOpts(t, Options{})
+}
+
+// newTestLogOpts creates a log in a temporary directory and opens it with o.
+func newTestLogOpts(t testing.TB, o Options) *Log {
+	t.Helper()
 	dir := t.TempDir()
 	if _, err := Init(dir, "pkie.test/log"); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Open(dir, Options{})
+	l, err := Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,9 +295,17 @@ func TestBuildSortedExtendedTree(t *testing.T) {
 	if lf.Type != SortedRootEntry || !bytes.Equal(lf.Data, b2.Checkpoint) {
 		t.Fatalf("entry %d: type %#x, data %q", b2.EntryIndex, lf.Type, lf.Data)
 	}
-	scp, err := checkpoint.Open(lf.Data, l.Verifier(), l.SortedOrigin(), time.Hour, time.Minute, time.Now())
+	scp, err := checkpoint.OpenHead(lf.Data, l.Verifier(), time.Hour, time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Bound to the log checkpoint the tree was built from: the 10 entries
+	// before its own.
+	if scp.Log.Size != 10 || scp.Log.Origin != l.Origin() {
+		t.Fatalf("head bound to %s at %d, want %s at 10", scp.Log.Origin, scp.Log.Size, l.Origin())
+	}
+	if root, err := l.RootAt(ctx, 10); err != nil || root != scp.Log.Root {
+		t.Fatalf("head bound to root %x, the log's first 10 entries hash to %x (%v)", scp.Log.Root, root, err)
 	}
 	// The sorted tree holds SHA-256 of every logged certificate.
 	keys := make([][32]byte, len(chains))
@@ -321,6 +335,60 @@ func TestBuildSortedExtendedTree(t *testing.T) {
 	got, err := l.Feed().Keys(ctx, 3, 100)
 	if err != nil || len(got) != 6 || got[0] != keys[3] {
 		t.Fatalf("feed keys from 3: %d keys, %v", len(got), err)
+	}
+}
+
+// TestBuildSortedUnchanged: a build that finds the tree it last appended
+// signs a fresh head (for verifiers' maximum age) but appends nothing, so an
+// idle log does not grow by an entry per build; the audit still finds the
+// earlier entry of the same tree. A changed tree is appended again.
+func TestBuildSortedUnchanged(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Now()
+	l := newTestLogOpts(t, Options{Now: func() time.Time { clock = clock.Add(time.Second); return clock }})
+	_, chains := issue(t, 4)
+	if _, err := l.AddChains(ctx, chains[:3]); err != nil {
+		t.Fatal(err)
+	}
+	b1, err := l.BuildSorted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, _ := l.Size(ctx)
+	for i := range 3 {
+		b, err := l.BuildSorted(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := l.Size(ctx)
+		if b.Appended || n != n1 {
+			t.Fatalf("build %d of an unchanged tree: appended %v, log grew from %d to %d entries", i+2, b.Appended, n1, n)
+		}
+		if b.EntryIndex != b1.EntryIndex || bytes.Equal(b.Checkpoint, b1.Checkpoint) {
+			t.Fatalf("build %d: entry %d (want %d), head re-signed: %v", i+2, b.EntryIndex, b1.EntryIndex, !bytes.Equal(b.Checkpoint, b1.Checkpoint))
+		}
+		latest, err := l.SortedCheckpoint(ctx)
+		if err != nil || !bytes.Equal(latest, b.Checkpoint) {
+			t.Fatalf("the served head is not the fresh one (%v)", err)
+		}
+		h, err := checkpoint.OpenHead(latest, l.Verifier(), time.Hour, time.Minute, clock)
+		if err != nil || h.Log.Size != n1 {
+			t.Fatalf("fresh head: %v, bound to %d entries, want %d", err, h.Log.Size, n1)
+		}
+	}
+	rep, err := l.Audit(ctx, AuditOptions{})
+	if err != nil || !rep.OK() {
+		t.Fatalf("audit after unchanged builds: %v %+v", err, rep)
+	}
+	if _, err := l.AddChain(ctx, chains[3]); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.BuildSorted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Appended || b.EntryIndex != n1+1 {
+		t.Fatalf("build of a changed tree: appended %v at %d, want at %d", b.Appended, b.EntryIndex, n1+1)
 	}
 }
 

@@ -5,12 +5,17 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
 	. "github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/revocation"
@@ -173,7 +178,54 @@ func TestVerifierRejections(t *testing.T) {
 	wrongKey := *good
 	wrongKey.Key[0] ^= 1
 	tamperedCP := *good
-	tamperedCP.Checkpoint = strings.Replace(good.Checkpoint, "\n1\n", "\n2\n", 1)
+	tamperedCP.Checkpoint = strings.Replace(good.Checkpoint, "\nsize 1\n", "\nsize 2\n", 1)
+	if tamperedCP.Checkpoint == good.Checkpoint {
+		t.Fatal("no size line to tamper with")
+	}
+	// Heads the log's key signs, bound to log checkpoints that are not the
+	// log's: what a verifier must refuse although the head's signature is
+	// good.
+	head, err := checkpoint.OpenHeadAnyAge([]byte(good.Checkpoint), w.ctPin.Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skeyB, err := os.ReadFile(filepath.Join(w.ttp.Log.Dir(), ctlog.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSigner, _ := checkpoint.NewSigner(string(skeyB))
+	headSigner, err := checkpoint.HeadSigner(logSigner, w.ctPin.Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebound := func(lmsg []byte, v note.Verifier, edit func(*checkpoint.Head)) *Response {
+		h := *head
+		if lmsg != nil {
+			if err := h.BindLog(lmsg, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if edit != nil {
+			edit(&h)
+		}
+		msg, err := checkpoint.SignHead(h, headSigner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := *good
+		r.Checkpoint = string(msg)
+		return &r
+	}
+	otherS, otherV := func() (note.Signer, note.Verifier) {
+		sk, vk, _ := checkpoint.GenerateKey(w.ctPin.Verifier.Name())
+		s, _ := checkpoint.NewSigner(sk)
+		v, _ := checkpoint.NewVerifier(vk)
+		return s, v
+	}()
+	foreignLog, _ := checkpoint.Sign(head.Log, otherS)
+	smallLog := head.Log
+	smallLog.Size = head.Size - 1
+	smallLogMsg, _ := checkpoint.Sign(smallLog, logSigner)
 
 	for name, tc := range map[string]struct {
 		r   *Response
@@ -188,6 +240,9 @@ func TestVerifierRejections(t *testing.T) {
 		"proof byte changed":     {&flipped, w.ctPin, now, nil},
 		"response for other key": {&wrongKey, w.ctPin, now, nil},
 		"checkpoint edited":      {&tamperedCP, w.ctPin, now, checkpoint.ErrSignature},
+		"bound log checkpoint signed by another key": {rebound(foreignLog, otherV, nil), w.ctPin, now, checkpoint.ErrLogSignature},
+		"bound log root edited":                      {rebound(nil, nil, func(h *checkpoint.Head) { h.Log.Root[0] ^= 1 }), w.ctPin, now, checkpoint.ErrLogSignature},
+		"bound log smaller than the tree":            {rebound(smallLogMsg, w.ctPin.Verifier, nil), w.ctPin, now, nil},
 	} {
 		_, err := VerifyCT(l.Cert.Raw, tc.r, tc.pin, mmd, tc.now)
 		if err == nil {

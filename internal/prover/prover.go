@@ -3,16 +3,20 @@
 // that check what they send.
 //
 // A Prover mirrors one trusted third party's sorted tree. It syncs over HTTP
-// (package feed): it fetches the latest signed checkpoint, verifies its
-// signature against the TTP's pinned key, its origin and its age, fetches
-// only the keys published since its last sync, rebuilds the tree and checks
-// that the rebuilt root is the signed one before it serves anything. A
-// prover is never trusted by clients: every Response carries the TTP's
-// signed checkpoint, and VerifyCT and VerifyRevocation check it, the proof
-// and the checkpoint's freshness against keys the client pinned. The
-// freshness check is what defeats replay (the PEC paper, §7): an old "not
-// revoked" proof carries an old checkpoint, which a verifier with a maximum
-// age rejects once the TTP has had time to publish the revocation.
+// (package feed): it fetches the latest signed sorted-tree head (package
+// checkpoint's Head), verifies its signature against the TTP's pinned key,
+// its origin and its age, and that the log checkpoint it is bound to is
+// signed by the same key and does not go back on the one bound to the head
+// accepted before; it fetches only the keys published since its last sync,
+// rebuilds the tree and checks that the rebuilt root is the signed one (and,
+// for revocation, whose key log is exactly the feed, that the feed's keys
+// in order hash to the bound log root) before it serves anything. A prover
+// is never trusted by clients: every Response carries the TTP's signed
+// head, and VerifyCT and VerifyRevocation check it, the proof and the
+// head's freshness against keys the client pinned. The freshness check is
+// what defeats replay (the PEC paper, §7): an old "not revoked" proof carries an
+// old head, which a verifier with a maximum age rejects once the TTP has
+// had time to publish the revocation.
 package prover
 
 import (
@@ -41,31 +45,45 @@ const (
 
 // Config configures a Prover.
 type Config struct {
-	PKIE     string        // CT or Revocation
-	Feed     feed.Source   // the TTP's feed
-	Verifier note.Verifier // the TTP's pinned key
-	// Origin is the checkpoint origin to accept. Empty means the default
-	// for the PKIE: the key's name plus "/sorted" for CT (the log's sorted
-	// tree), the key's name for revocation.
+	PKIE string      // CT or Revocation
+	Feed feed.Source // the TTP's feed
+	// Verifier is the TTP's pinned key, from checkpoint.NewVerifier: the
+	// key of its log checkpoints, from which the heads' key is derived
+	// (checkpoint.HeadVerifier).
+	Verifier note.Verifier
+	// Origin is the sorted-tree head origin to accept. Empty means the
+	// only one there is, checkpoint.HeadOrigin of the key's name; any
+	// other is an error.
 	Origin string
 	// MaxAge rejects a TTP checkpoint older than this at sync: a prover
 	// should not relay what clients will refuse. Zero means 24h.
 	MaxAge time.Duration
 	Skew   time.Duration // allowed clock skew for future timestamps; zero means 1 minute
 	Now    func() time.Time
+	// LogConsistency, if set (for CT: LogConsistency of the log's URL),
+	// proves that the log checkpoint a new head is bound to extends the one
+	// bound to the head accepted before; a head whose bound log does not is
+	// refused (ErrRollback). Without it the prover checks only that the
+	// bound log did not shrink nor change at the same size. Revocation
+	// needs none: the prover rebuilds the authority's key log itself.
+	LogConsistency ConsistencySource
 	// Progress, if set, is told how many of the new keys have arrived.
 	Progress func(done, total uint64)
 	// StateDir, if set, is a directory (created 0700 if missing) where
-	// the prover keeps the last checkpoint it accepted from this TTP (one
-	// file per PKIE, key and origin; see StatePath), so that after a
+	// the prover keeps the last head it accepted from this TTP (one file
+	// per PKIE, head key and origin; see StatePath), so that after a
 	// restart it still refuses a tree that shrinks or, at the same size,
-	// has another root. Without it a restarted prover accepts whatever the
-	// TTP signs first.
+	// has another root, and a bound log checkpoint that goes back. Without
+	// it a restarted prover accepts whatever the TTP signs first. A file
+	// left by a prover from before heads had their own type (a sorted-tree
+	// root signed as a checkpoint, under the name LegacyStatePath gives) is
+	// read once as the floor and replaced at the first sync.
 	StateDir string
 }
 
 // StatePath returns the file in dir where a prover of pkie keeps the last
-// checkpoint it accepted from the TTP with key v and checkpoint origin.
+// head it accepted from the TTP with head key v (checkpoint.HeadVerifier)
+// and head origin.
 func StatePath(dir, pkie string, v note.Verifier, origin string) string {
 	h := sha256.Sum256(fmt.Appendf(nil, "%s\n%s\n%08x\n%s", pkie, v.Name(), v.KeyHash(), origin))
 	return filepath.Join(dir, fmt.Sprintf("%s-%x.state", pkie, h[:8]))
@@ -76,12 +94,21 @@ func StatePath(dir, pkie string, v note.Verifier, origin string) string {
 // with another root. The prover keeps serving what it had.
 var ErrRollback = errors.New("the TTP's tree does not extend the one accepted before")
 
-// DefaultOrigin returns the checkpoint origin a PKIE's TTP key signs.
-func DefaultOrigin(pkie string, v note.Verifier) string {
+// LegacyStatePath returns the state file a prover kept before sorted-tree
+// heads had their own type, for the TTP with key v: named by that key and
+// the origin its sorted-tree roots were then signed under.
+func LegacyStatePath(dir, pkie string, v note.Verifier) string {
+	origin := v.Name()
 	if pkie == CT {
-		return v.Name() + "/sorted"
+		origin += "/sorted"
 	}
-	return v.Name()
+	return StatePath(dir, pkie, v, origin)
+}
+
+// DefaultOrigin returns the origin of the sorted-tree heads a PKIE's TTP
+// key signs: checkpoint.HeadOrigin of its name, for both PKIEs.
+func DefaultOrigin(pkie string, v note.Verifier) string {
+	return checkpoint.HeadOrigin(v.Name())
 }
 
 // Prover serves proofs from a verified mirror of a TTP's sorted tree.
@@ -92,16 +119,20 @@ type Prover struct {
 
 	mu       sync.RWMutex
 	tree     *sortedtree.Tree
+	list     *sortedtree.List // revocation: the feed's keys in order, the key log
 	cpMsg    []byte
-	cp       *checkpoint.Checkpoint
+	cp       *checkpoint.Head
 	lastSync time.Time
 	lastErr  error
 
-	// floor is the last checkpoint accepted, this run or (with a state
+	// floor is the last head accepted, this run or (with a state
 	// directory) an earlier one; refused counts trees refused against it.
-	floor     *checkpoint.Checkpoint
-	statePath string
-	refused   uint64
+	// A floor read from a legacy state file has no bound log (empty
+	// Log.Origin).
+	floor      *checkpoint.Head
+	statePath  string
+	legacyPath string // a legacy state file to remove once statePath is written
+	refused    uint64
 }
 
 // New returns a prover with an empty mirror; call Sync before serving.
@@ -112,8 +143,15 @@ func New(cfg Config) (*Prover, error) {
 	if cfg.Feed == nil || cfg.Verifier == nil {
 		return nil, errors.New("prover: a feed and a pinned TTP key are required")
 	}
+	headV, err := checkpoint.HeadVerifier(cfg.Verifier)
+	if err != nil {
+		return nil, fmt.Errorf("prover %s: %w", cfg.PKIE, err)
+	}
 	if cfg.Origin == "" {
 		cfg.Origin = DefaultOrigin(cfg.PKIE, cfg.Verifier)
+	}
+	if cfg.Origin != headV.Name() {
+		return nil, fmt.Errorf("prover %s: origin %q: the heads of key %q have origin %q", cfg.PKIE, cfg.Origin, cfg.Verifier.Name(), headV.Name())
 	}
 	if cfg.MaxAge == 0 {
 		cfg.MaxAge = 24 * time.Hour
@@ -129,20 +167,71 @@ func New(cfg Config) (*Prover, error) {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("prover %s: state directory: %w", cfg.PKIE, err)
 		}
-		p.statePath = StatePath(cfg.StateDir, cfg.PKIE, cfg.Verifier, cfg.Origin)
+		p.statePath = StatePath(cfg.StateDir, cfg.PKIE, headV, cfg.Origin)
 		st, err := ttpstate.Read(p.statePath)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			// First contact with this TTP.
+			if err := p.readLegacyState(); err != nil {
+				return nil, err
+			}
 		case err != nil:
 			return nil, fmt.Errorf("prover %s: %w", cfg.PKIE, err)
 		default:
-			if p.floor, err = ttpstate.Open(st.Checkpoint, cfg.Verifier, cfg.Origin); err != nil {
+			if p.floor, err = checkpoint.OpenHeadAnyAge([]byte(st.Checkpoint), cfg.Verifier); err != nil {
 				return nil, fmt.Errorf("prover %s: %s: %w", cfg.PKIE, p.statePath, err)
 			}
 		}
 	}
 	return p, nil
+}
+
+// readLegacyState takes the floor from a state file a prover wrote before
+// sorted-tree heads had their own type, if there is one: the sorted tree's
+// size, root and time, verified with the TTP's key under the origin it then
+// signed. Sync replaces the file with one under StatePath. A legacy file
+// that does not verify is refused, as any corrupted state is.
+func (p *Prover) readLegacyState() error {
+	path := LegacyStatePath(p.cfg.StateDir, p.cfg.PKIE, p.cfg.Verifier)
+	st, err := ttpstate.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // first contact with this TTP
+	}
+	if err != nil {
+		return fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+	}
+	origin := p.cfg.Verifier.Name()
+	if p.cfg.PKIE == CT {
+		origin += "/sorted"
+	}
+	c, err := checkpoint.OpenLegacyHead([]byte(st.Checkpoint), p.cfg.Verifier, origin)
+	if err != nil {
+		return fmt.Errorf("prover %s: %s (a state file from before sorted-tree heads): %w", p.cfg.PKIE, path, err)
+	}
+	p.floor = &checkpoint.Head{Origin: p.cfg.Origin, Size: c.Size, Root: c.Root, Time: c.Time}
+	p.legacyPath = path
+	return nil
+}
+
+// checkFloor refuses a head that goes back on floor: a smaller sorted
+// tree, another root at the same size, or a bound log checkpoint smaller
+// than floor's or of the same size with another root. Whether a larger log
+// checkpoint extends floor's takes a consistency proof the feed does not
+// serve; for revocation the rebuilt key log checks it (sync).
+func checkFloor(floor, h *checkpoint.Head) error {
+	when := floor.Time.UTC().Format(time.RFC3339)
+	switch {
+	case h.Size < floor.Size:
+		return fmt.Errorf("sorted tree of %d entries is behind the %d last signed and accepted (root %x…, %s)", h.Size, floor.Size, floor.Root[:8], when)
+	case h.Size == floor.Size && h.Root != floor.Root:
+		return fmt.Errorf("sorted tree of %d keys has root %x…, but the head accepted at that size (%s) has root %x…", h.Size, h.Root[:8], when, floor.Root[:8])
+	case floor.Log.Origin == "":
+		return nil // a legacy floor names no log
+	case h.Log.Size < floor.Log.Size:
+		return fmt.Errorf("head bound to a log of %d entries, behind the %d of the head accepted before (%s)", h.Log.Size, floor.Log.Size, when)
+	case h.Log.Size == floor.Log.Size && h.Log.Root != floor.Log.Root:
+		return fmt.Errorf("head bound to a log of %d entries with root %x…, but the head accepted before (%s) was bound to root %x… at that size", h.Log.Size, h.Log.Root[:8], when, floor.Log.Root[:8])
+	}
+	return nil
 }
 
 // PKIE returns the prover's PKIE name.
@@ -181,26 +270,41 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prover %s: fetching checkpoint: %w", p.cfg.PKIE, err)
 	}
-	cp, err := checkpoint.Open(msg, p.cfg.Verifier, p.cfg.Origin, p.cfg.MaxAge, p.cfg.Skew, p.cfg.Now())
+	cp, err := checkpoint.OpenHead(msg, p.cfg.Verifier, p.cfg.MaxAge, p.cfg.Skew, p.cfg.Now())
 	if err != nil {
-		return nil, fmt.Errorf("prover %s: TTP checkpoint rejected: %w", p.cfg.PKIE, err)
+		return nil, fmt.Errorf("prover %s: TTP head rejected: %w", p.cfg.PKIE, err)
+	}
+	if err := checkLogSize(p.cfg.PKIE, cp); err != nil {
+		return nil, fmt.Errorf("prover %s: TTP head rejected: %w", p.cfg.PKIE, err)
 	}
 	p.mu.RLock()
-	old, floor := p.tree, p.floor
+	old, list, floor := p.tree, p.list, p.floor
 	p.mu.RUnlock()
 	var have uint64
 	if old != nil {
 		have = old.Size()
 	}
 	if floor != nil {
-		if err := ttpstate.CheckExtends(floor, cp); err != nil {
+		if err := checkFloor(floor, cp); err != nil {
 			p.mu.Lock()
 			p.refused++
 			p.mu.Unlock()
 			return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, err)
 		}
+		if p.cfg.LogConsistency != nil {
+			refused, err := checkLogConsistent(ctx, p.cfg.LogConsistency, floor, cp)
+			if err != nil {
+				return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+			}
+			if refused != nil {
+				p.mu.Lock()
+				p.refused++
+				p.mu.Unlock()
+				return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, refused)
+			}
+		}
 		if cp.Time.Before(floor.Time) {
-			return nil, fmt.Errorf("prover %s: TTP checkpoint of %s is older than the one accepted before (%s)", p.cfg.PKIE,
+			return nil, fmt.Errorf("prover %s: TTP head of %s is older than the one accepted before (%s)", p.cfg.PKIE,
 				cp.Time.UTC().Format(time.RFC3339), floor.Time.UTC().Format(time.RFC3339))
 		}
 	}
@@ -209,6 +313,16 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 		fresh, err := feed.FetchAll(ctx, p.cfg.Feed, have, cp.Size, p.cfg.Progress)
 		if err != nil {
 			return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
+		}
+		if p.cfg.PKIE == Revocation {
+			// The key log is the feed: hash it in order before the tree
+			// sorts the keys in place.
+			if list == nil || old == nil {
+				list = &sortedtree.List{}
+			} else {
+				list = list.Clone()
+			}
+			list.Append(fresh...)
 		}
 		// Merging the new keys into the held tree costs one linear pass
 		// instead of sorting every key again.
@@ -224,15 +338,24 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 	if tree.Root() != cp.Root {
 		return nil, fmt.Errorf("prover %s: rebuilt root %x does not match the signed root %x; not serving it", p.cfg.PKIE, tree.Root(), cp.Root)
 	}
+	if list != nil && list.Root() != cp.Log.Root {
+		return nil, fmt.Errorf("prover %s: the feed's %d keys in order hash to %x, the head is bound to a key log with root %x; not serving it", p.cfg.PKIE, list.Size(), list.Root(), cp.Log.Root)
+	}
 	// Persist before serving: once a client holds a proof on this tree, a
 	// restarted prover must not go back behind it.
-	if p.statePath != "" && (floor == nil || floor.Size != cp.Size || !floor.Time.Equal(cp.Time)) {
+	if p.statePath != "" && (floor == nil || floor.Size != cp.Size || !floor.Time.Equal(cp.Time) || floor.Log.Size != cp.Log.Size || floor.Log.Root != cp.Log.Root) {
 		if err := ttpstate.Write(p.statePath, &ttpstate.State{Checkpoint: string(msg)}); err != nil {
 			return nil, fmt.Errorf("prover %s: %w; not serving the new tree", p.cfg.PKIE, err)
 		}
+		if p.legacyPath != "" {
+			// Converted: the new file holds a later head.
+			if err := os.Remove(p.legacyPath); err == nil || errors.Is(err, os.ErrNotExist) {
+				p.legacyPath = ""
+			}
+		}
 	}
 	p.mu.Lock()
-	p.tree, p.cp, p.cpMsg, p.floor = tree, cp, msg, cp
+	p.tree, p.list, p.cp, p.cpMsg, p.floor = tree, list, cp, msg, cp
 	p.mu.Unlock()
 	return &SyncResult{Size: cp.Size, NewKeys: cp.Size - have, Time: cp.Time}, nil
 }
@@ -249,7 +372,7 @@ func (p *Prover) Run(ctx context.Context, interval time.Duration, logf func(form
 var ErrNotSynced = errors.New("prover: not synced with its TTP yet")
 
 // Prove returns a presence or absence proof for key, bundled with the
-// signed checkpoint it verifies against.
+// signed head it verifies against.
 func (p *Prover) Prove(key [32]byte) (*Response, error) {
 	p.mu.RLock()
 	tree, msg := p.tree, p.cpMsg
@@ -275,6 +398,7 @@ type Status struct {
 	Origin         string    `json:"origin"`
 	Synced         bool      `json:"synced"`
 	Size           uint64    `json:"size"`
+	LogSize        uint64    `json:"log_size"` // of the log checkpoint the head is bound to
 	CheckpointTime time.Time `json:"checkpoint_time,omitzero"`
 	LastSync       time.Time `json:"last_sync,omitzero"`
 	LastError      string    `json:"last_error,omitempty"`
@@ -289,7 +413,7 @@ func (p *Prover) Status() Status {
 	defer p.mu.RUnlock()
 	s := Status{PKIE: p.cfg.PKIE, Origin: p.cfg.Origin, Synced: p.tree != nil, LastSync: p.lastSync, RefusedTrees: p.refused}
 	if p.cp != nil {
-		s.Size, s.CheckpointTime = p.cp.Size, p.cp.Time
+		s.Size, s.LogSize, s.CheckpointTime = p.cp.Size, p.cp.Log.Size, p.cp.Time
 	}
 	if p.lastErr != nil {
 		s.LastError = p.lastErr.Error()

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -13,40 +14,119 @@ import (
 	"github.com/pkie/pkie/sortedtree"
 )
 
-// Pin is what a client trusts about one TTP: its key, the checkpoint
-// origin it signs, and how old a signed root may be.
+// Pin is what a client trusts about one TTP: its key, and how old a signed
+// sorted-tree head may be.
 type Pin struct {
+	// Verifier is the TTP's key, from checkpoint.NewVerifier (ParsePin):
+	// its log checkpoints' key, from which its heads' is derived.
 	Verifier note.Verifier
-	Origin   string        // empty: DefaultOrigin for the PKIE
-	MaxAge   time.Duration // reject checkpoints older than this; required
-	Skew     time.Duration // allow checkpoints this far in the future; zero means 1 minute
+	Origin   string        // the heads' origin; empty means DefaultOrigin, the only one accepted
+	MaxAge   time.Duration // reject heads older than this; required
+	Skew     time.Duration // allow heads this far in the future; zero means 1 minute
+
+	heads *headCache // heads already verified with Verifier (ParsePin); nil: none kept
+}
+
+// headCache keeps the last few heads a Pin verified, by their exact signed
+// bytes. A prover serves one head for every proof until the TTP signs the
+// next, and verifying it costs two Ed25519 verifications (the head and its
+// bound log checkpoint), more than the proof: a verified copy of the same
+// bytes needs only its freshness checked again, at each use.
+type headCache struct {
+	mu    sync.Mutex
+	heads map[string]*checkpoint.Head
+	order []string
+}
+
+// headCacheSize covers a head and its successor for each of a client's
+// pins, with room for a prover that lags.
+const headCacheSize = 4
+
+func (c *headCache) lookup(msg string) *checkpoint.Head {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.heads[msg]
+}
+
+func (c *headCache) store(msg string, h *checkpoint.Head) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heads == nil {
+		c.heads = map[string]*checkpoint.Head{}
+	}
+	if _, ok := c.heads[msg]; ok {
+		return
+	}
+	if len(c.order) == headCacheSize {
+		delete(c.heads, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.heads[msg] = h
+	c.order = append(c.order, msg)
 }
 
 // ParsePin builds a Pin from a note verifier key.
 func ParsePin(vkey string, maxAge time.Duration) (Pin, error) {
-	v, err := note.NewVerifier(vkey)
+	v, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
 		return Pin{}, fmt.Errorf("prover: pinned key: %w", err)
 	}
-	return Pin{Verifier: v, MaxAge: maxAge}, nil
+	return Pin{Verifier: v, MaxAge: maxAge, heads: &headCache{}}, nil
 }
 
-func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Checkpoint, error) {
+// open verifies a head as checkpoint.OpenHead does (its signature, origin
+// and age, and the log checkpoint it is bound to signed by the same key)
+// and that the bound log can hold the tree: for CT a log of N entries holds
+// at most N certificates, for revocation the key log is the tree's keys.
+// A client tracks no state, so the bound log's consistency with earlier
+// ones is the prover's and the auditors' to check.
+func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Head, error) {
 	if p.Verifier == nil {
 		return nil, errors.New("no pinned key")
 	}
 	if p.MaxAge <= 0 {
 		return nil, errors.New("no maximum checkpoint age configured")
 	}
-	origin := p.Origin
-	if origin == "" {
-		origin = DefaultOrigin(pkie, p.Verifier)
+	if p.Origin != "" && p.Origin != DefaultOrigin(pkie, p.Verifier) {
+		return nil, fmt.Errorf("pinned origin %q: the heads of key %q have origin %q", p.Origin, p.Verifier.Name(), DefaultOrigin(pkie, p.Verifier))
 	}
 	skew := p.Skew
 	if skew == 0 {
 		skew = time.Minute
 	}
-	return checkpoint.Open([]byte(msg), p.Verifier, origin, p.MaxAge, skew, now)
+	// A head cached for one PKIE passed that PKIE's checks only.
+	if h := p.heads.lookup(pkie + "\n" + msg); h != nil {
+		if err := h.CheckTime(p.MaxAge, skew, now); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
+	h, err := checkpoint.OpenHead([]byte(msg), p.Verifier, p.MaxAge, skew, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLogSize(pkie, h); err != nil {
+		return nil, err
+	}
+	p.heads.store(pkie+"\n"+msg, h)
+	return h, nil
+}
+
+// checkLogSize checks that the log a head is bound to can hold its tree.
+func checkLogSize(pkie string, h *checkpoint.Head) error {
+	switch {
+	case pkie == CT && h.Log.Size < h.Size:
+		return fmt.Errorf("head of %d certificates bound to a log of only %d entries", h.Size, h.Log.Size)
+	case pkie == Revocation && h.Log.Size != h.Size:
+		return fmt.Errorf("head of %d revocations bound to a key log of %d", h.Size, h.Log.Size)
+	}
+	return nil
 }
 
 // Result is what a verified response asserts.
@@ -54,7 +134,10 @@ type Result struct {
 	PKIE           string    `json:"pkie"`
 	Present        bool      `json:"present"` // the proof shows the key in the tree
 	TreeSize       uint64    `json:"tree_size"`
-	CheckpointTime time.Time `json:"checkpoint_time"`
+	CheckpointTime time.Time `json:"checkpoint_time"` // the head's time
+	// LogSize is the size of the log checkpoint the head is bound to,
+	// signed by the same key.
+	LogSize uint64 `json:"log_size"`
 	// For CT: the certificate is logged (present, or absent with an SCT
 	// younger than the maximum merge delay).
 	Logged  bool      `json:"logged,omitempty"`
@@ -63,7 +146,7 @@ type Result struct {
 	Revoked bool `json:"revoked,omitempty"`
 }
 
-func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time) (*Result, *checkpoint.Checkpoint, error) {
+func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time) (*Result, *checkpoint.Head, error) {
 	if r.PKIE != pkie {
 		return nil, nil, fmt.Errorf("response is for %q, not %q", r.PKIE, pkie)
 	}
@@ -72,7 +155,7 @@ func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time)
 	}
 	cp, err := pin.open(pkie, r.Checkpoint, now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s checkpoint rejected: %w", pkie, err)
+		return nil, nil, fmt.Errorf("%s sorted-tree head rejected: %w", pkie, err)
 	}
 	var pr sortedtree.Proof
 	if err := pr.UnmarshalBinary(r.Proof); err != nil {
@@ -82,7 +165,7 @@ func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s proof does not verify against the signed root: %w", pkie, err)
 	}
-	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, CheckpointTime: cp.Time}, cp, nil
+	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, CheckpointTime: cp.Time, LogSize: cp.Log.Size}, cp, nil
 }
 
 // VerifyCT checks a CT prover's response for the certificate der against

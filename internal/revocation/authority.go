@@ -2,9 +2,19 @@
 // party of RITM-style revocation (the PEC paper, §5.2). It ingests X.509 CRLs,
 // whose signatures it checks against their issuers, and plain serial lists,
 // and publishes a sorted Merkle tree (package sortedtree) of the revoked
-// (issuer key identifier, serial) keys with a signed, timestamped root
-// (package checkpoint). A presence proof in that tree means revoked; an
-// absence proof means not revoked as of the checkpoint's time.
+// (issuer key identifier, serial) keys with a signed, timestamped
+// sorted-tree head (package checkpoint's Head). A presence proof in that
+// tree means revoked; an absence proof means not revoked as of the head's
+// time.
+//
+// The revoked keys, in the order they were first published (package feed's
+// order), form an append-only log: keys are never withdrawn and keep their
+// position. Each head is bound to a checkpoint of that log (origin: the
+// authority's key name; an RFC 6962 tree over the keys as leaves,
+// sortedtree.List), signed with the same key at the same time, so a prover
+// that rebuilds the tree from the feed also checks that the feed only grew.
+// The head itself is a snapshot, not a log checkpoint: successive sorted
+// trees are not consistent with one another.
 //
 // It republishes on every update, and periodically (Refresh) even without
 // one, so that verifiers can demand a fresh root and an old "not revoked"
@@ -52,7 +62,10 @@ const (
 	KeyFile  = "revocation.key" // note signer key, 0600
 	PubFile  = "revocation.pub"
 	TreeFile = "revoked.tree"
-	// StateFile holds the last signed checkpoint (package ttpstate), 0600.
+	// StateFile holds the last signed sorted-tree head (package ttpstate),
+	// 0600. A file from before heads had their own type holds a
+	// sorted-tree root signed as a checkpoint: Open accepts it once, and the
+	// next publication replaces it with a head.
 	StateFile = "revocation.state"
 )
 
@@ -108,13 +121,14 @@ var ErrBehind = errors.New("revocation: the database is behind the last signed c
 // Authority is an open revocation authority directory. Its methods are safe
 // for concurrent use.
 type Authority struct {
-	db       *sql.DB
-	dir      string
-	signer   note.Signer
-	verifier note.Verifier
-	vkey     string
-	now      func() time.Time
-	mu       sync.Mutex // serializes publishing in this process
+	db         *sql.DB
+	dir        string
+	signer     note.Signer
+	headSigner note.Signer // signer under HeadOrigin (checkpoint.HeadSigner)
+	verifier   note.Verifier
+	vkey       string
+	now        func() time.Time
+	mu         sync.Mutex // serializes publishing in this process
 }
 
 // Init creates an authority in dir whose checkpoints carry origin, with a
@@ -168,12 +182,16 @@ func Open(dir string, o Options) (*Authority, error) {
 		return nil, fmt.Errorf("revocation: %w", err)
 	}
 	vkey := strings.TrimSpace(string(vb))
-	verifier, err := note.NewVerifier(vkey)
+	verifier, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
 		return nil, fmt.Errorf("revocation: %s: %w", PubFile, err)
 	}
 	if verifier.Name() != signer.Name() || verifier.KeyHash() != signer.KeyHash() {
 		return nil, fmt.Errorf("revocation: %s and %s hold different keys", KeyFile, PubFile)
+	}
+	headSigner, err := checkpoint.HeadSigner(signer, verifier)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
 	}
 	path := filepath.Join(dir, DBFile)
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
@@ -193,7 +211,7 @@ func Open(dir string, o Options) (*Authority, error) {
 	if now == nil {
 		now = time.Now
 	}
-	a := &Authority{db: db, dir: dir, signer: signer, verifier: verifier, vkey: vkey, now: now}
+	a := &Authority{db: db, dir: dir, signer: signer, headSigner: headSigner, verifier: verifier, vkey: vkey, now: now}
 	if !o.fresh {
 		if err := a.checkState(context.Background(), o); err != nil {
 			db.Close()
@@ -227,9 +245,9 @@ func (a *Authority) checkState(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		cp, err := ttpstate.Open(string(latest), a.verifier, a.Origin())
+		cp, _, err := a.openSigned(latest)
 		if err != nil {
-			return fmt.Errorf("revocation: the database's latest checkpoint: %w", err)
+			return fmt.Errorf("revocation: the database's latest head: %w", err)
 		}
 		if err := a.checkHolds(ctx, cp); err != nil && !o.AcceptFork {
 			return err
@@ -243,9 +261,12 @@ func (a *Authority) checkState(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("revocation: %w (it records what the authority last signed: restore it, or see --dangerously-accept-fork)", err)
 	}
-	saved, err := ttpstate.Open(st.Checkpoint, a.verifier, a.Origin())
+	saved, legacy, err := a.openSigned([]byte(st.Checkpoint))
 	if err != nil {
 		return fmt.Errorf("revocation: %s: %w", StateFile, err)
+	}
+	if legacy {
+		logf("revocation: %s holds a sorted-tree root signed as a checkpoint (the format before sorted-tree heads); accepted once, the next publication replaces it with a head", StateFile)
 	}
 	err = a.checkHolds(ctx, saved)
 	if err != nil && o.AcceptFork {
@@ -255,10 +276,42 @@ func (a *Authority) checkState(ctx context.Context, o Options) error {
 	return err
 }
 
+// signedTree is what a signed head says about the trees: the sorted tree's
+// size and root and when it was signed, and the root of the key log at that
+// size (nil for a legacy root, which bound none).
+type signedTree struct {
+	Size    uint64
+	Root    [32]byte
+	Time    time.Time
+	LogRoot *[32]byte
+}
+
+// openSigned verifies msg, a stored or saved head, at any age. A
+// sorted-tree root signed as a checkpoint before heads had their own type
+// (legacy: origin the authority's, signed by its key) is accepted, for the
+// state an older authority left behind. It has the form of a key-log
+// checkpoint, which the authority never stores or saves on its own, so in
+// these files that form can only be an old root.
+func (a *Authority) openSigned(msg []byte) (t *signedTree, legacy bool, err error) {
+	h, err := checkpoint.OpenHeadAnyAge(msg, a.verifier)
+	if err != nil {
+		c, lerr := checkpoint.OpenLegacyHead(msg, a.verifier, a.Origin())
+		if lerr != nil {
+			return nil, false, err
+		}
+		return &signedTree{Size: c.Size, Root: c.Root, Time: c.Time}, true, nil
+	}
+	if h.Log.Size != h.Size {
+		return nil, false, fmt.Errorf("revocation: a head of %d keys bound to a key log of %d", h.Size, h.Log.Size)
+	}
+	return &signedTree{Size: h.Size, Root: h.Root, Time: h.Time, LogRoot: &h.Log.Root}, false, nil
+}
+
 // checkHolds checks that the database's first saved.Size keys are the
-// tree saved signs. Keys are never withdrawn and keep their position, so
-// that prefix is exactly the set the authority signed.
-func (a *Authority) checkHolds(ctx context.Context, saved *checkpoint.Checkpoint) error {
+// tree saved signs, and, in that order, the key log it is bound to. Keys
+// are never withdrawn and keep their position, so that prefix is exactly
+// the set the authority signed.
+func (a *Authority) checkHolds(ctx context.Context, saved *signedTree) error {
 	tx, err := a.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("revocation: %w", err)
@@ -278,12 +331,20 @@ func (a *Authority) checkHolds(ctx context.Context, saved *checkpoint.Checkpoint
 	if err != nil {
 		return err
 	}
+	logRoot := sortedtree.ListRoot(keys) // before Build sorts keys in place
 	t := sortedtree.Build(keys)
 	defer t.Close()
 	if root := t.Root(); t.Size() != saved.Size || root != saved.Root {
 		return fmt.Errorf("%w: the first %d of the %d keys in %s give a tree of %d keys with root %x…, but the authority last signed %d keys with root %x… (%s, %s): "+
 			"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations-proofs.md)",
 			ErrBehind, saved.Size, n, DBFile, t.Size(), root[:8], saved.Size, saved.Root[:8], when, StateFile)
+	}
+	if saved.LogRoot != nil {
+		if root := logRoot; root != *saved.LogRoot {
+			return fmt.Errorf("%w: the first %d keys in %s, in publication order, hash to %x…, but the authority last signed a key log with root %x… (%s, %s): "+
+				"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations-proofs.md)",
+				ErrBehind, saved.Size, DBFile, root[:8], saved.LogRoot[:8], when, StateFile)
+		}
 	}
 	return nil
 }
@@ -330,8 +391,13 @@ func (a *Authority) RemoveStaleTemp() (int, error) {
 // Close closes the database.
 func (a *Authority) Close() error { return a.db.Close() }
 
-// Origin is the authority's checkpoint origin.
+// Origin is the authority's key name and the origin of its key log's
+// checkpoints.
 func (a *Authority) Origin() string { return a.signer.Name() }
+
+// HeadOrigin is the origin, and key name, of the authority's sorted-tree
+// heads.
+func (a *Authority) HeadOrigin() string { return checkpoint.HeadOrigin(a.Origin()) }
 
 // VerifierKey is the note verifier key clients pin.
 func (a *Authority) VerifierKey() string { return a.vkey }
@@ -350,7 +416,7 @@ type Update struct {
 	Added      int       `json:"added"`      // keys new to the tree
 	Already    int       `json:"already"`    // keys that were already revoked
 	Size       uint64    `json:"size"`       // revoked keys after the update
-	Checkpoint string    `json:"checkpoint"` // the checkpoint published after it
+	Checkpoint string    `json:"checkpoint"` // the sorted-tree head published after it
 	Published  time.Time `json:"published"`  // its timestamp
 }
 
@@ -452,7 +518,7 @@ func (a *Authority) add(ctx context.Context, revs []Revocation, source string, e
 
 // Published describes one publication of the tree.
 type Published struct {
-	Checkpoint []byte
+	Checkpoint []byte // the signed sorted-tree head
 	Size       uint64
 	Root       [32]byte
 	Time       time.Time
@@ -460,8 +526,9 @@ type Published struct {
 }
 
 // Publish builds the tree of every revoked key, writes it to the
-// directory and signs and stores a fresh checkpoint. Run it periodically so
-// the checkpoint stays younger than verifiers' maximum age.
+// directory and signs and stores a fresh head, bound to a checkpoint of the
+// key log signed with it. Run it periodically so the head stays younger
+// than verifiers' maximum age.
 func (a *Authority) Publish(ctx context.Context) (*Published, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -487,6 +554,9 @@ func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The key log's root, over the keys in publication order, before Build
+	// sorts them in place.
+	logSize, logRoot := uint64(len(keys)), sortedtree.ListRoot(keys)
 	t := sortedtree.Build(keys)
 	defer t.Close()
 	if t.Size() != uint64(len(keys)) {
@@ -514,9 +584,9 @@ func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
 		return nil, fmt.Errorf("revocation: reading checkpoint: %w", err)
 	}
 	if root := t.Root(); latest != nil {
-		prev, err := ttpstate.Open(string(latest), a.verifier, a.Origin())
+		prev, _, err := a.openSigned(latest)
 		if err != nil {
-			return nil, fmt.Errorf("revocation: the stored checkpoint: %w", err)
+			return nil, fmt.Errorf("revocation: the stored head: %w", err)
 		}
 		switch {
 		case prev.Size > t.Size():
@@ -530,13 +600,20 @@ func (a *Authority) publishLocked(ctx context.Context) (*Published, error) {
 		}
 	}
 	now := a.now()
-	cp := checkpoint.Checkpoint{Origin: a.Origin(), Size: t.Size(), Root: t.Root(), Time: now}
-	msg, err := checkpoint.Sign(cp, a.signer)
+	lmsg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: a.Origin(), Size: logSize, Root: logRoot, Time: now}, a.signer)
 	if err != nil {
-		return nil, fmt.Errorf("revocation: signing checkpoint: %w", err)
+		return nil, fmt.Errorf("revocation: signing the key log checkpoint: %w", err)
+	}
+	cp := checkpoint.Head{Origin: a.HeadOrigin(), Size: t.Size(), Root: t.Root(), Time: now}
+	if err := cp.BindLog(lmsg, a.verifier); err != nil {
+		return nil, fmt.Errorf("revocation: %w", err)
+	}
+	msg, err := checkpoint.SignHead(cp, a.headSigner)
+	if err != nil {
+		return nil, fmt.Errorf("revocation: signing head: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (size, ts, note) VALUES (?, ?, ?)`, int64(cp.Size), now.UnixMilli(), msg); err != nil {
-		return nil, fmt.Errorf("revocation: storing checkpoint: %w", err)
+		return nil, fmt.Errorf("revocation: storing head: %w", err)
 	}
 	// Record what is signed before anyone can be served it: from the
 	// commit on, a prover may hold it. The keys it covers are committed
@@ -573,7 +650,7 @@ func (a *Authority) Size(ctx context.Context) (uint64, error) { return count(ctx
 // keysQuery selects keys in publication order for feed.QueryKeys.
 const keysQuery = `SELECT key FROM revoked WHERE seq >= ? AND seq < ? ORDER BY seq`
 
-// Checkpoint returns the latest signed checkpoint.
+// Checkpoint returns the latest signed sorted-tree head.
 func (a *Authority) Checkpoint(ctx context.Context) ([]byte, error) {
 	var msg []byte
 	err := a.db.QueryRowContext(ctx, `SELECT note FROM checkpoints ORDER BY id DESC LIMIT 1`).Scan(&msg)

@@ -59,13 +59,13 @@ func newAuthority(t *testing.T, now func() time.Time) (*Authority, string) {
 	return a, dir
 }
 
-func openCP(t *testing.T, a *Authority) *checkpoint.Checkpoint {
+func openCP(t *testing.T, a *Authority) *checkpoint.Head {
 	t.Helper()
 	msg, err := a.Checkpoint(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := checkpoint.Open(msg, a.Verifier(), a.Origin(), time.Hour, time.Minute, time.Now())
+	cp, err := checkpoint.OpenHead(msg, a.Verifier(), time.Hour, time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
