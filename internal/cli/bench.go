@@ -14,8 +14,8 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, env *Env, args []string) error
 }{
-	"notary": {"notary throughput (cached, uncached) and client latency (Convergence Tables 1-4)", runBenchNotary},
-	"proofs": {"sorted-tree proofs: build, generate, verify, sizes (PEC Tables 1-2)", runBenchProofs},
+	"notary": {"notary throughput (cached, uncached) and client latency (Forced Perspectives, IMC 2014, Tables 1-4)", runBenchNotary},
+	"proofs": {"sorted-tree proofs: build, generate, verify, sizes (the PEC paper, ASIA CCS 2018, Tables 1-2)", runBenchProofs},
 	"scan":   {"scan throughput against raw TLS handshakes on a synthetic web", runBenchScan},
 	"roots":  {"pkie roots over a million generated scan records: time and peak RSS", runBenchRoots},
 	"soak":   {"the notary and the log under good traffic and every attack of docs/security.md: success rate and p99", runBenchSoak},
