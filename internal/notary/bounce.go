@@ -3,11 +3,13 @@ package notary
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,10 +56,20 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "this is a notary bouncer: only CONNECT to configured notaries")
 		return
 	}
-	target := strings.ToLower(r.Host)
-	if !b.allowed[target] {
-		httpError(w, http.StatusForbidden, "CONNECT to "+clip(target)+" is not allowed: not a configured notary")
+	// Like Convergence's bouncer, the request line names one notary and
+	// X-Convergence-Notary headers (host+port, or host:port) name its
+	// replicas: every one must be allowed, all are tried at once, and the
+	// first to connect carries the tunnel.
+	dests, err := destinations(r)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	for _, d := range dests {
+		if !b.allowed[d] {
+			httpError(w, http.StatusForbidden, "CONNECT to "+clip(d)+" is not allowed: not a configured notary")
+			return
+		}
 	}
 	select {
 	case b.sem <- struct{}{}:
@@ -66,9 +78,10 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "bouncer overloaded")
 		return
 	}
-	up, err := b.dialer.DialContext(r.Context(), "tcp", target)
+	up, target, err := b.dialFirst(r.Context(), dests)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, "cannot reach "+target)
+		slog.Warn("bouncer: no destination answered", "destinations", dests, "err", err)
+		httpError(w, http.StatusBadGateway, "cannot reach "+strings.Join(dests, ", "))
 		return
 	}
 	defer up.Close()
@@ -85,7 +98,8 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := &tunnel{idle: b.idle()}
 	conn.SetDeadline(time.Time{})
 	conn.SetWriteDeadline(time.Now().Add(t.idle))
-	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+	head := "HTTP/1.1 200 Connection Established\r\nProxy-Agent: pkie\r\nX-Convergence-Notary: " + plusForm(target) + "\r\n\r\n"
+	if _, err := conn.Write([]byte(head)); err != nil {
 		return
 	}
 	// Bytes the client sent after the CONNECT request may already be
@@ -102,6 +116,89 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() { t.relay(up, conn); close(done) }()
 	t.relay(conn, up)
 	<-done
+}
+
+// maxDestinations bounds the notaries one CONNECT may name: a bundle lists
+// a few replicas, and each costs the bouncer a dial.
+const maxDestinations = 8
+
+// destinations returns the CONNECT target and every X-Convergence-Notary
+// header value, as lower-case host:port, without duplicates.
+func destinations(r *http.Request) ([]string, error) {
+	var out []string
+	add := func(d string) error {
+		d = strings.ToLower(strings.TrimSpace(d))
+		if i := strings.LastIndexByte(d, '+'); i >= 0 && !strings.Contains(d[i:], ":") {
+			d = net.JoinHostPort(strings.Trim(d[:i], "[]"), d[i+1:])
+		}
+		if _, _, err := net.SplitHostPort(d); err != nil {
+			return fmt.Errorf("destination %q is not host:port or host+port", clip(d))
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+		return nil
+	}
+	if err := add(r.Host); err != nil {
+		return nil, err
+	}
+	for _, v := range r.Header.Values("X-Convergence-Notary") {
+		for _, d := range strings.Split(v, ",") {
+			if err := add(d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(out) > maxDestinations {
+		return nil, fmt.Errorf("%d destinations; at most %d", len(out), maxDestinations)
+	}
+	return out, nil
+}
+
+// dialFirst dials every destination at once and returns the first
+// connection made, closing the others.
+func (b *Bouncer) dialFirst(ctx context.Context, dests []string) (net.Conn, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		c    net.Conn
+		dest string
+		err  error
+	}
+	ch := make(chan result, len(dests))
+	for _, d := range dests {
+		go func() {
+			c, err := b.dialer.DialContext(ctx, "tcp", d)
+			ch <- result{c, d, err}
+		}()
+	}
+	var errs []error
+	var won *result
+	for range dests {
+		r := <-ch
+		switch {
+		case r.err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", r.dest, r.err))
+		case won == nil:
+			won = &r
+			cancel() // the others need not finish connecting
+		default:
+			r.c.Close()
+		}
+	}
+	if won == nil {
+		return nil, "", errors.Join(errs...)
+	}
+	return won.c, won.dest, nil
+}
+
+// plusForm writes host:port as Convergence's host+port.
+func plusForm(hostport string) string {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	return h + "+" + p
 }
 
 func (b *Bouncer) idle() time.Duration {

@@ -24,11 +24,23 @@ import (
 // bytes of form data.
 const maxFormBody = 4 << 10
 
-// ParseTargetPath parses the Convergence target path "/target/<host>+<port>".
+// ParseTargetPath parses the Convergence target path "/target/<host>+<port>",
+// optionally followed by "/<ip>": the maintained Convergence fork appends the
+// address the client connected to. That address is checked to be an IP
+// literal and then ignored: the notary resolves the name itself. Probing the
+// client's address instead would let an attacker who controls the client's
+// DNS (the attack multi-path probing exists to catch) choose what the notary
+// sees.
 func ParseTargetPath(path string) (host string, port int, err error) {
 	rest, ok := strings.CutPrefix(path, "/target/")
 	if !ok {
 		return "", 0, errors.New("path does not start with /target/")
+	}
+	if t, ip, found := strings.Cut(rest, "/"); found {
+		if _, err := netip.ParseAddr(strings.Trim(ip, "[]")); err != nil {
+			return "", 0, fmt.Errorf("the segment after the target, %q, is not an IP address (the form is /target/<host>+<port>[/<ip>])", clip(ip))
+		}
+		rest = t
 	}
 	i := strings.LastIndexByte(rest, '+')
 	if i < 0 {
@@ -127,14 +139,20 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, http.StatusBadRequest, "malformed form body: "+err.Error())
 		return http.StatusBadRequest
 	}
-	fpv := r.PostForm["fingerprint"]
+	// Like the original notary (Twisted merges query and form arguments),
+	// the fingerprint may come in the body or the query string. Copies that
+	// agree are one fingerprint; copies that differ are refused rather than
+	// one picked, since the caller cannot know which was checked.
+	fpv := r.Form["fingerprint"]
 	if len(fpv) == 0 || fpv[0] == "" {
-		httpError(w, http.StatusBadRequest, "missing fingerprint: send form field fingerprint=<SHA-1 of the certificate, colon-separated hex>")
+		httpError(w, http.StatusBadRequest, "missing fingerprint: send form field fingerprint=<SHA-1 of the certificate, colon-separated hex> (in the body or the query string)")
 		return http.StatusBadRequest
 	}
-	if len(fpv) > 1 {
-		httpError(w, http.StatusBadRequest, "more than one fingerprint field")
-		return http.StatusBadRequest
+	for _, v := range fpv[1:] {
+		if !strings.EqualFold(v, fpv[0]) {
+			httpError(w, http.StatusBadRequest, "fingerprint given more than once with different values (body and query string?)")
+			return http.StatusBadRequest
+		}
 	}
 	fp, err := probe.ParseColonHex(fpv[0], 20)
 	if err != nil {

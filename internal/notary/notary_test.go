@@ -489,7 +489,7 @@ func TestBouncer(t *testing.T) {
 }
 
 func FuzzParseTargetPath(f *testing.F) {
-	for _, s := range []string{"/target/example.com+443", "/target/+", "/target/[::1]+8443", "/target/a+b+443", "/target/x+0443"} {
+	for _, s := range []string{"/target/example.com+443", "/target/example.com+443/192.0.2.1", "/target/+", "/target/[::1]+8443", "/target/a+b+443", "/target/x+0443"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
