@@ -104,6 +104,9 @@ func TestNotaryBundle(t *testing.T) {
 		want string
 	}{
 		{[]string{"--host", "notary.example", "--ssl-port", "8443", "--http-port", "8080", "--region", "US"}, 0, `"ssl_port": 8443`},
+		// No bouncer is advertised unless asked: clients would send
+		// their bounced queries to a port where nothing listens.
+		{[]string{"--host", "notary.example"}, 0, `"http_port": 0`},
 		{[]string{}, 2, "--host is required"},
 		{[]string{"--host", "x", "--ssl-port", "70000"}, 2, "out of range"},
 	}

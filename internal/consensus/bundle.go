@@ -112,14 +112,23 @@ func NewHost(host string, sslPort, httpPort int, cert *x509.Certificate) (Host, 
 	return h, nil
 }
 
-// ParseBundle parses a Convergence v1 bundle and checks every field: a
-// bundle that parses is one the client can use. Unknown fields are ignored
-// so that bundles from newer notaries still load.
+// ParseBundle parses a Convergence notary bundle and checks every field: a
+// bundle that parses is one the client can use. It reads the forms the
+// Convergence Firefox client reads: version 1 (a named notary with a list
+// of hosts), and version 0 or no version at all, the single-host form older
+// clients shipped ({"host", "ssl_port", "http_port", "certificate"}, named
+// after its host). A version-less bundle with a hosts list is read as
+// version 1. Unknown fields are ignored so that bundles from newer notaries
+// still load; an unknown version is refused.
 func ParseBundle(data []byte) (*Bundle, error) {
 	if len(data) > maxBundleSize {
 		return nil, fmt.Errorf("bundle is %d bytes; at most %d allowed", len(data), maxBundleSize)
 	}
-	var b Bundle
+	var b struct {
+		Bundle
+		Version *int `json:"version"`
+		Host
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&b); err != nil {
 		return nil, fmt.Errorf("bundle is not valid JSON: %w", err)
@@ -127,15 +136,30 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("bundle has data after its JSON object")
 	}
-	if err := b.check(); err != nil {
+	out := b.Bundle
+	switch {
+	case b.Version != nil && *b.Version == 1:
+		out.Version = 1
+	case b.Version != nil && *b.Version != 0:
+		return nil, fmt.Errorf("bundle version %d is not supported (this client reads versions 0 and 1, and bundles without a version)", *b.Version)
+	case out.Hosts != nil:
+		// Version 0 or none, but the version 1 shape.
+	default:
+		if b.Host.Host == "" {
+			return nil, errors.New("bundle has neither a hosts list (version 1) nor a host (version 0)")
+		}
+		out.Name = b.Host.Host
+		out.Hosts = []Host{b.Host}
+	}
+	if err := out.check(); err != nil {
 		return nil, err
 	}
-	return &b, nil
+	return &out, nil
 }
 
 func (b *Bundle) check() error {
-	if b.Version != 1 {
-		return fmt.Errorf("bundle version %d is not supported (want 1)", b.Version)
+	if b.Version != 0 && b.Version != 1 {
+		return fmt.Errorf("bundle version %d is not supported (want 0 or 1)", b.Version)
 	}
 	if strings.TrimSpace(b.Name) == "" {
 		return errors.New("bundle has no name")

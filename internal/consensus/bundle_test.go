@@ -56,7 +56,6 @@ func TestParseBundle(t *testing.T) {
 		{"array", []byte("[]"), "not valid JSON"},
 		{"trailing data", append(readFixture(t, "notary-b.notary"), []byte(`{"x":1}`)...), "data after its JSON object"},
 		{"version 2", edit(t, func(m map[string]any) { m["version"] = 2 }), "version 2 is not supported"},
-		{"version missing", edit(t, func(m map[string]any) { delete(m, "version") }), "version 0 is not supported"},
 		{"no name", edit(t, func(m map[string]any) { m["name"] = " " }), "has no name"},
 		{"no hosts", edit(t, func(m map[string]any) { m["hosts"] = []any{} }), "lists no hosts"},
 		{"too many hosts", edit(t, func(m map[string]any) {
@@ -213,7 +212,7 @@ func TestLoadDir(t *testing.T) {
 }
 
 func FuzzParseBundle(f *testing.F) {
-	for _, n := range []string{"notary-a.notary", "notary-b.notary", "ecdsa.notary.bad", "rsa1024.notary.bad"} {
+	for _, n := range []string{"notary-a.notary", "notary-b.notary", "ecdsa.notary.bad", "rsa1024.notary.bad", "versions/v0.notary", "versions/versionless.notary", "versions/versionless-hosts.notary", "versions/v2.notary.bad"} {
 		f.Add(readFixture(f, n))
 	}
 	f.Add([]byte(`{"version":1,"name":"x","hosts":[{"host":"h","ssl_port":1,"certificate":""}]}`))
@@ -249,4 +248,43 @@ func FuzzParseBundle(f *testing.F) {
 			t.Fatalf("re-parse: %v", err)
 		}
 	})
+}
+
+// TestBundleVersions loads the bundle forms the Convergence Firefox client
+// accepts: version 1, version 0 and version-less single-host bundles, and
+// a version-less bundle in the version 1 shape; an unknown version is
+// refused by name.
+func TestBundleVersions(t *testing.T) {
+	for _, tc := range []struct {
+		file, name string
+		hosts      int
+		err        string
+	}{
+		{"notary-a.notary", "notary-a", 2, ""},
+		{"versions/v0.notary", "notary-a.test", 1, ""},
+		{"versions/versionless.notary", "notary-a.test", 1, ""},
+		{"versions/versionless-hosts.notary", "notary-a", 2, ""},
+		{"versions/v2.notary.bad", "", 0, "version 2 is not supported"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := ParseBundle(readFixture(t, tc.file))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Name != tc.name || len(b.Hosts) != tc.hosts || b.Hosts[0].PublicKey() == nil || b.Hosts[0].SSLPort != 443 {
+				t.Fatalf("bundle %+v", b)
+			}
+		})
+	}
+	for _, bad := range []string{`{"version":0}`, `{}`, `{"version":"1"}`, `{"host":"h","ssl_port":443,"certificate":"x"}`} {
+		if _, err := ParseBundle([]byte(bad)); err == nil {
+			t.Errorf("ParseBundle(%s) accepted", bad)
+		}
+	}
 }
