@@ -122,7 +122,8 @@ const (
 // ParsePolicy parses "majority", "consensus", "minority" or "quorum:Q".
 func ParsePolicy(s string) (Policy, error) { return consensus.ParsePolicy(s) }
 
-// LoadNotaries reads every .notary bundle in dir.
+// LoadNotaries reads every .notary bundle in dir, or the bundle file dir
+// names.
 func LoadNotaries(dir string) ([]*Bundle, error) { return consensus.LoadDir(dir) }
 
 // ReadBundle reads one .notary bundle file.
@@ -180,7 +181,18 @@ type Config struct {
 	// Sources are further evidence beyond notaries and CA validation.
 	Sources []Source
 	// Require names the sources ("ca", or a Source's Name) that must pass.
+	// Classic CA validation ("ca") must pass whether named or not, unless
+	// TrustAgility is set.
 	Require []string
+	// TrustAgility is Convergence's trust without CAs: a certificate the
+	// notaries agree on is trusted even if no CA vouches for it (a
+	// self-signed site seen consistently, say). By default it is not: pkie
+	// adds evidence to a CA signature, it does not replace it, so "ca" is
+	// required. Under TrustAgility "ca" is reported, and required only if
+	// named in Require. Converge and ConvergeSHA256 have no chain to
+	// validate; they require "ca" only if Require names it, and leave CA
+	// validation to the caller (crypto/tls does it unless told not to).
+	TrustAgility bool
 
 	// CachePath is the local cache file; "" disables the cache.
 	CachePath string
@@ -195,10 +207,12 @@ type Config struct {
 // Checker checks certificates. It is safe for concurrent use; Close it to
 // release the cache and idle notary connections.
 type Checker struct {
-	cfg    Config
-	prober *probe.Prober
-	client *consensus.Client
-	cache  *consensus.Cache
+	// caByDefault requires "ca" for every check that has a chain.
+	caByDefault bool
+	cfg         Config
+	prober      *probe.Prober
+	client      *consensus.Client
+	cache       *consensus.Cache
 	// cacheConfig names the configuration whose verdicts the cache holds
 	// (consensus.Configuration.Key).
 	cacheConfig string
@@ -261,6 +275,9 @@ func New(cfg Config) (*Checker, error) {
 		names[s.Name()] = true
 		c.sources = append(c.sources, s)
 	}
+	if !cfg.TrustAgility {
+		c.caByDefault = true
+	}
 	for _, r := range cfg.Require {
 		if !names[r] {
 			have := make([]string, 0, len(names))
@@ -307,9 +324,14 @@ type Timings struct {
 // Verdict is the Checker's conclusion about one certificate at one target,
 // with everything it rests on.
 type Verdict struct {
-	Target  string   `json:"target"` // host:port
-	SNI     string   `json:"sni,omitempty"`
-	Result  Result   `json:"verdict"`
+	Target string `json:"target"` // host:port
+	SNI    string `json:"sni,omitempty"`
+	Result Result `json:"verdict"`
+	// Headline says in one line what decided the verdict: for an
+	// untrusted one, the evidence that failed. "Possible man-in-the-middle"
+	// only when notaries saw a different certificate.
+	Headline string `json:"headline"`
+	// Reasons explain the verdict, the deciding evidence first.
 	Reasons []string `json:"reasons"`
 	SHA1    string   `json:"sha1"`             // colon hex, as notaries see it
 	SHA256  string   `json:"sha256,omitempty"` // hex; empty under Converge
@@ -513,7 +535,8 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 		// issuer (revocation) takes it from a verified path rather than
 		// from whatever the server sent second.
 		a, chains := c.sources[0].(CASource).verify(obs)
-		a.Source, a.Required, a.Duration = "ca", c.require["ca"], time.Since(ss)
+		a.Source, a.Duration = "ca", time.Since(ss)
+		a.Required = c.require["ca"] || c.caByDefault && len(obs.Chain) > 0
 		assertions[0] = a
 		sctx := withVerifiedChains(dctx, chains)
 		var swg sync.WaitGroup
@@ -562,33 +585,44 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	// Policy.
 	ps := time.Now()
 	result := Trusted
-	var reasons []string
+	// deciding collects the reasons that set the result, the others the
+	// rest; the verdict lists the deciding ones first.
+	var deciding, others, failed, unanswered []string
+	notaryReason := ""
 	if v.FromCache {
-		reasons = append(reasons, fmt.Sprintf("accepted %s ago (local cache; max age %s)", v.CacheAge.Round(time.Second), c.cfg.CacheMaxAge))
+		notaryReason = fmt.Sprintf("accepted %s ago (local cache; max age %s)", v.CacheAge.Round(time.Second), c.cfg.CacheMaxAge)
 	} else {
 		d := c.cfg.Policy.Decide(v.Notaries)
 		v.Decision = &d
 		result = d.Result
-		reasons = append(reasons, "notaries: "+d.Reason)
+		notaryReason = "notaries: " + d.Reason
+	}
+	if result != Trusted {
+		deciding = append(deciding, notaryReason)
+	} else {
+		others = append(others, notaryReason)
 	}
 	for _, a := range v.Sources {
 		switch {
 		case !a.Required:
-			reasons = append(reasons, fmt.Sprintf("%s (reported, not required): %s: %s", a.Source, a.Status, a.Detail))
+			others = append(others, fmt.Sprintf("%s (reported, not required): %s: %s", a.Source, a.Status, a.Detail))
 		case a.Status == Fail:
 			result = Untrusted
-			reasons = append(reasons, fmt.Sprintf("%s (required) failed: %s", a.Source, a.Detail))
+			failed = append(failed, fmt.Sprintf("%s failed: %s", sourceTitle(a.Source), a.Detail))
+			deciding = append(deciding, fmt.Sprintf("%s (required) failed: %s", a.Source, a.Detail))
 		case a.Status == Unknown:
 			if result == Trusted {
 				result = Inconclusive
 			}
-			reasons = append(reasons, fmt.Sprintf("%s (required) gave no answer: %s", a.Source, a.Detail))
+			unanswered = append(unanswered, fmt.Sprintf("%s gave no answer: %s", sourceTitle(a.Source), a.Detail))
+			deciding = append(deciding, fmt.Sprintf("%s (required) gave no answer: %s", a.Source, a.Detail))
 		default:
-			reasons = append(reasons, fmt.Sprintf("%s (required) passed: %s", a.Source, a.Detail))
+			others = append(others, fmt.Sprintf("%s (required) passed: %s", a.Source, a.Detail))
 		}
 	}
 	v.Result = result
-	v.Reasons = append(reasons, v.Reasons...)
+	v.Headline = headline(result, v.Decision, failed, unanswered, notaryReason)
+	v.Reasons = append(append(deciding, others...), v.Reasons...)
 	v.Timings.Policy = time.Since(ps)
 
 	// Only trusted verdicts reached through the notaries are cached; a hit
@@ -603,4 +637,54 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	}
 	v.Timings.Total = time.Since(start)
 	return v, nil
+}
+
+// MitMHeadline is the headline of a verdict decided by notaries that saw a
+// different certificate.
+const MitMHeadline = "the certificate this machine sees is not the one the notaries see: possible man-in-the-middle"
+
+// headline names what decided a verdict. Notaries that saw another
+// certificate come first (the one finding that points at an attacker on
+// this machine's path), then failed sources, then notaries that could not
+// vouch.
+func headline(r Result, d *Decision, failed, unanswered []string, notaryReason string) string {
+	notariesSaidNo := d != nil && d.Result == Untrusted
+	switch r {
+	case Trusted:
+		return "trusted: " + notaryReason
+	case Untrusted:
+		switch {
+		case notariesSaidNo && d.No > d.Unreachable:
+			h := MitMHeadline
+			if len(failed) > 0 {
+				h += "; also " + strings.Join(failed, "; ")
+			}
+			return h
+		case len(failed) > 0:
+			return strings.Join(failed, "; ")
+		case notariesSaidNo:
+			return "the notaries could not vouch for this certificate: " + d.Noes()
+		}
+	case Inconclusive:
+		if d != nil && d.Result == Inconclusive {
+			return "inconclusive: " + strings.TrimPrefix(notaryReason, "notaries: ")
+		}
+		if len(unanswered) > 0 {
+			return "inconclusive: " + strings.Join(unanswered, "; ")
+		}
+	}
+	return string(r) + ": " + notaryReason
+}
+
+// sourceTitle names a source for a headline.
+func sourceTitle(name string) string {
+	switch name {
+	case "ca":
+		return "CA validation"
+	case "ct":
+		return "certificate transparency"
+	case "revocation":
+		return "the revocation check"
+	}
+	return name
 }

@@ -371,10 +371,16 @@ func TestCheckEndToEnd(t *testing.T) {
 		if v.Result != Untrusted || !strings.Contains(strings.Join(v.Reasons, "\n"), "ca (required) failed") {
 			t.Fatalf("required ca failing = %s; %q", v.Result, v.Reasons)
 		}
+		// Required by default, named or not.
 		cfg.Require = nil
-		if v, _ := newChecker(t, cfg).Check(ctx, target("bank.test")); v.Result != Trusted {
-			t.Fatalf("ca failing but not required = %s; %q", v.Result, v.Reasons)
+		if v, _ := newChecker(t, cfg).Check(ctx, target("bank.test")); v.Result != Untrusted || !strings.HasPrefix(v.Headline, "CA validation failed") {
+			t.Fatalf("ca failing, required by default = %s %q; %q", v.Result, v.Headline, v.Reasons)
 		}
+		cfg.TrustAgility = true
+		if v, _ := newChecker(t, cfg).Check(ctx, target("bank.test")); v.Result != Trusted {
+			t.Fatalf("ca failing under trust agility = %s; %q", v.Result, v.Reasons)
+		}
+		cfg.TrustAgility = false
 		cfg.Roots = w.ca.Pool()
 		cfg.Sources = []Source{fixedSource{"ct", Unknown}}
 		cfg.Require = []string{"ca", "ct"}
@@ -585,6 +591,10 @@ func TestCacheKeyedByNotaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := w.config(t, w.intercept)
+	// The forger's root is not trusted: without trust agility CA
+	// validation alone would refuse the forged certificate, and the
+	// notaries' vote (what this test is about) would not matter.
+	cfg.TrustAgility = true
 	cfg.Notaries = append(liars, w.bundles[0])
 	v, err := newChecker(t, cfg).Check(ctx, target("bank.test"))
 	if err != nil {

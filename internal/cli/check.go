@@ -23,15 +23,17 @@ import (
 func runCheck(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "check", "[flags] HOST[:PORT]\n\n"+
 		"Probes HOST along this machine's path, asks the notaries whether they see the same\n"+
-		"certificate and decides. Exit status: 0 trusted, 1 untrusted (possible MitM) or\n"+
+		"certificate, validates the chain against the CA roots and decides; the verdict's\n"+
+		"headline names the evidence that decided it. Exit status: 0 trusted, 1 untrusted or\n"+
 		"inconclusive (unless --fail-open), 2 usage or operational error.")
-	notaries := fs.String("notaries", "", "directory of Convergence .notary bundles (default $XDG_CONFIG_HOME/pkie/notaries)")
+	notaries := fs.String("notaries", "", "directory of Convergence .notary bundles, or one bundle file (default $XDG_CONFIG_HOME/pkie/notaries)")
+	agility := fs.Bool("trust-agility", false, "Convergence-style trust without CAs: trust what the notaries agree on even if CA validation fails (default: CA validation is required too)")
 	policy := fs.String("policy", "majority", "majority | consensus | minority | quorum:Q (fraction of configured notaries, e.g. quorum:0.75)")
 	minDur := fs.Duration("min-duration", 0, "a notary's yes counts only if it has seen the certificate for at least this long (Perspectives)")
 	unreachFail := fs.Bool("unreachable-is-failure", false, "count notaries that cannot be reached or cannot reach the site as no votes")
 	failOpen := fs.Bool("fail-open", false, "exit 0 on an inconclusive verdict (default: inconclusive is not trusted)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA path validation (default: the system's roots)")
-	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries (available: ca, ct, revocation)")
+	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries and CA validation (available: ct, revocation; ca is required unless --trust-agility)")
 	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/cache.db)")
 	cacheMaxAge := fs.Duration("cache-max-age", check.DefaultCacheMaxAge, "a cached acceptance older than this goes back to the notaries")
 	noCache := fs.Bool("no-cache", false, "neither read nor write the local cache")
@@ -61,6 +63,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 		ProbeTimeout:  *probeTimeout,
 		AllowPrivate:  *allowPrivate,
 		CacheMaxAge:   *cacheMaxAge,
+		TrustAgility:  *agility,
 	}
 	if *timeout <= 0 || *probeTimeout <= 0 || *cacheMaxAge <= 0 || *answerMaxAge <= 0 || *minDur < 0 {
 		return usageError("--timeout, --probe-timeout, --cache-max-age and --answer-max-age must be positive, --min-duration not negative")
@@ -187,9 +190,7 @@ func loadRoots(path string) (*x509.CertPool, error) {
 
 func printVerdict(w io.Writer, v *check.Verdict) {
 	fmt.Fprintf(w, "%s  %s  (policy %s)\n", v.Target, strings.ToUpper(string(v.Result)), v.Policy)
-	if v.Result == check.Untrusted {
-		fmt.Fprintln(w, "  the certificate this machine sees is not the one the notaries see: possible man-in-the-middle")
-	}
+	fmt.Fprintf(w, "  %s\n", v.Headline)
 	if v.SHA256 != "" {
 		fmt.Fprintf(w, "  sha256   %s\n", v.SHA256)
 	}

@@ -214,6 +214,9 @@ func oneTarget(pos []string) (string, int, error) {
 	if len(pos) != 1 {
 		return "", 0, usageError("want exactly one HOST[:PORT], got %d arguments", len(pos))
 	}
+	if strings.Contains(pos[0], "://") {
+		return "", 0, usageError("%q is a URL: give HOST[:PORT], not a URL", pos[0])
+	}
 	host, port, err := splitHostPort(pos[0], 443)
 	if err != nil {
 		return "", 0, usageError("%v", err)

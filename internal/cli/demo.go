@@ -59,6 +59,9 @@ func printDemo(env *Env, rs []demo.SiteResult) {
 		}
 		fmt.Fprintf(w, "%s %-10s %-12s CA says %-5s  %s in %s (probe %s, notaries %s)\n", mark, r.Site, strings.ToUpper(r.Verdict),
 			r.CA, src, ms(r.Timings.Total), ms(r.Timings.Probe), ms(r.Timings.Notaries))
+		if r.Verdict != "trusted" {
+			fmt.Fprintf(w, "     %s\n", r.Headline)
+		}
 		for _, n := range r.Notaries {
 			fmt.Fprintf(w, "     %-20s %-11s %7.1f ms  %s\n", n.Name, n.Vote, n.RoundTripMS, n.Detail)
 		}

@@ -260,12 +260,21 @@ func ReadBundle(path string) (*Bundle, error) {
 	return b, nil
 }
 
-// LoadDir reads every *.notary file in dir, in name order. A malformed file
+// LoadDir reads every *.notary file in dir, in name order, or the one bundle
+// dir names if it is a file. A malformed file
 // is an error naming it, never silently skipped: a client that quietly lost
 // a notary would vote with fewer than its user chose. Two bundles pinning
 // the same certificate are an error too, since they would give one notary
 // two votes.
 func LoadDir(dir string) ([]*Bundle, error) {
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().IsRegular() {
+		// One bundle file given where a directory was expected.
+		b, err := ReadBundle(dir)
+		if err != nil {
+			return nil, err
+		}
+		return []*Bundle{b}, nil
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("notaries directory: %w", err)

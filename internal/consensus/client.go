@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pkie/pkie/internal/notarywire"
 	"github.com/pkie/pkie/probe"
@@ -196,11 +198,68 @@ func (c *Client) post(ctx context.Context, h, bounce *Host, path, contentType st
 	case http.StatusServiceUnavailable:
 		a.Reason = "notary could not reach the target or is overloaded (503)"
 	case http.StatusBadRequest:
-		a.Reason = "notary rejected the request (400): " + string(firstLine(out))
+		a.Reason = "notary rejected the request (400)"
+	case http.StatusForbidden:
+		a.Reason = "notary refused the request (403)"
 	default:
 		a.Reason = fmt.Sprintf("unexpected status %d", resp.StatusCode)
 	}
+	if msg := notaryError(out); msg != "" {
+		a.Reason += ": the notary says " + strconv.Quote(msg)
+	}
 	return nil, false
+}
+
+// maxNotaryError bounds how much of a notary's error text a verdict
+// repeats.
+const maxNotaryError = 200
+
+// notaryError extracts a notary's own explanation from an error body: the
+// "error" field of pkie's JSON errors, or else the text of the body with
+// markup removed (the original notary answers "<html><body>Error
+// retrieving records.</body></html>"). The body is untrusted: only
+// printable characters are kept, and at most maxNotaryError of them.
+func notaryError(body []byte) string {
+	var j struct {
+		Error string `json:"error"`
+	}
+	text := string(body)
+	if json.Unmarshal(body, &j) == nil && j.Error != "" {
+		text = j.Error
+	} else {
+		var b strings.Builder
+		inTag := false
+		for _, r := range text {
+			switch {
+			case r == '<':
+				inTag = true
+			case r == '>':
+				inTag = false
+				b.WriteByte(' ')
+			case !inTag:
+				b.WriteRune(r)
+			}
+		}
+		text = b.String()
+	}
+	var b strings.Builder
+	space := false
+	for _, r := range text {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if b.Len()+utf8.RuneLen(r) > maxNotaryError {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (c *Client) askConvergence(ctx context.Context, h, bounce *Host, r Request, a *Answer) {
@@ -513,14 +572,4 @@ func describe(ctx context.Context, err error) string {
 		return "timed out: " + err.Error()
 	}
 	return err.Error()
-}
-
-func firstLine(b []byte) []byte {
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[:i]
-	}
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return bytes.TrimSpace(b)
 }

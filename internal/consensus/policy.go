@@ -154,8 +154,11 @@ type Decision struct {
 	Young      int `json:"young,omitempty"`
 	No         int `json:"no"`
 	StandAside int `json:"stand_aside"`
-	Configured int `json:"configured"`
-	Needed     int `json:"needed,omitempty"` // quorum only: yes votes required
+	// Unreachable counts the notaries that stood aside and, under
+	// UnreachableIsFailure, were counted in No.
+	Unreachable int `json:"unreachable_counted_as_no,omitempty"`
+	Configured  int `json:"configured"`
+	Needed      int `json:"needed,omitempty"` // quorum only: yes votes required
 }
 
 // Decide applies the policy to one answer per configured notary.
@@ -179,6 +182,7 @@ func (p Policy) Decide(answers []Answer) Decision {
 			d.No++
 		case p.UnreachableIsFailure:
 			d.No++
+			d.Unreachable++
 		default:
 			d.StandAside++
 		}
@@ -223,13 +227,30 @@ func (p Policy) Decide(answers []Answer) Decision {
 }
 
 func (p Policy) failure(d Decision, voters int) string {
+	var s string
 	switch p.Kind {
 	case Consensus:
-		return fmt.Sprintf("consensus: %d of %d voting notaries saw a different certificate", d.No, voters)
+		s = fmt.Sprintf("consensus: %d of %d voting notaries said no", d.No, voters)
 	case Minority:
-		return fmt.Sprintf("minority: none of %d voting notaries saw this certificate", voters)
+		s = fmt.Sprintf("minority: none of %d voting notaries saw this certificate", voters)
 	case Quorum:
-		return fmt.Sprintf("%s: %d yes of %d configured notaries, %d needed; %d saw a different certificate", d.Policy, d.Yes+d.Young, d.Configured, d.Needed, d.No)
+		s = fmt.Sprintf("%s: %d yes of %d configured notaries, %d needed", d.Policy, d.Yes+d.Young, d.Configured, d.Needed)
+	default:
+		s = fmt.Sprintf("majority: only %d of %d voting notaries said yes", d.Yes+d.Young, voters)
 	}
-	return fmt.Sprintf("majority: only %d of %d voting notaries saw this certificate; %d saw a different one", d.Yes+d.Young, voters, d.No)
+	return s + "; " + d.Noes()
+}
+
+// Noes says what the no votes were: notaries that saw a different
+// certificate, and notaries that could not answer, counted as no by
+// UnreachableIsFailure.
+func (d Decision) Noes() string {
+	var parts []string
+	if n := d.No - d.Unreachable; n > 0 || d.Unreachable == 0 {
+		parts = append(parts, fmt.Sprintf("%d saw a different certificate", n))
+	}
+	if d.Unreachable > 0 {
+		parts = append(parts, fmt.Sprintf("%d could not be reached or could not vouch, each counted as a no (unreachable-is-failure)", d.Unreachable))
+	}
+	return strings.Join(parts, " and ")
 }

@@ -24,6 +24,7 @@ import (
 type SiteResult struct {
 	Site        string         `json:"site"`
 	Verdict     string         `json:"verdict"`
+	Headline    string         `json:"headline"` // what decided the verdict
 	Reasons     []string       `json:"reasons"`
 	Intercepted bool           `json:"intercepted"` // ground truth: the MitM was on the client's path
 	CA          string         `json:"ca"`          // what CA validation alone said
@@ -109,7 +110,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 				return nil, fmt.Errorf("demo: checking %s: %w", s.Name, err)
 			}
 			r := SiteResult{
-				Site: s.Name, Verdict: string(v.Result), Reasons: v.Reasons, Intercepted: intercepted[s.Name],
+				Site: s.Name, Verdict: string(v.Result), Headline: v.Headline, Reasons: v.Reasons, Intercepted: intercepted[s.Name],
 				Visit: visit, FromCache: v.FromCache, Timings: v.Timings,
 			}
 			if a, ok := v.Source("ca"); ok {
