@@ -11,7 +11,7 @@ BIN       := bin/pkie
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/pkie
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/pkie
 
 demo: build
 	./$(BIN) demo

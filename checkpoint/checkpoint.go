@@ -76,11 +76,33 @@ type Checkpoint struct {
 // strings note.NewSigner and note.NewVerifier take. The signer key is a
 // secret: store it with mode 0600.
 func GenerateKey(name string) (skey, vkey string, err error) {
+	if err := ValidOrigin(name); err != nil {
+		return "", "", err
+	}
 	skey, vkey, err = note.GenerateKey(rand.Reader, name)
 	if err != nil {
 		return "", "", fmt.Errorf("checkpoint: generating key %q: %w", name, err)
 	}
 	return skey, vkey, nil
+}
+
+// OriginChars lists the characters an origin (and so a key name) may hold.
+const OriginChars = "letters A-Z a-z, digits, and . - _ ~ / :"
+
+// ValidOrigin reports whether origin can name a log and its key: 1 to 255
+// of OriginChars, as in a schema-less URL ("log.example.org/2026").
+// C2SP asks for a schema-less URL; a signed note's key name may not hold
+// spaces or "+", and a checkpoint's first line may not hold a newline.
+func ValidOrigin(origin string) error {
+	if origin == "" || len(origin) > 255 {
+		return fmt.Errorf("checkpoint: origin must be 1 to 255 characters, not %d", len(origin))
+	}
+	for _, c := range origin {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-_~/:", c)) {
+			return fmt.Errorf("checkpoint: origin %q holds %q; allowed are %s (a schema-less URL such as log.example.org/2026)", origin, c, OriginChars)
+		}
+	}
+	return nil
 }
 
 // NewSigner parses a signer key from GenerateKey.

@@ -230,12 +230,12 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 	connStart := time.Now()
 	for _, a := range addrs {
 		if err := p.allowed(a.Addr()); err != nil {
-			lastErr = err
+			lastErr = &AddrError{Addr: a, Err: err}
 			continue
 		}
 		c, err := d.DialContext(ctx, "tcp", a.String())
 		if err != nil {
-			lastErr = classify(ctx, fmt.Errorf("%w to %s: %w", ErrConnect, a, err))
+			lastErr = &AddrError{Addr: a, Err: classify(ctx, fmt.Errorf("%w to %s: %w", ErrConnect, a, err))}
 			if ctx.Err() != nil {
 				break
 			}
@@ -247,7 +247,7 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 			rap := ra.AddrPort()
 			if err := p.allowed(rap.Addr()); err != nil {
 				c.Close()
-				lastErr = err
+				lastErr = &AddrError{Addr: rap, Err: err}
 				continue
 			}
 			obs.Addr = netip.AddrPortFrom(rap.Addr().Unmap(), rap.Port())
@@ -276,7 +276,7 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 		CurvePreferences: CurvePreferences(),
 	})
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, classify(ctx, fmt.Errorf("%w with %s: %w", ErrHandshake, obs.Addr, err))
+		return nil, &AddrError{Addr: obs.Addr, Err: classify(ctx, fmt.Errorf("%w with %s: %w", ErrHandshake, obs.Addr, err))}
 	}
 	now := time.Now()
 	obs.Timings.Handshake = now.Sub(hsStart)
@@ -284,7 +284,7 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 	obs.Time = now
 	st := tc.ConnectionState()
 	if len(st.PeerCertificates) == 0 {
-		return nil, fmt.Errorf("%w with %s: server sent no certificate", ErrHandshake, obs.Addr)
+		return nil, &AddrError{Addr: obs.Addr, Err: fmt.Errorf("%w with %s: server sent no certificate", ErrHandshake, obs.Addr)}
 	}
 	for _, c := range st.PeerCertificates {
 		obs.Chain = append(obs.Chain, c.Raw)
@@ -295,6 +295,16 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 	obs.CipherSuite = st.CipherSuite
 	return obs, nil
 }
+
+// AddrError is a probe failure at one address: the last one tried, for a
+// caller that records where a failed probe went (a scan record, say).
+type AddrError struct {
+	Addr netip.AddrPort
+	Err  error
+}
+
+func (e *AddrError) Error() string { return e.Err.Error() }
+func (e *AddrError) Unwrap() error { return e.Err }
 
 func (p *Prober) resolve(ctx context.Context, t Target) ([]netip.AddrPort, error) {
 	if t.IP.IsValid() {

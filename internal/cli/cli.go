@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Exit codes shared by every subcommand.
@@ -57,6 +60,7 @@ func commands() []command {
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
 		{"bench", "measure pkie against the research papers (bench proofs, ...)", runBench},
+		{"version", "print pkie's version and the revision it was built from", runVersion},
 	}
 }
 
@@ -137,19 +141,47 @@ func newFlags(env *Env, name, usage string) *flag.FlagSet {
 	return fs
 }
 
+// flagName finds a flag named in the flag package's errors ("-name").
+var flagName = regexp.MustCompile(`(flag|defined:|argument:) -([A-Za-z0-9])`)
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
+
 // parseFlags parses args, allowing flags after positional arguments
-// ("pkie check example.com --json"), which people type all the time.
+// ("pkie check example.com --json"), which people type all the time. A bad
+// flag is named on one line with a pointer to -h, not followed by the whole
+// usage; -h prints the usage. A negative duration is refused for every
+// flag: none of pkie's durations means anything below zero.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				usage()
 				return nil, err
 			}
-			return nil, usageError("%v", err)
+			// pkie's docs spell flags --name; so do its errors.
+			msg := flagName.ReplaceAllString(err.Error(), "$1 --$2")
+			return nil, usageError("%s (run \"%s -h\" for the flags)", msg, fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
+			var neg error
+			fs.Visit(func(f *flag.Flag) {
+				if g, ok := f.Value.(flag.Getter); ok && neg == nil {
+					if d, ok := g.Get().(time.Duration); ok && d < 0 {
+						neg = usageError("--%s %s is negative", f.Name, d)
+					}
+				}
+			})
+			if neg != nil {
+				return nil, neg
+			}
 			return pos, nil
 		}
 		if rest[0] == "--" {
@@ -222,4 +254,30 @@ func oneTarget(pos []string) (string, int, error) {
 		return "", 0, usageError("%v", err)
 	}
 	return host, port, nil
+}
+
+// checkOutput reports, before a long run, whether a file can be created at
+// path (for a --plot PREFIX, path is the prefix): its directory must exist
+// and be writable. A run whose results are then lost to a typo in an
+// output path wastes the run.
+func checkOutput(flagName, path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return usageError("%s %s: directory %s: %v", flagName, path, dir, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return usageError("%s %s: %s is not a directory", flagName, path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".pkie-write-test-*")
+	if err != nil {
+		return usageError("%s %s: cannot write in %s: %v", flagName, path, dir, errors.Unwrap(err))
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
 }

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pkie/pkie/internal/ttpstate"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +23,9 @@ import (
 func runLog(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
 		"init": logInit, "serve": logServe, "add": logAdd, "import": logImport, "build": logBuild, "audit": logAudit,
+	}
+	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
+		return usageError("unknown subcommand %q; want init, serve, add, import, build or audit (run \"pkie log -h\")", args[0])
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie log init|serve|add|import|build|audit [flags]\n\n"+
@@ -42,6 +47,7 @@ func logInit(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "log init", "[--data DIR] --origin NAME")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
 	origin := fs.String("origin", "", "the log's checkpoint origin and key name, e.g. log.example.org/2026 (required)")
+	roots := fs.String("roots", "", logRootsHelp+" (default mozilla); remembered in the log directory for serve, add and import")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -49,8 +55,16 @@ func logInit(ctx context.Context, env *Env, args []string) error {
 	if *origin == "" {
 		return usageError("--origin is required")
 	}
+	if *roots != "" {
+		if _, err := loadRootsChoice(*roots); err != nil {
+			return usageError("%v", err)
+		}
+	}
 	vkey, err := ctlog.Init(*data, *origin)
 	if err != nil {
+		return err
+	}
+	if err := rememberRoots(*data, *roots); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -63,28 +77,84 @@ func logInit(ctx context.Context, env *Env, args []string) error {
 // logRootsHelp explains --roots for every log command that accepts chains.
 const logRootsHelp = "accepted roots: mozilla (Mozilla's NSS store, as CT logs accept), a PEM file, or any (accept every parseable chain: test logs only)"
 
-// openLog opens the log at data accepting chains to roots (see
-// logRootsHelp). A real log refuses chains to unknown roots, or anyone
-// could fill it with certificates of their own making.
-func openLog(env *Env, data, roots string) (*ctlog.Log, error) {
-	o := ctlog.Options{Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))}
-	switch roots {
+// RootsFile is the file in a log directory that remembers which roots the
+// log accepts (see logRootsHelp): "mozilla", "any", or the PEM roots
+// themselves, copied so a moved or edited source file cannot change them.
+const RootsFile = "roots"
+
+// rememberRoots records choice (a --roots value; "" records nothing) in
+// the log directory, for later commands that are not given --roots.
+func rememberRoots(data, choice string) error {
+	if choice == "" {
+		return nil
+	}
+	content := []byte(choice + "\n")
+	if choice != "any" && choice != "mozilla" {
+		b, err := os.ReadFile(choice)
+		if err != nil {
+			return usageError("--roots: %v", err)
+		}
+		content = b
+	}
+	if _, err := parseRoots(content, choice); err != nil {
+		return usageError("%v", err)
+	}
+	return ttpstate.WriteFile(filepath.Join(data, RootsFile), content)
+}
+
+// loadRootsChoice parses a --roots value: nil for any.
+func loadRootsChoice(choice string) (*x509.CertPool, error) {
+	switch choice {
+	case "any", "mozilla":
+		return parseRoots([]byte(choice), choice)
+	}
+	b, err := os.ReadFile(choice)
+	if err != nil {
+		return nil, fmt.Errorf("--roots: %w", err)
+	}
+	return parseRoots(b, choice)
+}
+
+func parseRoots(b []byte, name string) (*x509.CertPool, error) {
+	switch strings.TrimSpace(string(b)) {
 	case "any":
-	case "", "mozilla":
+		return nil, nil
+	case "mozilla":
 		s, err := rootstore.Mozilla()
 		if err != nil {
 			return nil, err
 		}
-		o.Roots = s.Pool()
-	default:
-		b, err := os.ReadFile(roots)
-		if err != nil {
-			return nil, fmt.Errorf("--roots: %w", err)
+		return s.Pool(), nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--roots %s holds no PEM certificate", name)
+	}
+	return pool, nil
+}
+
+// openLog opens the log at data accepting chains to roots (see
+// logRootsHelp), or, if roots is "", to those the log directory remembers
+// (Mozilla's if none). A real log refuses chains to unknown roots, or
+// anyone could fill it with certificates of their own making.
+func openLog(env *Env, data, roots string) (*ctlog.Log, error) {
+	o := ctlog.Options{Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))}
+	var err error
+	if roots == "" {
+		b, rerr := os.ReadFile(filepath.Join(data, RootsFile))
+		switch {
+		case errors.Is(rerr, os.ErrNotExist):
+			o.Roots, err = parseRoots([]byte("mozilla"), "mozilla")
+		case rerr != nil:
+			return nil, fmt.Errorf("the log's remembered roots: %w", rerr)
+		default:
+			o.Roots, err = parseRoots(b, filepath.Join(data, RootsFile))
 		}
-		o.Roots = x509.NewCertPool()
-		if !o.Roots.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("--roots %s holds no PEM certificate", roots)
-		}
+	} else {
+		o.Roots, err = loadRootsChoice(roots)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return ctlog.Open(data, o)
 }
@@ -94,7 +164,7 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory (from pkie log init)")
 	listen := fs.String("listen", "127.0.0.1:8091", "HTTP listen address")
 	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --proof-max-age)")
-	roots := fs.String("roots", "mozilla", logRootsHelp+"; chains that do not verify to one are refused")
+	roots := fs.String("roots", "", logRootsHelp+"; chains that do not verify to one are refused (default: the roots the log was initialised or last served with, else mozilla; the choice is remembered)")
 	maxInFlight := fs.Int("max-in-flight", 64, "read requests (checkpoint, proofs, entries, SCTs, feed) handled at once; more get 503")
 	maxAddChain := fs.Int("max-add-chain", 64, "add-chain requests handled at once, apart from reads; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of each of those (0: a quarter)")
@@ -110,6 +180,16 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	// Bound before anything is built or signed: a busy port must not cost
+	// a signed tree head.
+	defer ln.Close()
+	if err := rememberRoots(*data, *roots); err != nil {
+		return err
+	}
 	l, err := openLog(env, *data, *roots)
 	if err != nil {
 		return err
@@ -121,10 +201,6 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	logger.Info("sorted tree built", "size", b.Size, "entry", b.EntryIndex)
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain, MaxPerClient: *perIP, BodyTimeout: *bodyTimeout}))
 	go l.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 	go func() { <-ctx.Done(); srv.Close() }()
@@ -139,7 +215,7 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 func logAdd(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "log add", "[--data DIR] CHAIN_FILE...")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	roots := fs.String("roots", "mozilla", logRootsHelp)
+	roots := fs.String("roots", "", logRootsHelp+" (default: the roots the log was initialised or last served with, else mozilla)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	files, err := parseFlags(fs, args)
 	if err != nil {
@@ -206,7 +282,7 @@ func logImport(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "log import", "[--data DIR] (DIRECTORY | --jsonl FILE)")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
 	jsonl := fs.String("jsonl", "", "JSON-lines file of {\"chain\": [base64 DER, ...]} objects (- for stdin)")
-	roots := fs.String("roots", "mozilla", logRootsHelp)
+	roots := fs.String("roots", "", logRootsHelp+" (default: the roots the log was initialised or last served with, else mozilla)")
 	build := fs.Bool("build", false, "build and sign the sorted tree after importing")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseFlags(fs, args)
@@ -342,6 +418,15 @@ func logAudit(ctx context.Context, env *Env, args []string) error {
 				return usageError("--%s is for a remote audit: give the log's --url", n)
 			}
 		}
+		// An input that cannot be read is a usage error (2), not a log that
+		// misbehaved (1).
+		if *tree != "" {
+			f, err := os.Open(*tree)
+			if err != nil {
+				return usageError("--tree: %v", err)
+			}
+			f.Close()
+		}
 		// The audit reports a database behind the state file as a failed
 		// check rather than refusing to open it.
 		l, err := ctlog.Open(*data, ctlog.Options{NoStateCheck: true})
@@ -356,7 +441,7 @@ func logAudit(ctx context.Context, env *Env, args []string) error {
 		}{{*cpFile, &o.SortedCheckpoint}, {*prev, &o.Previous}} {
 			if p.path != "" {
 				if *p.dst, err = readLimited(p.path, 64<<10); err != nil {
-					return err
+					return usageError("%v", err)
 				}
 			}
 		}
@@ -439,6 +524,15 @@ func readKeyArg(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", errors.New("empty verifier key")
+	}
+	if !strings.Contains(s, "+") {
+		// A note verifier key is name+hash+key; a file name given without
+		// its @ is the usual slip.
+		hint := ""
+		if _, err := os.Stat(s); err == nil || strings.ContainsAny(s, `/\`) || strings.HasSuffix(s, ".pub") {
+			hint = fmt.Sprintf("; to read the key from a file, write @%s", s)
+		}
+		return "", fmt.Errorf("%q is not a verifier key (NAME+HASH+KEY)%s", s, hint)
 	}
 	return s, nil
 }

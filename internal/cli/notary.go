@@ -22,6 +22,9 @@ func runNotary(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
 		"init": notaryInit, "serve": notaryServe, "bundle": notaryBundle,
 	}
+	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
+		return usageError("unknown subcommand %q; want init, serve or bundle (run \"pkie notary -h\")", args[0])
+	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie notary init|serve|bundle [flags]\n\n"+
 			"  init     create a data directory with the notary's keys\n"+
@@ -144,6 +147,12 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	if *dsn == "" {
 		*dsn = filepath.Join(*data, notary.FileHistory)
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	// Bound first: a busy port is found before any sync or state write.
+	defer ln.Close()
 	h, err := store.Open(ctx, *dsn)
 	if err != nil {
 		return err
@@ -164,10 +173,6 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	// A lost database is logged at error level and exported as a metric;
 	// the notary serves on, since an empty history is a valid one.
 	if _, err := n.CheckHistory(ctx); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
 		return err
 	}
 	errc := make(chan error, 2)

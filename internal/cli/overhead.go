@@ -85,6 +85,9 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 	if !resolve.empty() {
 		opts.Lookup = resolve.lookup
 	}
+	if err := checkOutput("--plot", *plot); err != nil {
+		return err
+	}
 	var sites []overhead.Site
 	for _, p := range pos {
 		s, err := overhead.ParseSite(p)
@@ -95,21 +98,22 @@ func runOverhead(ctx context.Context, env *Env, args []string) error {
 	}
 
 	rep := overhead.New(opts).Measure(ctx, sites)
-	if *plot != "" {
-		for _, p := range overhead.Plots(rep) {
-			base := *plot + "-" + p.Name
-			if err := p.Plot.SaveAll(base+".svg", base+".png"); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stderr, "overhead: wrote %s.svg and .png (thesis figure %s)\n", base, p.Figure)
-		}
-	}
+	// Results first: a plot that cannot be written must not lose the run.
 	if *asJSON {
 		if err := writeJSON(env.Stdout, rep); err != nil {
 			return err
 		}
 	} else {
 		printOverhead(env, rep)
+	}
+	if *plot != "" {
+		for _, p := range overhead.Plots(rep) {
+			base := *plot + "-" + p.Name
+			if err := p.Plot.SaveAll(base+".svg", base+".png"); err != nil {
+				return fmt.Errorf("--plot: %w (the results above are complete)", err)
+			}
+			fmt.Fprintf(env.Stderr, "overhead: wrote %s.svg and .png (thesis figure %s)\n", base, p.Figure)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)

@@ -17,6 +17,9 @@ import (
 )
 
 func runProver(ctx context.Context, env *Env, args []string) error {
+	if len(args) > 0 && args[0] != "serve" && !isHelp(args[0]) {
+		return usageError("unknown subcommand %q; want serve (run \"pkie prover -h\")", args[0])
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		fmt.Fprintln(env.Stderr, "Usage: pkie prover serve --ct URL --ct-key VKEY --revocation URL --revocation-key VKEY [flags]\n\n"+
 			"  serve   mirror the log's and the revocation authority's sorted trees and serve proofs over HTTP")
@@ -101,6 +104,12 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		go p.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 		return p, nil
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	// Bound first: a busy port is found before any sync or state write.
+	defer ln.Close()
 	o := prover.ServerOptions{MaxInFlight: *maxInFlight, MaxPerClient: *perIP}
 	if o.CT, err = mk(prover.CT, *ctURL, *ctKey, "ct"); err != nil {
 		return err
@@ -109,10 +118,6 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		o.SCTs = prover.LogSCTs(*ctURL, &http.Client{Timeout: 2 * time.Second})
 	}
 	if o.Revocation, err = mk(prover.Revocation, *revURL, *revKey, "revocation"); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
 		return err
 	}
 	srv := ctlog.NewHTTPServer(prover.Handler(o))

@@ -18,6 +18,9 @@ func runRevocation(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
 		"init": revInit, "serve": revServe, "add-crl": revAddCRL, "add-serials": revAddSerials, "publish": revPublish,
 	}
+	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
+		return usageError("unknown subcommand %q; want init, serve, add-crl, add-serials or publish (run \"pkie revocation -h\")", args[0])
+	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie revocation init|serve|add-crl|add-serials|publish [flags]\n\n"+
 			"  init         create an authority directory with a fresh Ed25519 key\n"+
@@ -74,6 +77,13 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	if *every <= 0 {
 		return usageError("--refresh must be positive")
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	// Bound before anything is built or signed: a busy port must not cost
+	// a signed tree head.
+	defer ln.Close()
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	a, err := revocation.Open(*data, revocation.Options{AcceptFork: *fork, Logf: warnf(logger)})
 	if err != nil {
@@ -86,10 +96,6 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 		logger.Info("removed temporary files left by an interrupted publication", "files", n)
 	}
 	if _, err := a.Publish(ctx); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
 		return err
 	}
 	srv := ctlog.NewHTTPServer(a.HandlerWith(revocation.HandlerOptions{MaxInFlight: *maxInFlight, MaxPerClient: *perIP}))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,12 @@ func runRoots(ctx context.Context, env *Env, args []string) error {
 	}
 	if *top < 1 {
 		return usageError("--top must be at least 1")
+	}
+	if err := checkOutput("--export", *export); err != nil {
+		return err
+	}
+	if err := checkOutput("--plot", *plot); err != nil {
+		return err
 	}
 	var st *roots.Store
 	switch *store {
@@ -69,35 +76,53 @@ func runRoots(ctx context.Context, env *Env, args []string) error {
 	for _, p := range d.Stats.Problems {
 		fmt.Fprintf(env.Stderr, "pkie roots: skipped %s\n", p)
 	}
+	if d.Stats.Records == 0 {
+		return usageError("no scan record loaded from %s (%d lines malformed): these are not pkie scan files (JSON lines from pkie scan)", strings.Join(pos, ", "), d.Stats.Malformed)
+	}
 	rep := d.Analyze(*coverage)
+	// The results are printed even if an output fails: the run is not
+	// thrown away for a file that could not be written.
+	var outErr error
 	if *export != "" {
-		if rep.SitesValid == 0 {
-			return fmt.Errorf("--export: no site validates against %s: nothing to export", st.Name)
-		}
-		if rep.Minimal == nil || !rep.Minimal.Reachable {
-			return fmt.Errorf("--export: no root set reaches %.0f%% coverage", 100**coverage)
-		}
-		f, err := os.OpenFile(*export, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		err = roots.WritePEM(f, rep.Minimal.Certificates())
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("--export: %w", err)
+		outErr = exportRoots(*export, rep, st, *coverage)
+		if outErr != nil {
+			*export = ""
 		}
 	}
 	if *plot != "" {
 		if err := plotCoverage(*plot, rep); err != nil {
-			return err
+			outErr = errors.Join(outErr, fmt.Errorf("--plot: %w", err))
+			*plot = ""
 		}
 	}
 	if *asJSON {
-		return writeJSON(env.Stdout, rep)
+		if err := writeJSON(env.Stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printRoots(env.Stdout, rep, *top, *export, *plot)
 	}
-	printRoots(env.Stdout, rep, *top, *export, *plot)
+	return outErr
+}
+
+func exportRoots(path string, rep *roots.Report, st *roots.Store, coverage float64) error {
+	if rep.SitesValid == 0 {
+		return fmt.Errorf("--export: no site validates against %s: nothing to export", st.Name)
+	}
+	if rep.Minimal == nil || !rep.Minimal.Reachable {
+		return fmt.Errorf("--export: no root set reaches %.0f%% coverage", 100*coverage)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("--export: %w", err)
+	}
+	err = roots.WritePEM(f, rep.Minimal.Certificates())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--export: %w", err)
+	}
 	return nil
 }
 

@@ -141,6 +141,11 @@ type Log struct {
 // carry origin, writing a fresh Ed25519 key. It returns the verifier key
 // clients pin. Init refuses a directory that already holds a key.
 func Init(dir, origin string) (vkey string, err error) {
+	// Validate before anything is written: a failed init must leave
+	// nothing behind that a rerun would refuse to overwrite.
+	if err := checkpoint.ValidOrigin(origin); err != nil {
+		return "", fmt.Errorf("ctlog: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("ctlog: %w", err)
 	}

@@ -135,6 +135,11 @@ type Authority struct {
 // fresh Ed25519 key, and publishes the empty tree. It returns the verifier
 // key clients pin and refuses a directory that already holds a key.
 func Init(dir, origin string) (vkey string, err error) {
+	// Validate before anything is written: a failed init must leave
+	// nothing behind that a rerun would refuse to overwrite.
+	if err := checkpoint.ValidOrigin(origin); err != nil {
+		return "", fmt.Errorf("revocation: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("revocation: %w", err)
 	}

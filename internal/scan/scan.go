@@ -235,12 +235,18 @@ func scanOne(ctx context.Context, p *probe.Prober, lim *limiter, s Site, o Optio
 			t.IP = a
 		}
 		obs, err = p.Probe(ctx, t)
+		// Record where the probe went, the port included: with a
+		// resolver override it need not be the one asked for.
+		var ae *probe.AddrError
 		if err == nil {
-			rec.IP = obs.Addr.Addr().String()
+			rec.IP, rec.Port = obs.Addr.Addr().String(), int(obs.Addr.Port())
 			rec.Time = obs.Time.UTC()
 			rec.Chain = obs.Chain
 			rec.Error = ""
 			return rec, true
+		}
+		if errors.As(err, &ae) {
+			rec.IP, rec.Port = ae.Addr.Addr().String(), int(ae.Addr.Port())
 		}
 		if ctx.Err() != nil {
 			return rec, false
