@@ -119,7 +119,7 @@ func (l *Log) Handler(o HandlerOptions) http.Handler {
 	})
 	reads := httplimit.NewSlots(o.MaxInFlight, o.MaxPerClient)
 	writes := httplimit.NewSlots(o.MaxAddChain, o.MaxPerClient)
-	return httplimit.Handler(mux, httplimit.HandlerOptions{
+	return httplimit.Handler(httplimit.JSONErrors(mux), httplimit.HandlerOptions{
 		Pool: func(r *http.Request) *httplimit.Slots {
 			if r.URL.Path == "/v1/log/add-chain" {
 				return writes

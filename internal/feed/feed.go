@@ -33,6 +33,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/httplimit"
 )
 
 // MaxKeys bounds one keys response: 65,536 keys are 2 MiB.
@@ -78,7 +80,7 @@ func Handler(src Source) http.Handler {
 		}
 		w.Write(buf)
 	})
-	return mux
+	return httplimit.JSONErrors(mux)
 }
 
 // CheckpointHandler serves the signed note latest returns: 404 while

@@ -233,12 +233,13 @@ func (n *Notary) Handler() http.Handler {
 	// The Convergence paths bypass ServeMux, which would answer a
 	// non-canonical path such as "/target/." with a redirect: a Convergence
 	// client expects 400 for a malformed target, not a 307.
+	jm := httplimit.JSONErrors(mux)
 	return n.limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/target/") {
 			n.handleTarget(w, r)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		jm.ServeHTTP(w, r)
 	}))
 }
 

@@ -65,9 +65,10 @@ func Handler(o ServerOptions) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"provers": st})
 	})
 	slots := httplimit.NewSlots(o.MaxInFlight, o.MaxPerClient)
+	jm := httplimit.JSONErrors(mux)
 	return httplimit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-		mux.ServeHTTP(w, r)
+		jm.ServeHTTP(w, r)
 	}), httplimit.HandlerOptions{
 		Pool:    func(*http.Request) *httplimit.Slots { return slots },
 		Timeout: o.Timeout,

@@ -50,7 +50,7 @@ func (a *Authority) HandlerWith(o HandlerOptions) http.Handler {
 		httpError(w, http.StatusNotFound, errors.New("no such endpoint"))
 	})
 	slots := httplimit.NewSlots(o.MaxInFlight, o.MaxPerClient)
-	return httplimit.Handler(mux, httplimit.HandlerOptions{
+	return httplimit.Handler(httplimit.JSONErrors(mux), httplimit.HandlerOptions{
 		Pool:    func(*http.Request) *httplimit.Slots { return slots },
 		Timeout: o.Timeout,
 	})

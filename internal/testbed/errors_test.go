@@ -1,0 +1,62 @@
+package testbed_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// TestEveryAPIErrorIsJSON asks each of pkie's HTTP services, as it really
+// serves, for a path it does not have and for a path with a method it does
+// not take: every answer must be pkie's JSON error, as docs/api.md and
+// docs/api-proofs.md promise, not ServeMux's plain text.
+func TestEveryAPIErrorIsJSON(t *testing.T) {
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
+	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "n", Path: testbed.NewResolver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	notaryURL := "https://" + n.Addr.String()
+	for _, tc := range []struct {
+		service, method, url string
+		code                 int
+	}{
+		{"notary", "GET", notaryURL + "/nope", 404},
+		{"notary", "DELETE", notaryURL + "/v1/check", 405},
+		{"log", "GET", ttp.LogURL + "/nope", 404},
+		{"log", "GET", ttp.LogURL + "/v1/log/add-chain", 405},
+		{"log feed", "GET", ttp.LogURL + "/v1/sorted/nope", 404},
+		{"log feed", "POST", ttp.LogURL + "/v1/sorted/checkpoint", 405},
+		{"revocation", "GET", ttp.RevocationURL + "/nope", 404},
+		{"revocation", "POST", ttp.RevocationURL + "/v1/revocation/checkpoint", 405},
+		{"prover", "GET", ttp.ProverURL + "/nope", 404},
+		{"prover", "POST", ttp.ProverURL + "/v1/status", 405},
+	} {
+		t.Run(tc.service+" "+tc.method+" "+tc.url[strings.LastIndex(tc.url, "/"):], func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(context.Background(), tc.method, tc.url, nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var body struct{ Error string }
+			if resp.StatusCode != tc.code || resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &body) != nil || body.Error == "" {
+				t.Fatalf("%s %s: %d %s %q, want %d and a JSON error", tc.method, tc.url, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.code)
+			}
+		})
+	}
+}
