@@ -24,11 +24,24 @@ import (
 // bytes of form data.
 const maxFormBody = 4 << 10
 
-// ParseTargetPath parses the Convergence target path "/target/<host>+<port>".
+// ParseTargetPath parses the Convergence target path "/target/<host>+<port>",
+// optionally followed by "/<ip>": the address the client connected to,
+// which the maintained Convergence fork appends. That address is checked
+// to be an IP literal and then ignored (see docs/api.md): the signed
+// Convergence answer cannot say which address it is about, so answering
+// for a client-chosen address would let an attacker who steers the
+// client's DNS to its own public server have that server's certificate
+// vouched for as the name's.
 func ParseTargetPath(path string) (host string, port int, err error) {
 	rest, ok := strings.CutPrefix(path, "/target/")
 	if !ok {
 		return "", 0, errors.New("path does not start with /target/")
+	}
+	rest, ip, hasIP := strings.Cut(rest, "/")
+	if hasIP {
+		if _, err := netip.ParseAddr(strings.Trim(ip, "[]")); err != nil || strings.Contains(ip, "%") {
+			return "", 0, fmt.Errorf("path segment after the target, %q, is not an IP address: the path is /target/<host>+<port>[/<ip>]", clip(ip))
+		}
 	}
 	i := strings.LastIndexByte(rest, '+')
 	if i < 0 {
@@ -127,18 +140,9 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 		httpError(w, http.StatusBadRequest, "malformed form body: "+err.Error())
 		return http.StatusBadRequest
 	}
-	fpv := r.PostForm["fingerprint"]
-	if len(fpv) == 0 || fpv[0] == "" {
-		httpError(w, http.StatusBadRequest, "missing fingerprint: send form field fingerprint=<SHA-1 of the certificate, colon-separated hex>")
-		return http.StatusBadRequest
-	}
-	if len(fpv) > 1 {
-		httpError(w, http.StatusBadRequest, "more than one fingerprint field")
-		return http.StatusBadRequest
-	}
-	fp, err := probe.ParseColonHex(fpv[0], 20)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "malformed fingerprint: "+err.Error())
+	fp, msg := requestFingerprint(r)
+	if msg != "" {
+		httpError(w, http.StatusBadRequest, msg)
 		return http.StatusBadRequest
 	}
 	var want [20]byte
@@ -154,6 +158,32 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 		code = http.StatusOK
 	}
 	return n.writeSigned(w, code, k, v.recs)
+}
+
+// requestFingerprint returns the SHA-1 a Convergence POST asks about, or
+// why the request does not say one. Like the original notary, whose Twisted
+// server merges query and form arguments, it takes the fingerprint from the
+// form body or the query string. Every value given, in either, must name the
+// same certificate: the signed answer does not repeat which one was checked,
+// so a notary that picked one of two would leave the client believing it
+// vouched for the other.
+func requestFingerprint(r *http.Request) ([]byte, string) {
+	vals := append(append([]string(nil), r.PostForm["fingerprint"]...), r.URL.Query()["fingerprint"]...)
+	if len(vals) == 0 || vals[0] == "" {
+		return nil, "missing fingerprint: send form field (or query parameter) fingerprint=<SHA-1 of the certificate, colon-separated hex>"
+	}
+	var fp []byte
+	for _, v := range vals {
+		b, err := probe.ParseColonHex(v, 20)
+		if err != nil {
+			return nil, "malformed fingerprint: " + err.Error()
+		}
+		if fp != nil && !bytes.Equal(b, fp) {
+			return nil, "conflicting fingerprints: the form body and query string name different certificates; send one"
+		}
+		fp = b
+	}
+	return fp, ""
 }
 
 // FingerprintList renders records as the exact bytes a Convergence notary

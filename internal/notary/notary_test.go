@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -281,6 +282,60 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
+// TestConvergenceClientForms sends the requests real Convergence clients
+// send: the maintained fork appends the address it connected to
+// ("/target/h+p/<ip>"), and the original notary took the fingerprint from
+// the query string as readily as from the form (Twisted merges the two).
+func TestConvergenceClientForms(t *testing.T) {
+	w := newWorld(t, notary.Config{})
+	good := sha1Colon(w.site.Leaf().Cert.Raw)
+	// An address the client claims to have connected to; the notary must
+	// never dial it (it is not the site) nor record under it.
+	decoy := "192.0.2.7"
+	tests := []struct {
+		name, path, body string
+		code             int
+		msg              string
+	}{
+		{"fork appends the client's address", "/target/site.test+443/" + decoy, "fingerprint=" + good, 200, ""},
+		{"fork, IPv6 address", "/target/site.test+443/2001:db8::7", "fingerprint=" + good, 200, ""},
+		{"fingerprint in the query", "/target/site.test+443?fingerprint=" + good, "", 200, ""},
+		{"fork path and query", "/target/site.test+443/" + decoy + "?fingerprint=" + good, "", 200, ""},
+		{"same fingerprint in both", "/target/site.test+443?fingerprint=" + strings.ToLower(good), "fingerprint=" + good, 200, ""},
+		{"conflicting fingerprints", "/target/site.test+443?fingerprint=" + sha1Colon([]byte("x")), "fingerprint=" + good, 400, "conflicting fingerprints"},
+		{"malformed query fingerprint", "/target/site.test+443?fingerprint=AB", "", 400, "malformed fingerprint"},
+		{"trailing segment not an address", "/target/site.test+443/evil.test", "fingerprint=" + good, 400, "not an IP address"},
+		{"two trailing segments", "/target/site.test+443/" + decoy + "/x", "fingerprint=" + good, 400, "not an IP address"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := w.client.Post("https://"+w.notary.Addr.String()+tc.path, "application/x-www-form-urlencoded", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.msg) {
+				t.Fatalf("status %d body %s; want %d containing %q", resp.StatusCode, b, tc.code, tc.msg)
+			}
+			if tc.code == 200 {
+				if fps := convergenceVerify(t, b, w.notary.Identity.Cert); !slices.Contains(fps, good) {
+					t.Fatalf("signed list %v lacks %s", fps, good)
+				}
+			}
+		})
+	}
+	// The appended address was ignored: what the notary saw is the name's
+	// history, and nothing was recorded under the address.
+	ctx := context.Background()
+	if recs, err := w.notary.History.Lookup(ctx, store.Key{Host: "site.test", Port: 443}); err != nil || len(recs) != 1 {
+		t.Fatalf("name history = %v, %v; want one record", recs, err)
+	}
+	if recs, err := w.notary.History.Lookup(ctx, store.Key{Host: "site.test", Port: 443, IP: netip.MustParseAddr(decoy)}); err != nil || len(recs) != 0 {
+		t.Fatalf("history under the client's address = %v, %v; want none", recs, err)
+	}
+}
+
 func newStrictNotary(t *testing.T) *world {
 	t.Helper()
 	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "strict"})
@@ -489,7 +544,7 @@ func TestBouncer(t *testing.T) {
 }
 
 func FuzzParseTargetPath(f *testing.F) {
-	for _, s := range []string{"/target/example.com+443", "/target/+", "/target/[::1]+8443", "/target/a+b+443", "/target/x+0443"} {
+	for _, s := range []string{"/target/example.com+443", "/target/+", "/target/[::1]+8443", "/target/a+b+443", "/target/x+0443", "/target/example.com+443/192.0.2.1", "/target/example.com+443/[2001:db8::1]", "/target/a+1/b+2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
@@ -535,6 +590,8 @@ func FuzzConvergenceRequest(f *testing.F) {
 	f.Add("POST", "/target/example.com+443", "fingerprint="+strings.Repeat("AB:", 19)+"AB")
 	f.Add("GET", "/target/a+1", "")
 	f.Add("POST", "/target/a+1", "fingerprint=%zz&fingerprint=")
+	f.Add("POST", "/target/example.com+443/192.0.2.1", "fingerprint="+strings.Repeat("AB:", 19)+"AB")
+	f.Add("POST", "/target/example.com+443?fingerprint="+strings.Repeat("AB:", 19)+"AB", "fingerprint="+strings.Repeat("CD:", 19)+"CD")
 	allowed := map[int]bool{200: true, 400: true, 403: true, 404: true, 405: true, 409: true, 413: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, path, body string) {
 		if method != "GET" && method != "POST" && method != "PUT" {
