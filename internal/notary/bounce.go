@@ -3,6 +3,7 @@ package notary
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -43,21 +44,92 @@ func NewBouncer(allowed []string, maxConns int) *Bouncer {
 	}
 	b := &Bouncer{allowed: map[string]bool{}, sem: make(chan struct{}, maxConns), dialer: net.Dialer{Timeout: 5 * time.Second}, IdleTimeout: 60 * time.Second}
 	for _, a := range allowed {
+		if d, err := bounceDestination(a); err == nil {
+			a = d
+		}
 		b.allowed[strings.ToLower(a)] = true
 	}
 	return b
 }
 
+// BounceHeader is the request header in which Convergence clients name
+// further replicas of the notary they want to reach ("host+port"), and the
+// response header in which the bouncer names the one it connected to.
+const BounceHeader = "X-Convergence-Notary"
+
+// maxBounceDestinations bounds the destinations one CONNECT may name: a
+// notary bundle lists at most 32 replicas.
+const maxBounceDestinations = 32
+
+// bounceDestination normalizes a destination as Convergence clients write
+// it, "host+port" in X-Convergence-Notary or "host:port" in the request
+// line, to a lower-case host:port.
+func bounceDestination(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	var host, port string
+	if i := strings.LastIndexByte(s, '+'); i >= 0 {
+		host, port = strings.Trim(s[:i], "[]"), s[i+1:]
+	} else {
+		var err error
+		if host, port, err = net.SplitHostPort(s); err != nil {
+			return "", fmt.Errorf("destination %q is not host:port or host+port", clip(s))
+		}
+	}
+	if host == "" || port == "" {
+		return "", fmt.Errorf("destination %q is not host:port or host+port", clip(s))
+	}
+	return strings.ToLower(net.JoinHostPort(host, port)), nil
+}
+
+// destinations returns the addresses a CONNECT asks for, as the original
+// Convergence bouncer reads them: the request line's, then every
+// X-Convergence-Notary header's, without repeats.
+func destinations(r *http.Request) ([]string, error) {
+	raw := []string{r.Host}
+	for _, v := range r.Header.Values(BounceHeader) {
+		// A host name cannot hold a comma; an intermediary may have
+		// folded repeated headers into one.
+		raw = append(raw, strings.Split(v, ",")...)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range raw {
+		d, err := bounceDestination(s)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	if len(out) > maxBounceDestinations {
+		return nil, fmt.Errorf("CONNECT names %d destinations; at most %d allowed", len(out), maxBounceDestinations)
+	}
+	return out, nil
+}
+
+// ServeHTTP answers CONNECT as the original Convergence bouncer does: it
+// refuses (403) a request naming any destination that is not a configured
+// notary, dials every destination at once, relays to the first that
+// answers and closes the others, and replies "200 Connection Established"
+// with Proxy-Agent and X-Convergence-Notary naming the destination reached.
 func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodConnect {
 		w.Header().Set("Allow", "CONNECT")
 		httpError(w, http.StatusMethodNotAllowed, "this is a notary bouncer: only CONNECT to configured notaries")
 		return
 	}
-	target := strings.ToLower(r.Host)
-	if !b.allowed[target] {
-		httpError(w, http.StatusForbidden, "CONNECT to "+clip(target)+" is not allowed: not a configured notary")
+	dests, err := destinations(r)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	for _, d := range dests {
+		if !b.allowed[d] {
+			httpError(w, http.StatusForbidden, "CONNECT to "+clip(d)+" is not allowed: not a configured notary")
+			return
+		}
 	}
 	select {
 	case b.sem <- struct{}{}:
@@ -66,9 +138,9 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "bouncer overloaded")
 		return
 	}
-	up, err := b.dialer.DialContext(r.Context(), "tcp", target)
+	up, dest, err := b.dialFirst(r.Context(), dests)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, "cannot reach "+target)
+		httpError(w, http.StatusBadGateway, "cannot reach "+strings.Join(dests, ", "))
 		return
 	}
 	defer up.Close()
@@ -85,7 +157,9 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := &tunnel{idle: b.idle()}
 	conn.SetDeadline(time.Time{})
 	conn.SetWriteDeadline(time.Now().Add(t.idle))
-	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+	host, port, _ := net.SplitHostPort(dest)
+	reply := "HTTP/1.1 200 Connection Established\r\nProxy-Agent: pkie\r\n" + BounceHeader + ": " + host + "+" + port + "\r\n\r\n"
+	if _, err := io.WriteString(conn, reply); err != nil {
 		return
 	}
 	// Bytes the client sent after the CONNECT request may already be
@@ -102,6 +176,44 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() { t.relay(up, conn); close(done) }()
 	t.relay(conn, up)
 	<-done
+}
+
+// dialFirst dials every destination at once and returns the first
+// connection made, closing the rest: a replica that is down costs the
+// client no more than the fastest one that is up.
+func (b *Bouncer) dialFirst(ctx context.Context, dests []string) (net.Conn, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type dialed struct {
+		conn net.Conn
+		dest string
+		err  error
+	}
+	results := make(chan dialed, len(dests))
+	for _, d := range dests {
+		go func() {
+			c, err := b.dialer.DialContext(ctx, "tcp", d)
+			results <- dialed{c, d, err}
+		}()
+	}
+	var first dialed
+	var errs []error
+	for range dests {
+		res := <-results
+		switch {
+		case res.err != nil:
+			errs = append(errs, res.err)
+		case first.conn == nil:
+			first = res
+			cancel() // the others are not needed
+		default:
+			res.conn.Close()
+		}
+	}
+	if first.conn == nil {
+		return nil, "", errors.Join(errs...)
+	}
+	return first.conn, first.dest, nil
 }
 
 func (b *Bouncer) idle() time.Duration {

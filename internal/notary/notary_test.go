@@ -1,6 +1,7 @@
 package notary_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto"
@@ -541,6 +542,78 @@ func TestBouncer(t *testing.T) {
 	if !strings.Contains(string(buf[:n]), "403") {
 		t.Fatalf("CONNECT to a non-notary: %q", buf[:n])
 	}
+}
+
+// TestBouncerTriesEveryReplica speaks to the bouncer as Convergence
+// clients do: the request line names one replica, X-Convergence-Notary
+// headers ("host+port") name the others; the bouncer relays to the first
+// that answers and says which, and refuses the whole request when any
+// destination is not a configured notary.
+func TestBouncerTriesEveryReplica(t *testing.T) {
+	w := newWorld(t, notary.Config{})
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	live := w.notary.Addr
+	b := notary.NewBouncer([]string{deadAddr, live.String()}, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- notary.ServeBouncer(ctx, ln, b) }()
+	t.Cleanup(func() { cancel(); <-done })
+	plus := func(ap string) string { h, p, _ := net.SplitHostPort(ap); return h + "+" + p }
+
+	connect := func(t *testing.T, target string, headers ...string) (net.Conn, *http.Response) {
+		t.Helper()
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		req := "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n"
+		for _, h := range headers {
+			req += "X-Convergence-Notary: " + h + "\r\n"
+		}
+		io.WriteString(conn, req+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn, resp
+	}
+
+	t.Run("first replica down, second answers", func(t *testing.T) {
+		conn, resp := connect(t, deadAddr, plus(live.String()))
+		if resp.StatusCode != 200 || resp.Status != "200 Connection Established" {
+			t.Fatalf("status %q; want 200 Connection Established", resp.Status)
+		}
+		if resp.Header.Get("Proxy-Agent") == "" || resp.Header.Get("X-Convergence-Notary") != plus(live.String()) {
+			t.Fatalf("headers %v; want Proxy-Agent and X-Convergence-Notary: %s", resp.Header, plus(live.String()))
+		}
+		// The tunnel reaches the notary: a pinned TLS query through it.
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(tc.ConnectionState().PeerCertificates[0].Raw, w.notary.Identity.Cert.Raw) {
+			t.Fatal("tunnel reached something other than the notary")
+		}
+	})
+	t.Run("destination not allowed", func(t *testing.T) {
+		_, resp := connect(t, live.String(), plus(w.site.Addr.String()))
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %q; want 403", resp.Status)
+		}
+	})
+	t.Run("every destination down", func(t *testing.T) {
+		_, resp := connect(t, deadAddr)
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("status %q; want 502", resp.Status)
+		}
+	})
 }
 
 func FuzzParseTargetPath(f *testing.F) {
