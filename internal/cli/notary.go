@@ -211,7 +211,9 @@ func notaryBundle(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", defaultDataDir(env, "notary"), "data directory")
 	host := fs.String("host", "", "host name clients connect to (required)")
 	sslPort := fs.Int("ssl-port", 443, "HTTPS port of the notary API")
-	httpPort := fs.Int("http-port", 80, "plain-HTTP port of the bouncer (0 if none)")
+	// No bouncer unless asked: a bundle advertising one that does not
+	// exist sends bouncing clients to a closed port.
+	httpPort := fs.Int("http-port", 0, "plain-HTTP port of this notary's bouncer (--bounce-listen), if it runs one; 0: none")
 	name := fs.String("name", "", "display name (default: the notary's name)")
 	region := fs.String("region", "", "region or country code, e.g. US")
 	location := fs.String("location", "", "URL the bundle is published at (bundle_location)")
