@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,10 +76,11 @@ func bounceDestination(s string) (string, error) {
 			return "", fmt.Errorf("destination %q is not host:port or host+port", clip(s))
 		}
 	}
-	if host == "" || port == "" {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || ValidHost(host) != nil {
 		return "", fmt.Errorf("destination %q is not host:port or host+port", clip(s))
 	}
-	return strings.ToLower(net.JoinHostPort(host, port)), nil
+	return strings.ToLower(net.JoinHostPort(host, strconv.Itoa(n))), nil
 }
 
 // destinations returns the addresses a CONNECT asks for, as the original
