@@ -137,7 +137,7 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", maxFormBody))
 			return http.StatusRequestEntityTooLarge
 		}
-		httpError(w, http.StatusBadRequest, "malformed form body: "+err.Error())
+		httpError(w, http.StatusBadRequest, "malformed form body or query string: "+err.Error())
 		return http.StatusBadRequest
 	}
 	fp, msg := requestFingerprint(r)
