@@ -127,6 +127,25 @@ func TestNotaryBundle(t *testing.T) {
 			}
 		}
 	}
+	// Without --http-port the bundle advertises no bouncer; with it, the
+	// port given.
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--host", "notary.example"}, 0},
+		{[]string{"--host", "notary.example", "--http-port", "8080"}, 8080},
+	} {
+		code, out, errs := runCLI(t, append([]string{"notary", "bundle", "--data", data}, tc.args...)...)
+		var b struct {
+			Hosts []struct {
+				HTTPPort *int `json:"http_port"`
+			} `json:"hosts"`
+		}
+		if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil || len(b.Hosts) != 1 || b.Hosts[0].HTTPPort == nil || *b.Hosts[0].HTTPPort != tc.want {
+			t.Errorf("%v: code %d err %s bundle %s; want http_port %d", tc.args, code, errs, out, tc.want)
+		}
+	}
 	if code, _, errs := runCLI(t, "notary", "serve", "--data", filepath.Join(t.TempDir(), "none")); code != 2 || !strings.Contains(errs, "notary init") {
 		t.Errorf("serve without init: %d %s", code, errs)
 	}

@@ -31,10 +31,13 @@ const (
 	minRSABits     = 2048
 )
 
-// Bundle is a Convergence v1 notary bundle: one logical notary, served by
-// one or more replica hosts that share its key. However many hosts it
-// lists, a bundle is one vote.
+// Bundle is a Convergence notary bundle: one logical notary, served by one
+// or more replica hosts that share its key. However many hosts it lists, a
+// bundle is one vote.
 type Bundle struct {
+	// Version is the bundle format the file used: 1, or 0 for the
+	// original single-host layout (with "version": 0 or no version at
+	// all), which ParseBundle turns into one host named after itself.
 	Version        int    `json:"version"`
 	Name           string `json:"name"`
 	BundleLocation string `json:"bundle_location"`
@@ -112,54 +115,77 @@ func NewHost(host string, sslPort, httpPort int, cert *x509.Certificate) (Host, 
 	return h, nil
 }
 
-// ParseBundle parses a Convergence notary bundle and checks every field: a
-// bundle that parses is one the client can use. It reads the forms the
-// Convergence Firefox client reads: version 1 (a named notary with a list
-// of hosts), and version 0 or no version at all, the single-host form older
-// clients shipped ({"host", "ssl_port", "http_port", "certificate"}, named
-// after its host). A version-less bundle with a hosts list is read as
-// version 1. Unknown fields are ignored so that bundles from newer notaries
-// still load; an unknown version is refused.
+// ParseBundle parses a Convergence bundle and checks every field: a bundle
+// that parses is one the client can use. It reads the two layouts the
+// Convergence Firefox client reads, and decides between them as it does,
+// by the version field:
+//
+//   - version 1: name, bundle_location, region and a hosts list;
+//   - version 0, or no version at all (what the original notary's
+//     convergence-bundle.py wrote): one host's host, ssl_port, http_port and
+//     certificate at the top level. The bundle is named after that host.
+//
+// Unknown fields are ignored so that bundles from newer notaries still
+// load.
 func ParseBundle(data []byte) (*Bundle, error) {
 	if len(data) > maxBundleSize {
 		return nil, fmt.Errorf("bundle is %d bytes; at most %d allowed", len(data), maxBundleSize)
 	}
-	var b struct {
-		Bundle
-		Version *int `json:"version"`
-		Host
+	var layout struct {
+		Version json.RawMessage `json:"version"`
+		Hosts   json.RawMessage `json:"hosts"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("bundle is not valid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("bundle has data after its JSON object")
-	}
-	out := b.Bundle
-	switch {
-	case b.Version != nil && *b.Version == 1:
-		out.Version = 1
-	case b.Version != nil && *b.Version != 0:
-		return nil, fmt.Errorf("bundle version %d is not supported (this client reads versions 0 and 1, and bundles without a version)", *b.Version)
-	case out.Hosts != nil:
-		// Version 0 or none, but the version 1 shape.
-	default:
-		if b.Host.Host == "" {
-			return nil, errors.New("bundle has neither a hosts list (version 1) nor a host (version 0)")
-		}
-		out.Name = b.Host.Host
-		out.Hosts = []Host{b.Host}
-	}
-	if err := out.check(); err != nil {
+	if err := decodeOne(data, &layout); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	version := 0
+	if layout.Version != nil {
+		if err := json.Unmarshal(layout.Version, &version); err != nil {
+			return nil, fmt.Errorf("bundle version %s is not a number (want 1, or 0 for a single-host bundle)", truncate(string(layout.Version), 20))
+		}
+	}
+	var b Bundle
+	switch version {
+	case 1:
+		if err := decodeOne(data, &b); err != nil {
+			return nil, err
+		}
+	case 0:
+		if layout.Hosts != nil {
+			return nil, errors.New(`bundle has a hosts list but is not marked "version": 1; a version-0 bundle (or one without a version) describes one host at its top level (host, ssl_port, http_port, certificate)`)
+		}
+		var h Host
+		if err := decodeOne(data, &h); err != nil {
+			return nil, err
+		}
+		b = Bundle{Version: 0, Name: h.Host, Hosts: []Host{h}}
+		if h.Host == "" {
+			return nil, errors.New("version-0 bundle (one host at its top level) has no host")
+		}
+	default:
+		return nil, fmt.Errorf("bundle version %d is not supported (want 1, or 0 for a single-host bundle)", version)
+	}
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// decodeOne decodes data, which must hold exactly one JSON object, into v.
+func decodeOne(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bundle is not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("bundle has data after its JSON object")
+	}
+	return nil
 }
 
 func (b *Bundle) check() error {
 	if b.Version != 0 && b.Version != 1 {
-		return fmt.Errorf("bundle version %d is not supported (want 0 or 1)", b.Version)
+		return fmt.Errorf("bundle version %d is not supported (want 1, or 0 for a single-host bundle)", b.Version)
 	}
 	if strings.TrimSpace(b.Name) == "" {
 		return errors.New("bundle has no name")
@@ -230,12 +256,16 @@ func (h *Host) check() error {
 	return nil
 }
 
-// Marshal renders the bundle as an indented Convergence v1 JSON file.
+// Marshal renders the bundle as an indented Convergence version-1 JSON
+// file; a bundle read from a version-0 file becomes its version-1
+// equivalent.
 func (b *Bundle) Marshal() ([]byte, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	out, err := json.MarshalIndent(b, "", "  ")
+	v1 := *b
+	v1.Version = 1
+	out, err := json.MarshalIndent(&v1, "", "  ")
 	if err != nil {
 		return nil, err
 	}

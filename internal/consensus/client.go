@@ -150,7 +150,7 @@ func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, r Reque
 		a.Reason = why
 		return a
 	}
-	bounce := c.bounceHost(notary)
+	bounce := c.bounceRoute(notary, h)
 	a.Bounced = bounce != nil
 	if api == APIV1 {
 		c.askV1(ctx, h, bounce, r, &a)
@@ -163,7 +163,7 @@ func (c *Client) queryHost(ctx context.Context, notary *Bundle, h *Host, r Reque
 // post sends one request to a notary host and reads the answer, bounded.
 // It returns the body of a 200 or 409; anything else sets a.Reason and
 // returns false.
-func (c *Client) post(ctx context.Context, h, bounce *Host, path, contentType string, body []byte, a *Answer) ([]byte, bool) {
+func (c *Client) post(ctx context.Context, h *Host, bounce *route, path, contentType string, body []byte, a *Answer) ([]byte, bool) {
 	u := "https://" + h.SSLAddr() + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
@@ -262,7 +262,7 @@ func notaryError(body []byte) string {
 	return b.String()
 }
 
-func (c *Client) askConvergence(ctx context.Context, h, bounce *Host, r Request, a *Answer) {
+func (c *Client) askConvergence(ctx context.Context, h *Host, bounce *route, r Request, a *Answer) {
 	fp := *r.SHA1
 	form := url.Values{"fingerprint": {probe.ColonHex(fp[:])}}.Encode()
 	path := "/target/" + url.PathEscape(r.Host) + "+" + strconv.Itoa(r.Port)
@@ -359,7 +359,7 @@ func lastEntry(entries []Entry, fp [20]byte) *Entry {
 	return last
 }
 
-func (c *Client) askV1(ctx context.Context, h, bounce *Host, r Request, a *Answer) {
+func (c *Client) askV1(ctx context.Context, h *Host, bounce *route, r Request, a *Answer) {
 	q := V1Question{Host: strings.ToLower(r.Host), Port: r.Port, SHA256: r.SHA256}
 	if sni := strings.ToLower(r.SNI); sni != "" && sni != q.Host {
 		q.SNI = sni
@@ -424,6 +424,35 @@ func (c *Client) askV1(ctx context.Context, h, bounce *Host, r Request, a *Answe
 	a.Reason = fmt.Sprintf("notary sees the same certificate (v1), observed from %s to %s, signed %s", mine.FirstSeen.UTC().Format(time.RFC3339), mine.LastSeen.UTC().Format(time.RFC3339), ans.SignedAt.UTC().Format(time.RFC3339))
 }
 
+// route is how a query reaches a notary host through a bouncer: the relay,
+// and the notary's other replicas the relay may reach instead.
+type route struct {
+	relay *Host
+	// peers are the "host+port" of the notary's other replicas that pin
+	// the same certificate as the host asked, named to the relay in
+	// X-Convergence-Notary headers as Convergence clients do. Only those:
+	// the pin and the answer's signature are checked against the host
+	// asked, and replicas with other certificates are asked in their turn.
+	peers []string
+}
+
+// bounceRoute returns the route to notary's host h through the bounce
+// notary, or nil to go direct.
+func (c *Client) bounceRoute(notary *Bundle, h *Host) *route {
+	relay := c.bounceHost(notary)
+	if relay == nil {
+		return nil
+	}
+	r := &route{relay: relay}
+	for i := range notary.Hosts {
+		p := &notary.Hosts[i]
+		if p != h && p.SSLAddr() != h.SSLAddr() && p.cert != nil && h.cert != nil && bytes.Equal(p.cert.Raw, h.cert.Raw) {
+			r.peers = append(r.peers, p.Host+"+"+strconv.Itoa(p.SSLPort))
+		}
+	}
+	return r
+}
+
 // bounceHost returns the relay to reach notary through, or nil to go direct.
 func (c *Client) bounceHost(notary *Bundle) *Host {
 	b := c.BounceVia
@@ -454,10 +483,10 @@ func sameNotary(a, b *Bundle) bool {
 
 // transport returns the reusable transport for a pinned host (through a
 // relay or not).
-func (c *Client) transport(h *Host, bounce *Host) *http.Transport {
+func (c *Client) transport(h *Host, bounce *route) *http.Transport {
 	key := h.SSLAddr() + "|" + string(h.cert.Raw)
 	if bounce != nil {
-		key += "|via " + bounce.HTTPAddr()
+		key += "|via " + bounce.relay.HTTPAddr() + "|" + strings.Join(bounce.peers, ",")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -477,7 +506,7 @@ func (c *Client) transport(h *Host, bounce *Host) *http.Transport {
 			var raw net.Conn
 			var err error
 			if bounce != nil {
-				raw, err = c.connect(ctx, bounce.HTTPAddr(), addr)
+				raw, err = c.connect(ctx, bounce.relay.HTTPAddr(), addr, bounce.peers)
 			} else {
 				raw, err = c.dial(ctx, "tcp", addr)
 			}
@@ -520,15 +549,23 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	return d.DialContext(ctx, network, addr)
 }
 
-// connect opens a tunnel to target through a notary's bouncing listener.
-func (c *Client) connect(ctx context.Context, relay, target string) (net.Conn, error) {
+// connect opens a tunnel to target through a notary's bouncing listener,
+// asking it, as Convergence clients do, to reach one of peers instead
+// ("host+port", in X-Convergence-Notary headers) if target does not answer.
+func (c *Client) connect(ctx context.Context, relay, target string, peers []string) (net.Conn, error) {
 	conn, err := c.dial(ctx, "tcp", relay)
 	if err != nil {
 		return nil, fmt.Errorf("bounce relay %s: %w", relay, err)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	var req strings.Builder
+	fmt.Fprintf(&req, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n", target, target)
+	for _, p := range peers {
+		fmt.Fprintf(&req, "X-Convergence-Notary: %s\r\n", p)
+	}
+	req.WriteString("\r\n")
+	io.WriteString(conn, req.String())
 	br := bufio.NewReaderSize(conn, 4096)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {

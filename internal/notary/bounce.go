@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,21 +45,83 @@ func NewBouncer(allowed []string, maxConns int) *Bouncer {
 	}
 	b := &Bouncer{allowed: map[string]bool{}, sem: make(chan struct{}, maxConns), dialer: net.Dialer{Timeout: 5 * time.Second}, IdleTimeout: 60 * time.Second}
 	for _, a := range allowed {
+		if d, err := bounceDestination(a); err == nil {
+			a = d
+		}
 		b.allowed[strings.ToLower(a)] = true
 	}
 	return b
 }
 
+// BounceHeader is the request header in which Convergence clients name
+// further replicas of the notary they want to reach ("host+port"), and the
+// response header in which the bouncer names the one it connected to.
+const BounceHeader = "X-Convergence-Notary"
+
+// maxBounceDestinations bounds the destinations one CONNECT may name: a
+// notary bundle lists at most 32 replicas.
+const maxBounceDestinations = 32
+
+// bounceDestination normalizes a destination as Convergence clients write
+// it, "host+port" in X-Convergence-Notary or "host:port" in the request
+// line, to a lower-case host:port.
+func bounceDestination(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	var host, port string
+	if i := strings.LastIndexByte(s, '+'); i >= 0 {
+		host, port = strings.Trim(s[:i], "[]"), s[i+1:]
+	} else {
+		var err error
+		if host, port, err = net.SplitHostPort(s); err != nil {
+			return "", fmt.Errorf("destination %q is not host:port or host+port", clip(s))
+		}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || ValidHost(host) != nil {
+		return "", fmt.Errorf("destination %q is not host:port or host+port", clip(s))
+	}
+	return strings.ToLower(net.JoinHostPort(host, strconv.Itoa(n))), nil
+}
+
+// destinations returns the addresses a CONNECT asks for, as the original
+// Convergence bouncer reads them: the request line's, then every
+// X-Convergence-Notary header's, without repeats.
+func destinations(r *http.Request) ([]string, error) {
+	raw := []string{r.Host}
+	for _, v := range r.Header.Values(BounceHeader) {
+		// A host name cannot hold a comma; an intermediary may have
+		// folded repeated headers into one.
+		raw = append(raw, strings.Split(v, ",")...)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range raw {
+		d, err := bounceDestination(s)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	if len(out) > maxBounceDestinations {
+		return nil, fmt.Errorf("CONNECT names %d destinations; at most %d allowed", len(out), maxBounceDestinations)
+	}
+	return out, nil
+}
+
+// ServeHTTP answers CONNECT as the original Convergence bouncer does: it
+// refuses (403) a request naming any destination that is not a configured
+// notary, dials every destination at once, relays to the first that
+// answers and closes the others, and replies "200 Connection Established"
+// with Proxy-Agent and X-Convergence-Notary naming the destination reached.
 func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodConnect {
 		w.Header().Set("Allow", "CONNECT")
 		httpError(w, http.StatusMethodNotAllowed, "this is a notary bouncer: only CONNECT to configured notaries")
 		return
 	}
-	// Like Convergence's bouncer, the request line names one notary and
-	// X-Convergence-Notary headers (host+port, or host:port) name its
-	// replicas: every one must be allowed, all are tried at once, and the
-	// first to connect carries the tunnel.
 	dests, err := destinations(r)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
@@ -78,9 +140,8 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "bouncer overloaded")
 		return
 	}
-	up, target, err := b.dialFirst(r.Context(), dests)
+	up, dest, err := b.dialFirst(r.Context(), dests)
 	if err != nil {
-		slog.Warn("bouncer: no destination answered", "destinations", dests, "err", err)
 		httpError(w, http.StatusBadGateway, "cannot reach "+strings.Join(dests, ", "))
 		return
 	}
@@ -98,8 +159,9 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := &tunnel{idle: b.idle()}
 	conn.SetDeadline(time.Time{})
 	conn.SetWriteDeadline(time.Now().Add(t.idle))
-	head := "HTTP/1.1 200 Connection Established\r\nProxy-Agent: pkie\r\nX-Convergence-Notary: " + plusForm(target) + "\r\n\r\n"
-	if _, err := conn.Write([]byte(head)); err != nil {
+	host, port, _ := net.SplitHostPort(dest)
+	reply := "HTTP/1.1 200 Connection Established\r\nProxy-Agent: pkie\r\n" + BounceHeader + ": " + host + "+" + port + "\r\n\r\n"
+	if _, err := io.WriteString(conn, reply); err != nil {
 		return
 	}
 	// Bytes the client sent after the CONNECT request may already be
@@ -118,87 +180,42 @@ func (b *Bouncer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	<-done
 }
 
-// maxDestinations bounds the notaries one CONNECT may name: a bundle lists
-// a few replicas, and each costs the bouncer a dial.
-const maxDestinations = 8
-
-// destinations returns the CONNECT target and every X-Convergence-Notary
-// header value, as lower-case host:port, without duplicates.
-func destinations(r *http.Request) ([]string, error) {
-	var out []string
-	add := func(d string) error {
-		d = strings.ToLower(strings.TrimSpace(d))
-		if i := strings.LastIndexByte(d, '+'); i >= 0 && !strings.Contains(d[i:], ":") {
-			d = net.JoinHostPort(strings.Trim(d[:i], "[]"), d[i+1:])
-		}
-		if _, _, err := net.SplitHostPort(d); err != nil {
-			return fmt.Errorf("destination %q is not host:port or host+port", clip(d))
-		}
-		if !slices.Contains(out, d) {
-			out = append(out, d)
-		}
-		return nil
-	}
-	if err := add(r.Host); err != nil {
-		return nil, err
-	}
-	for _, v := range r.Header.Values("X-Convergence-Notary") {
-		for _, d := range strings.Split(v, ",") {
-			if err := add(d); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if len(out) > maxDestinations {
-		return nil, fmt.Errorf("%d destinations; at most %d", len(out), maxDestinations)
-	}
-	return out, nil
-}
-
 // dialFirst dials every destination at once and returns the first
-// connection made, closing the others.
+// connection made, closing the rest: a replica that is down costs the
+// client no more than the fastest one that is up.
 func (b *Bouncer) dialFirst(ctx context.Context, dests []string) (net.Conn, string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type result struct {
-		c    net.Conn
+	type dialed struct {
+		conn net.Conn
 		dest string
 		err  error
 	}
-	ch := make(chan result, len(dests))
+	results := make(chan dialed, len(dests))
 	for _, d := range dests {
 		go func() {
 			c, err := b.dialer.DialContext(ctx, "tcp", d)
-			ch <- result{c, d, err}
+			results <- dialed{c, d, err}
 		}()
 	}
+	var first dialed
 	var errs []error
-	var won *result
 	for range dests {
-		r := <-ch
+		res := <-results
 		switch {
-		case r.err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", r.dest, r.err))
-		case won == nil:
-			won = &r
-			cancel() // the others need not finish connecting
+		case res.err != nil:
+			errs = append(errs, res.err)
+		case first.conn == nil:
+			first = res
+			cancel() // the others are not needed
 		default:
-			r.c.Close()
+			res.conn.Close()
 		}
 	}
-	if won == nil {
+	if first.conn == nil {
 		return nil, "", errors.Join(errs...)
 	}
-	return won.c, won.dest, nil
-}
-
-// plusForm writes host:port as Convergence's host+port.
-func plusForm(hostport string) string {
-	h, p, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return hostport
-	}
-	return h + "+" + p
+	return first.conn, first.dest, nil
 }
 
 func (b *Bouncer) idle() time.Duration {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -135,4 +137,38 @@ func TestBouncerReclaimsStalledTunnel(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// FuzzBounceDestinations feeds arbitrary request-line targets and
+// X-Convergence-Notary headers to the bouncer's destination parser. It
+// dials nothing: what it checks is that every destination accepted is in
+// the normal host:port form the allowed list is matched against, that
+// normalizing it again changes nothing, and that the count stays bounded.
+func FuzzBounceDestinations(f *testing.F) {
+	f.Add("notary.test:443", "notary2.test+443")
+	f.Add("[2001:db8::1]:4242", "2001:db8::2+4242, a.test+1")
+	f.Add("a+b+1", "")
+	f.Add("x", "+,+")
+	f.Fuzz(func(t *testing.T, host, header string) {
+		r := &http.Request{Method: http.MethodConnect, Host: host, Header: http.Header{}}
+		for _, v := range strings.Split(header, "\n") {
+			r.Header.Add(BounceHeader, v)
+		}
+		dests, err := destinations(r)
+		if err != nil {
+			return
+		}
+		if len(dests) == 0 || len(dests) > maxBounceDestinations {
+			t.Fatalf("%d destinations from %q %q", len(dests), host, header)
+		}
+		for _, d := range dests {
+			h, p, err := net.SplitHostPort(d)
+			if err != nil || h == "" || p == "" || d != strings.ToLower(d) {
+				t.Fatalf("destination %q is not a normal host:port (%v)", d, err)
+			}
+			if again, err := bounceDestination(d); err != nil || again != d {
+				t.Fatalf("normalizing %q again gives %q, %v", d, again, err)
+			}
+		}
+	})
 }

@@ -25,22 +25,23 @@ import (
 const maxFormBody = 4 << 10
 
 // ParseTargetPath parses the Convergence target path "/target/<host>+<port>",
-// optionally followed by "/<ip>": the maintained Convergence fork appends the
-// address the client connected to. That address is checked to be an IP
-// literal and then ignored: the notary resolves the name itself. Probing the
-// client's address instead would let an attacker who controls the client's
-// DNS (the attack multi-path probing exists to catch) choose what the notary
-// sees.
+// optionally followed by "/<ip>": the address the client connected to,
+// which the maintained Convergence fork appends. That address is checked
+// to be an IP literal and then ignored (see docs/api.md): the signed
+// Convergence answer cannot say which address it is about, so answering
+// for a client-chosen address would let an attacker who steers the
+// client's DNS to its own public server have that server's certificate
+// vouched for as the name's.
 func ParseTargetPath(path string) (host string, port int, err error) {
 	rest, ok := strings.CutPrefix(path, "/target/")
 	if !ok {
 		return "", 0, errors.New("path does not start with /target/")
 	}
-	if t, ip, found := strings.Cut(rest, "/"); found {
-		if _, err := netip.ParseAddr(strings.Trim(ip, "[]")); err != nil {
-			return "", 0, fmt.Errorf("the segment after the target, %q, is not an IP address (the form is /target/<host>+<port>[/<ip>])", clip(ip))
+	rest, ip, hasIP := strings.Cut(rest, "/")
+	if hasIP {
+		if _, err := netip.ParseAddr(strings.Trim(ip, "[]")); err != nil || strings.Contains(ip, "%") {
+			return "", 0, fmt.Errorf("path segment after the target, %q, is not an IP address: the path is /target/<host>+<port>[/<ip>]", clip(ip))
 		}
-		rest = t
 	}
 	i := strings.LastIndexByte(rest, '+')
 	if i < 0 {
@@ -136,27 +137,12 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", maxFormBody))
 			return http.StatusRequestEntityTooLarge
 		}
-		httpError(w, http.StatusBadRequest, "malformed form body: "+err.Error())
+		httpError(w, http.StatusBadRequest, "malformed form body or query string: "+err.Error())
 		return http.StatusBadRequest
 	}
-	// Like the original notary (Twisted merges query and form arguments),
-	// the fingerprint may come in the body or the query string. Copies that
-	// agree are one fingerprint; copies that differ are refused rather than
-	// one picked, since the caller cannot know which was checked.
-	fpv := r.Form["fingerprint"]
-	if len(fpv) == 0 || fpv[0] == "" {
-		httpError(w, http.StatusBadRequest, "missing fingerprint: send form field fingerprint=<SHA-1 of the certificate, colon-separated hex> (in the body or the query string)")
-		return http.StatusBadRequest
-	}
-	for _, v := range fpv[1:] {
-		if !strings.EqualFold(v, fpv[0]) {
-			httpError(w, http.StatusBadRequest, "fingerprint given more than once with different values (body and query string?)")
-			return http.StatusBadRequest
-		}
-	}
-	fp, err := probe.ParseColonHex(fpv[0], 20)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "malformed fingerprint: "+err.Error())
+	fp, msg := requestFingerprint(r)
+	if msg != "" {
+		httpError(w, http.StatusBadRequest, msg)
 		return http.StatusBadRequest
 	}
 	var want [20]byte
@@ -172,6 +158,32 @@ func (n *Notary) serveTarget(w http.ResponseWriter, r *http.Request) int {
 		code = http.StatusOK
 	}
 	return n.writeSigned(w, code, k, v.recs)
+}
+
+// requestFingerprint returns the SHA-1 a Convergence POST asks about, or
+// why the request does not say one. Like the original notary, whose Twisted
+// server merges query and form arguments, it takes the fingerprint from the
+// form body or the query string. Every value given, in either, must name the
+// same certificate: the signed answer does not repeat which one was checked,
+// so a notary that picked one of two would leave the client believing it
+// vouched for the other.
+func requestFingerprint(r *http.Request) ([]byte, string) {
+	vals := append(append([]string(nil), r.PostForm["fingerprint"]...), r.URL.Query()["fingerprint"]...)
+	if len(vals) == 0 || vals[0] == "" {
+		return nil, "missing fingerprint: send form field (or query parameter) fingerprint=<SHA-1 of the certificate, colon-separated hex>"
+	}
+	var fp []byte
+	for _, v := range vals {
+		b, err := probe.ParseColonHex(v, 20)
+		if err != nil {
+			return nil, "malformed fingerprint: " + err.Error()
+		}
+		if fp != nil && !bytes.Equal(b, fp) {
+			return nil, "conflicting fingerprints: the form body and query string name different certificates; send one"
+		}
+		fp = b
+	}
+	return fp, ""
 }
 
 // FingerprintList renders records as the exact bytes a Convergence notary

@@ -12,11 +12,11 @@ import (
 	"github.com/pkie/pkie/internal/notary"
 )
 
-// TestConvergenceClientForms sends the requests real Convergence clients
+// TestConvergenceClientFormsSigned sends the requests real Convergence clients
 // send: the maintained fork's trailing address segment, and the
 // fingerprint in the query string (the original notary reads Twisted's
 // merged arguments).
-func TestConvergenceClientForms(t *testing.T) {
+func TestConvergenceClientFormsSigned(t *testing.T) {
 	w := newWorld(t, notary.Config{})
 	good := sha1Colon(w.site.Leaf().Cert.Raw)
 	bad := sha1Colon([]byte("forged"))

@@ -1,6 +1,7 @@
 package notary_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto"
@@ -19,6 +20,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -281,6 +283,60 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
+// TestConvergenceClientForms sends the requests real Convergence clients
+// send: the maintained fork appends the address it connected to
+// ("/target/h+p/<ip>"), and the original notary took the fingerprint from
+// the query string as readily as from the form (Twisted merges the two).
+func TestConvergenceClientForms(t *testing.T) {
+	w := newWorld(t, notary.Config{})
+	good := sha1Colon(w.site.Leaf().Cert.Raw)
+	// An address the client claims to have connected to; the notary must
+	// never dial it (it is not the site) nor record under it.
+	decoy := "192.0.2.7"
+	tests := []struct {
+		name, path, body string
+		code             int
+		msg              string
+	}{
+		{"fork appends the client's address", "/target/site.test+443/" + decoy, "fingerprint=" + good, 200, ""},
+		{"fork, IPv6 address", "/target/site.test+443/2001:db8::7", "fingerprint=" + good, 200, ""},
+		{"fingerprint in the query", "/target/site.test+443?fingerprint=" + good, "", 200, ""},
+		{"fork path and query", "/target/site.test+443/" + decoy + "?fingerprint=" + good, "", 200, ""},
+		{"same fingerprint in both", "/target/site.test+443?fingerprint=" + strings.ToLower(good), "fingerprint=" + good, 200, ""},
+		{"conflicting fingerprints", "/target/site.test+443?fingerprint=" + sha1Colon([]byte("x")), "fingerprint=" + good, 400, "conflicting fingerprints"},
+		{"malformed query fingerprint", "/target/site.test+443?fingerprint=AB", "", 400, "malformed fingerprint"},
+		{"trailing segment not an address", "/target/site.test+443/evil.test", "fingerprint=" + good, 400, "not an IP address"},
+		{"two trailing segments", "/target/site.test+443/" + decoy + "/x", "fingerprint=" + good, 400, "not an IP address"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := w.client.Post("https://"+w.notary.Addr.String()+tc.path, "application/x-www-form-urlencoded", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.msg) {
+				t.Fatalf("status %d body %s; want %d containing %q", resp.StatusCode, b, tc.code, tc.msg)
+			}
+			if tc.code == 200 {
+				if fps := convergenceVerify(t, b, w.notary.Identity.Cert); !slices.Contains(fps, good) {
+					t.Fatalf("signed list %v lacks %s", fps, good)
+				}
+			}
+		})
+	}
+	// The appended address was ignored: what the notary saw is the name's
+	// history, and nothing was recorded under the address.
+	ctx := context.Background()
+	if recs, err := w.notary.History.Lookup(ctx, store.Key{Host: "site.test", Port: 443}); err != nil || len(recs) != 1 {
+		t.Fatalf("name history = %v, %v; want one record", recs, err)
+	}
+	if recs, err := w.notary.History.Lookup(ctx, store.Key{Host: "site.test", Port: 443, IP: netip.MustParseAddr(decoy)}); err != nil || len(recs) != 0 {
+		t.Fatalf("history under the client's address = %v, %v; want none", recs, err)
+	}
+}
+
 func newStrictNotary(t *testing.T) *world {
 	t.Helper()
 	n, err := testbed.StartNotary(testbed.NotaryOptions{Name: "strict"})
@@ -488,8 +544,80 @@ func TestBouncer(t *testing.T) {
 	}
 }
 
+// TestBouncerTriesEveryReplica speaks to the bouncer as Convergence
+// clients do: the request line names one replica, X-Convergence-Notary
+// headers ("host+port") name the others; the bouncer relays to the first
+// that answers and says which, and refuses the whole request when any
+// destination is not a configured notary.
+func TestBouncerTriesEveryReplica(t *testing.T) {
+	w := newWorld(t, notary.Config{})
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	live := w.notary.Addr
+	b := notary.NewBouncer([]string{deadAddr, live.String()}, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- notary.ServeBouncer(ctx, ln, b) }()
+	t.Cleanup(func() { cancel(); <-done })
+	plus := func(ap string) string { h, p, _ := net.SplitHostPort(ap); return h + "+" + p }
+
+	connect := func(t *testing.T, target string, headers ...string) (net.Conn, *http.Response) {
+		t.Helper()
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		req := "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n"
+		for _, h := range headers {
+			req += "X-Convergence-Notary: " + h + "\r\n"
+		}
+		io.WriteString(conn, req+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn, resp
+	}
+
+	t.Run("first replica down, second answers", func(t *testing.T) {
+		conn, resp := connect(t, deadAddr, plus(live.String()))
+		if resp.StatusCode != 200 || resp.Status != "200 Connection Established" {
+			t.Fatalf("status %q; want 200 Connection Established", resp.Status)
+		}
+		if resp.Header.Get("Proxy-Agent") == "" || resp.Header.Get("X-Convergence-Notary") != plus(live.String()) {
+			t.Fatalf("headers %v; want Proxy-Agent and X-Convergence-Notary: %s", resp.Header, plus(live.String()))
+		}
+		// The tunnel reaches the notary: a pinned TLS query through it.
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(tc.ConnectionState().PeerCertificates[0].Raw, w.notary.Identity.Cert.Raw) {
+			t.Fatal("tunnel reached something other than the notary")
+		}
+	})
+	t.Run("destination not allowed", func(t *testing.T) {
+		_, resp := connect(t, live.String(), plus(w.site.Addr.String()))
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %q; want 403", resp.Status)
+		}
+	})
+	t.Run("every destination down", func(t *testing.T) {
+		_, resp := connect(t, deadAddr)
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("status %q; want 502", resp.Status)
+		}
+	})
+}
+
 func FuzzParseTargetPath(f *testing.F) {
-	for _, s := range []string{"/target/example.com+443", "/target/example.com+443/192.0.2.1", "/target/+", "/target/[::1]+8443", "/target/a+b+443", "/target/x+0443"} {
+	for _, s := range []string{"/target/example.com+443", "/target/+", "/target/[::1]+8443", "/target/a+b+443", "/target/x+0443", "/target/example.com+443/192.0.2.1", "/target/example.com+443/[2001:db8::1]", "/target/a+1/b+2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
@@ -535,6 +663,8 @@ func FuzzConvergenceRequest(f *testing.F) {
 	f.Add("POST", "/target/example.com+443", "fingerprint="+strings.Repeat("AB:", 19)+"AB")
 	f.Add("GET", "/target/a+1", "")
 	f.Add("POST", "/target/a+1", "fingerprint=%zz&fingerprint=")
+	f.Add("POST", "/target/example.com+443/192.0.2.1", "fingerprint="+strings.Repeat("AB:", 19)+"AB")
+	f.Add("POST", "/target/example.com+443?fingerprint="+strings.Repeat("AB:", 19)+"AB", "fingerprint="+strings.Repeat("CD:", 19)+"CD")
 	allowed := map[int]bool{200: true, 400: true, 403: true, 404: true, 405: true, 409: true, 413: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, path, body string) {
 		if method != "GET" && method != "POST" && method != "PUT" {
