@@ -249,13 +249,17 @@ func notaryError(body []byte) string {
 			space = b.Len() > 0
 			continue
 		}
+		n := utf8.RuneLen(r)
+		if space {
+			n++
+		}
+		if b.Len()+n > maxNotaryError {
+			b.WriteString("…")
+			break
+		}
 		if space {
 			b.WriteByte(' ')
 			space = false
-		}
-		if b.Len()+utf8.RuneLen(r) > maxNotaryError {
-			b.WriteString("…")
-			break
 		}
 		b.WriteRune(r)
 	}
