@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/base64"
 	"errors"
 	"hash/maphash"
@@ -237,17 +238,39 @@ func (v *verifier) verifyNow(chain [][]byte, t time.Time) span {
 	return sp
 }
 
-// A group is every chain that sends the same intermediates after a leaf
-// from the same issuer name. Verifying a chain fully costs a signature check
-// per edge of every path plus parsing every certificate; within a group
-// only the leaf differs, so once one leaf of the group has been verified
-// fully, another needs only its own certificate parsed, its validity and
-// usage checked and its signature checked against the parents the paths
-// start with. That is exactly what x509.Verify would conclude, under the
-// conditions groupEntry.learn checks: every possible parent was seen on a
-// path, and nothing on the paths constrains the leaf's contents (name
-// constraints, explicit policy, or a trust-store root's extra constraint).
-// Anything else takes the full verification.
+// A group is every chain that sends the same intermediates, in the same
+// order, after a leaf from the same issuer name. Verifying a chain fully
+// costs a signature check per edge of every path plus parsing every
+// certificate; within a group only the leaf differs, so once one leaf of the
+// group has been verified fully, another needs only its own certificate
+// parsed, its validity and usage checked and its signature checked against
+// the parents the paths start with.
+//
+// That is exactly what x509.Verify would conclude when, above the leaf,
+// nothing depends on the leaf. groupEntry.learn establishes it over every
+// certificate that could lie on any path (see reachable), not only those on
+// the paths the first leaf's verification returned, for a path rejected for
+// a leaf-specific reason is absent from them:
+//   - no such certificate carries a name constraint or an explicit-policy
+//     requirement, nor an unhandled critical extension, and no such root
+//     carries a trust-store constraint (Mozilla's distrust-after dates
+//     judge the leaf's NotBefore): these are the checks x509.Verify makes
+//     of a path that read the leaf;
+//   - no such certificate has the subject of the first leaf, nor of any leaf
+//     decided from the cache: x509.Verify refuses a path that repeats a
+//     certificate (subject, key and SANs), so a leaf named like a
+//     certificate above it can lose a path that other leaves keep;
+//   - every certificate that could be the leaf's parent is the first hop of
+//     a returned path;
+//   - the worst-case number of signature checks in x509.Verify's path
+//     search stays within its limit of 100, past which it stops early with
+//     whatever paths it has.
+//
+// The rest of x509.Verify's checks of a path (validity at the time, CA
+// flags, path length, key usage given a leaf fit for server
+// authentication, policy mapping without an explicit-policy requirement)
+// do not read the leaf, so every leaf signed by a first hop has the same
+// paths above it. Anything else takes the full verification.
 type groupEntry struct {
 	mu    sync.Mutex
 	spans []groupSpan
@@ -342,21 +365,24 @@ func (g *groupEntry) verifyLeaf(v *verifier, leaf *x509.Certificate, t time.Time
 }
 
 // learn records the paths above a fully verified leaf for its group, if
-// they are safe to reuse for other leaves.
+// they are the same for every leaf of the group (see groupEntry).
 func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Certificate, paths [][]*x509.Certificate, t time.Time) {
-	gs := groupSpan{}
-	var above []*x509.Certificate
-	for _, p := range paths {
-		parent := p[1]
-		for _, c := range p[1:] {
-			if hasLeafConstraints(c) {
-				return
-			}
-		}
-		if v.store.constrained[string(p[len(p)-1].Raw)] {
+	reach, ok := v.reachable(leaf.RawIssuer, inter)
+	if !ok {
+		return
+	}
+	gs := groupSpan{subjects: map[string]bool{}}
+	for _, c := range reach {
+		if hasLeafConstraints(c) || v.store.constrained[string(c.Raw)] {
 			return
 		}
-		above = append(above, p[1:]...)
+		gs.subjects[string(c.RawSubject)] = true
+	}
+	if gs.subjects[string(leaf.RawSubject)] {
+		return // the paths returned may lack those a loop check refused
+	}
+	for _, p := range paths {
+		parent := p[1]
 		root := v.root(p[len(p)-1])
 		i := slices.IndexFunc(gs.parents, func(c *x509.Certificate) bool { return bytes.Equal(c.Raw, parent.Raw) })
 		if i < 0 {
@@ -369,31 +395,89 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 		}
 	}
 	// Every certificate that could be the leaf's parent must be a first
-	// hop already, or another leaf might verify through it differently.
-	candidates := append([]*x509.Certificate(nil), v.store.bySubject[string(leaf.RawIssuer)]...)
-	for _, c := range inter {
-		if bytes.Equal(c.RawSubject, leaf.RawIssuer) {
-			candidates = append(candidates, c)
-		}
-	}
-	for _, c := range candidates {
-		if !slices.ContainsFunc(gs.parents, func(p *x509.Certificate) bool { return bytes.Equal(p.Raw, c.Raw) }) {
+	// hop already: one that did not sign the first leaf may still sign
+	// another, and which paths lie above it is unknown.
+	for _, c := range reach {
+		if bytes.Equal(c.RawSubject, leaf.RawIssuer) && !slices.ContainsFunc(gs.parents, func(p *x509.Certificate) bool { return bytes.Equal(p.Raw, c.Raw) }) {
 			return
 		}
 	}
-	// Stable while no certificate above the leaf changes validity, nor
-	// any that could be on a path (those sent, the store's candidates).
-	above = append(above, inter...)
-	above = append(above, candidates...)
-	gs.subjects = map[string]bool{}
-	for _, c := range above {
-		gs.subjects[string(c.RawSubject)] = true
-	}
-	gs.lo, gs.hi = v.stableSpan(above, t)
+	// Stable while no certificate that could be on a path changes
+	// validity.
+	gs.lo, gs.hi = v.stableSpan(reach, t)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.spans = append(g.spans, gs)
 }
+
+// maxSignatureChecks is x509.Verify's limit on signature checks in one
+// path search (maxChainSignatureChecks in crypto/x509).
+const maxSignatureChecks = 100
+
+// reachable returns every certificate that x509.Verify could consider on a
+// path from a leaf issued under the name issuer, given the intermediates
+// inter and the store: the store's roots and the intermediates named as the
+// issuer, and, above each such intermediate, the same again (x509.Verify
+// ends a path at a root but goes on above an intermediate). ok is false if
+// x509.Verify's path search could exceed its signature-check limit for some
+// leaf, which makes the paths it returns depend on the order it tries them:
+// the bound counts every candidate the search could consider, as if every
+// signature verified, refusing only repeats as x509.Verify does.
+func (v *verifier) reachable(issuer []byte, inter []*x509.Certificate) (reach []*x509.Certificate, ok bool) {
+	seen := map[*x509.Certificate]bool{}
+	add := func(c *x509.Certificate) {
+		if !seen[c] {
+			seen[c] = true
+			reach = append(reach, c)
+		}
+	}
+	checks := 0
+	var walk func(issuer []byte, chain []*x509.Certificate) bool
+	walk = func(issuer []byte, chain []*x509.Certificate) bool {
+		for _, r := range v.store.bySubject[string(issuer)] {
+			if checks++; checks > maxSignatureChecks {
+				return false
+			}
+			add(r)
+		}
+		for _, c := range inter {
+			if !bytes.Equal(c.RawSubject, issuer) {
+				continue
+			}
+			if checks++; checks > maxSignatureChecks {
+				return false
+			}
+			add(c)
+			if !repeats(c, chain) && !walk(c.RawIssuer, append(chain[:len(chain):len(chain)], c)) {
+				return false
+			}
+		}
+		return true
+	}
+	return reach, walk(issuer, nil)
+}
+
+// repeats reports whether x509.Verify would refuse c as already in chain:
+// the same subject, key and subject alternative names.
+func repeats(c *x509.Certificate, chain []*x509.Certificate) bool {
+	for _, o := range chain {
+		if bytes.Equal(c.RawSubject, o.RawSubject) && bytes.Equal(c.RawSubjectPublicKeyInfo, o.RawSubjectPublicKeyInfo) && bytes.Equal(sanOf(c), sanOf(o)) {
+			return true
+		}
+	}
+	return false
+}
+
+func sanOf(c *x509.Certificate) []byte {
+	for _, e := range c.Extensions {
+		if e.Id.Equal(oidSAN) {
+			return e.Value
+		}
+	}
+	return nil
+}
+
+var oidSAN = asn1.ObjectIdentifier{2, 5, 29, 17}
 
 // hasLeafConstraints reports whether a CA certificate constrains what its
 // subordinates may contain, making a path's validity depend on the leaf.
