@@ -1,6 +1,8 @@
 package roots
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,6 +12,7 @@ import (
 	"encoding/asn1"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -19,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie/internal/scan"
 )
 
 // pkiGen issues certificates for generated PKIs with crypto/x509 alone, so
@@ -108,13 +113,13 @@ func (g *pkiGen) leaf(name string, under *genCA, edit func(*x509.Certificate)) *
 }
 
 var (
-	testPolicy = x509.OID{}
-	anyPolicy  = x509.OID{}
+	genPolicy    = x509.OID{}
+	genAnyPolicy = x509.OID{}
 )
 
 func init() {
-	testPolicy, _ = x509.OIDFromInts([]uint64{1, 3, 6, 1, 4, 1, 99999, 1})
-	anyPolicy, _ = x509.OIDFromInts([]uint64{2, 5, 29, 32, 0})
+	genPolicy, _ = x509.OIDFromInts([]uint64{1, 3, 6, 1, 4, 1, 99999, 1})
+	genAnyPolicy, _ = x509.OIDFromInts([]uint64{2, 5, 29, 32, 0})
 }
 
 // requireExplicitPolicy is a policyConstraints extension (RFC 5280
@@ -161,12 +166,12 @@ func buildAltPKI(t testing.TB, g *pkiGen, kind string, n int) *altPKI {
 		}
 	case "policy":
 		bSide = []*x509.Certificate{g.ca("Mid", midKey, rootB, func(c *x509.Certificate) {
-			c.Policies = []x509.OID{testPolicy}
+			c.Policies = []x509.OID{genPolicy}
 			c.ExtraExtensions = []pkix.Extension{requireExplicitPolicy()}
 		}).cert}
-		issuingEdit = func(c *x509.Certificate) { c.Policies = []x509.OID{anyPolicy} }
+		issuingEdit = func(c *x509.Certificate) { c.Policies = []x509.OID{genAnyPolicy} }
 		plainEdit = func(int) func(*x509.Certificate) {
-			return func(c *x509.Certificate) { c.Policies = []x509.OID{testPolicy} }
+			return func(c *x509.Certificate) { c.Policies = []x509.OID{genPolicy} }
 		}
 	case "distrust-after":
 		bSide = []*x509.Certificate{g.ca("Mid", midKey, rootB, nil).cert}
@@ -359,4 +364,92 @@ func TestGroupCacheAlternatePaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRankingWithAlternatePaths is the symptom the group cache caused:
+// half the sites of a cross-signed hierarchy are valid under both roots,
+// half (excluded by a name constraint on the cross-signature) under one
+// only. Whatever the record order, the second root must be credited with
+// exactly the sites x509.Verify anchors at it (half), and so must coverage
+// and the minimal root set.
+func TestRankingWithAlternatePaths(t *testing.T) {
+	g := newPKIGen(t)
+	p := buildAltPKI(t, g, "name-constraint", 120)
+	all := append(append([]*x509.Certificate(nil), p.special...), p.plain...)
+	for seed := range uint64(4) {
+		order := slices.Clone(all)
+		mrand.New(mrand.NewPCG(seed, 4)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		var file bytes.Buffer
+		for i, l := range order {
+			chain := [][]byte{l.Raw}
+			for _, c := range p.inter {
+				chain = append(chain, c.Raw)
+			}
+			b, err := json.Marshal(scan.Record{Rank: i + 1, Domain: fmt.Sprintf("site%d.test", i), Time: p.at, Chain: chain})
+			if err != nil {
+				t.Fatal(err)
+			}
+			file.Write(append(b, '\n'))
+		}
+		d, err := Load(context.Background(), []Input{{Name: "f", R: bytes.NewReader(file.Bytes())}}, LoadOptions{Store: p.store, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := d.Analyze(1)
+		got := map[string]int{}
+		for _, rc := range rep.Ranking {
+			got[rc.Subject] = rc.Sites
+		}
+		if rep.SitesValid != len(all) || got["CN=Root A"] != len(all) || got["CN=Root B"] != len(p.plain) {
+			t.Errorf("seed %d: %d valid, Root A %d, Root B %d sites; want %d, %d, %d (ranking %+v)",
+				seed, rep.SitesValid, got["CN=Root A"], got["CN=Root B"], len(all), len(all), len(p.plain), rep.Ranking)
+		}
+		// Root A alone covers every site: the minimal set is one root.
+		if rep.Minimal == nil || len(rep.Minimal.Roots) != 1 || rep.Minimal.Roots[0].Subject != "CN=Root A" {
+			t.Errorf("seed %d: minimal set %+v, want Root A alone", seed, rep.Minimal)
+		}
+	}
+}
+
+// TestGroupCacheSignatureBudget: x509.Verify stops after 100 signature
+// checks and returns the paths found so far, trying first the candidates
+// whose key identifier matches the leaf's authority key identifier. Two
+// certificates for Issuing with one key but different key identifiers,
+// one under Root B directly and one under a web of 20 same-named
+// cross-signatures to Root A: a leaf naming the first finds both roots, a
+// leaf naming the second spends the budget under Root A and never tries
+// Root B. The group cache must not carry the first leaf's answer to the
+// second (24 certificates can lie on a path, so a bound on their number
+// does not catch it).
+func TestGroupCacheSignatureBudget(t *testing.T) {
+	g := newPKIGen(t)
+	rootA := g.ca("Root A", g.key(), nil, nil)
+	rootB := g.ca("Root B", g.key(), nil, nil)
+	kKey, jKey, iKey := g.key(), g.key(), g.key()
+	var ks, js []*x509.Certificate
+	for range 10 {
+		ks = append(ks, g.ca("K", kKey, rootA, nil).cert)
+	}
+	kCA := &genCA{cert: ks[0], key: kKey}
+	for range 10 {
+		js = append(js, g.ca("J", jKey, kCA, nil).cert)
+	}
+	jCA := &genCA{cert: js[0], key: jKey}
+	viaA := g.ca("Issuing", iKey, jCA, func(c *x509.Certificate) { c.SubjectKeyId = []byte{1} })
+	viaB := g.ca("Issuing", iKey, rootB, func(c *x509.Certificate) { c.SubjectKeyId = []byte{2} })
+	store := newStore("budget")
+	store.add(rootA.cert, nil)
+	store.add(rootB.cert, nil)
+	inter := append(append([]*x509.Certificate{viaA.cert, viaB.cert}, js...), ks...)
+	namingB := g.leaf("b.test", viaB, nil)
+	namingA := g.leaf("a.test", viaA, nil)
+	want := map[*x509.Certificate]string{}
+	for _, l := range []*x509.Certificate{namingB, namingA} {
+		want[l] = plainVerify(store, l, inter, g.epoch)
+	}
+	if want[namingB] == want[namingA] {
+		t.Fatalf("x509.Verify gives both leaves %s: the PKI does not exercise the budget", want[namingA])
+	}
+	checkOrder(t, store, inter, g.epoch, []*x509.Certificate{namingB, namingA}, want, "leaf naming B first")
+	checkOrder(t, store, inter, g.epoch, []*x509.Certificate{namingA, namingB}, want, "leaf naming A first")
 }

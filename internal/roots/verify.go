@@ -365,7 +365,19 @@ func (g *groupEntry) verifyLeaf(v *verifier, leaf *x509.Certificate, t time.Time
 }
 
 // learn records the paths above a fully verified leaf for its group, if
-// they are the same for every leaf of the group (see groupEntry).
+// they are safe to reuse for other leaves.
+//
+// Reuse is sound only if which paths above the leaf are valid cannot depend
+// on the leaf. x509.Verify returns only the paths valid for this leaf; a
+// path it rejected for a reason of this leaf's (a name constraint, a
+// required policy, a root's extra constraint, a loop through a certificate
+// named like it) is invisible in its answer, and another leaf of the group
+// may be valid through it. So the test is not on the paths returned but on
+// every certificate that could lie on any path: the closure of candidate
+// issuers, by name, over what the site sent and the store. If none carries
+// a leaf-dependent rule and the leaf is named like none of them, every path
+// above a parent is valid for all leaves or for none, and the paths this
+// leaf got are the paths every leaf signed by the same parent gets.
 func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Certificate, paths [][]*x509.Certificate, t time.Time) {
 	reach, ok := v.reachable(leaf.RawIssuer, inter)
 	if !ok {
@@ -373,13 +385,10 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 	}
 	gs := groupSpan{subjects: map[string]bool{}}
 	for _, c := range reach {
-		if hasLeafConstraints(c) || v.store.constrained[string(c.Raw)] {
-			return
-		}
 		gs.subjects[string(c.RawSubject)] = true
 	}
 	if gs.subjects[string(leaf.RawSubject)] {
-		return // the paths returned may lack those a loop check refused
+		return // a loop check may have removed paths for this leaf only
 	}
 	for _, p := range paths {
 		parent := p[1]
@@ -395,15 +404,14 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 		}
 	}
 	// Every certificate that could be the leaf's parent must be a first
-	// hop already: one that did not sign the first leaf may still sign
-	// another, and which paths lie above it is unknown.
+	// hop already, or another leaf might verify through it differently
+	// (one the first leaf's signature did not match, say).
 	for _, c := range reach {
 		if bytes.Equal(c.RawSubject, leaf.RawIssuer) && !slices.ContainsFunc(gs.parents, func(p *x509.Certificate) bool { return bytes.Equal(p.Raw, c.Raw) }) {
 			return
 		}
 	}
-	// Stable while no certificate that could be on a path changes
-	// validity.
+	// Stable while nothing that could be on a path changes validity.
 	gs.lo, gs.hi = v.stableSpan(reach, t)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -411,54 +419,65 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 }
 
 // maxSignatureChecks is x509.Verify's limit on signature checks in one
-// path search (maxChainSignatureChecks in crypto/x509).
+// path search (maxChainSignatureChecks in crypto/x509). Past it the search
+// stops and returns the paths found so far, which depend on the order it
+// tried candidates in, and that order depends on the leaf (candidates whose
+// key identifier matches the leaf's authority key identifier come first).
 const maxSignatureChecks = 100
 
-// reachable returns every certificate that x509.Verify could consider on a
-// path from a leaf issued under the name issuer, given the intermediates
-// inter and the store: the store's roots and the intermediates named as the
-// issuer, and, above each such intermediate, the same again (x509.Verify
-// ends a path at a root but goes on above an intermediate). ok is false if
-// x509.Verify's path search could exceed its signature-check limit for some
-// leaf, which makes the paths it returns depend on the order it tries them:
-// the bound counts every candidate the search could consider, as if every
-// signature verified, refusing only repeats as x509.Verify does.
+// reachable returns every certificate that could lie on a path above a
+// leaf issued by the name issuer: the intermediates sent and the store's
+// roots whose subject is that name, then, for each intermediate, those
+// named as its issuer, and so on. Roots end paths, as in x509.Verify. ok
+// is false if any of them carries a rule that depends on the leaf (see
+// hasLeafConstraints; for roots also the store's extra constraints, such
+// as distrust-after dates), or if x509.Verify's search could reach its
+// signature-check limit for some leaf of the group. The bound replays the
+// search as x509.Verify runs it, counting a check for every candidate it
+// would consider as if every signature verified and refusing only the
+// repeats it refuses, so no leaf's search can count more.
 func (v *verifier) reachable(issuer []byte, inter []*x509.Certificate) (reach []*x509.Certificate, ok bool) {
 	seen := map[*x509.Certificate]bool{}
-	add := func(c *x509.Certificate) {
+	add := func(c *x509.Certificate) bool {
 		if !seen[c] {
 			seen[c] = true
+			if hasLeafConstraints(c) || v.store.constrained[string(c.Raw)] {
+				return false
+			}
 			reach = append(reach, c)
 		}
+		return true
 	}
 	checks := 0
 	var walk func(issuer []byte, chain []*x509.Certificate) bool
 	walk = func(issuer []byte, chain []*x509.Certificate) bool {
 		for _, r := range v.store.bySubject[string(issuer)] {
-			if checks++; checks > maxSignatureChecks {
+			if checks++; checks > maxSignatureChecks || !add(r) {
 				return false
 			}
-			add(r)
 		}
 		for _, c := range inter {
 			if !bytes.Equal(c.RawSubject, issuer) {
 				continue
 			}
-			if checks++; checks > maxSignatureChecks {
+			if checks++; checks > maxSignatureChecks || !add(c) {
 				return false
 			}
-			add(c)
 			if !repeats(c, chain) && !walk(c.RawIssuer, append(chain[:len(chain):len(chain)], c)) {
 				return false
 			}
 		}
 		return true
 	}
-	return reach, walk(issuer, nil)
+	if !walk(issuer, nil) {
+		return nil, false
+	}
+	return reach, true
 }
 
-// repeats reports whether x509.Verify would refuse c as already in chain:
-// the same subject, key and subject alternative names.
+// repeats reports whether x509.Verify would refuse c as already in chain
+// (alreadyInChain in crypto/x509): the same subject, key and subject
+// alternative names.
 func repeats(c *x509.Certificate, chain []*x509.Certificate) bool {
 	for _, o := range chain {
 		if bytes.Equal(c.RawSubject, o.RawSubject) && bytes.Equal(c.RawSubjectPublicKeyInfo, o.RawSubjectPublicKeyInfo) && bytes.Equal(sanOf(c), sanOf(o)) {
