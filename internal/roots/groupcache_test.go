@@ -453,3 +453,136 @@ func TestGroupCacheSignatureBudget(t *testing.T) {
 	checkOrder(t, store, inter, g.epoch, []*x509.Certificate{namingB, namingA}, want, "leaf naming B first")
 	checkOrder(t, store, inter, g.epoch, []*x509.Certificate{namingA, namingB}, want, "leaf naming A first")
 }
+
+// TestGroupCacheRandomWebs is a property test: random webs of CAs with a
+// fixed seed (names shared by several keys, cross-signatures, roots with a
+// distrust-after constraint, name constraints, explicit-policy
+// requirements, path-length limits, restricted key usages, expired CAs),
+// random leaves (names inside and outside the constraints, with and
+// without the policy, issued before and after the distrust date, some
+// named and keyed like a CA), the intermediates sent in random order, and
+// the leaves verified in several orders: the group cache must agree with
+// x509.Verify on every leaf.
+func TestGroupCacheRandomWebs(t *testing.T) {
+	g := newPKIGen(t)
+	r := mrand.New(mrand.NewPCG(2026, 8))
+	distrust := g.epoch.AddDate(0, -6, 0)
+	distrustAfter := func(chain []*x509.Certificate) error {
+		if chain[0].NotBefore.After(distrust) {
+			return errors.New("distrusted")
+		}
+		return nil
+	}
+	var cached, multi, compared int64
+	for trial := range 40 {
+		store := newStore("random")
+		type identity struct {
+			name string
+			key  *ecdsa.PrivateKey
+			cas  []*genCA // certificates for this name and key
+		}
+		var roots, ids []*identity
+		for i := range 1 + r.IntN(3) {
+			k := g.key()
+			ca := g.ca(fmt.Sprintf("Root %d", i), k, nil, nil)
+			var c func([]*x509.Certificate) error
+			if r.IntN(4) == 0 {
+				c = distrustAfter
+			}
+			store.add(ca.cert, c)
+			roots = append(roots, &identity{name: ca.cert.Subject.CommonName, key: k, cas: []*genCA{ca}})
+		}
+		// One key per name, so that cross-signatures share first hops,
+		// and sometimes a second key for a name (a rollover).
+		for i := range 3 {
+			ids = append(ids, &identity{name: fmt.Sprintf("CA %d", i), key: g.key()})
+		}
+		if r.IntN(3) == 0 {
+			ids = append(ids, &identity{name: "CA 0", key: g.key()})
+		}
+		var inter []*x509.Certificate
+		for range 4 + r.IntN(6) {
+			sub := ids[r.IntN(len(ids))]
+			// The issuer: a root, or a CA that already has a certificate.
+			var cands []*identity
+			cands = append(cands, roots...)
+			for _, id := range ids {
+				if id != sub && len(id.cas) > 0 {
+					cands = append(cands, id)
+				}
+			}
+			iss := cands[r.IntN(len(cands))]
+			parent := iss.cas[r.IntN(len(iss.cas))]
+			ca := g.ca(sub.name, sub.key, parent, func(c *x509.Certificate) {
+				c.SubjectKeyId = []byte{byte(r.IntN(3))}
+				switch r.IntN(10) {
+				case 0:
+					c.ExcludedDNSDomains = []string{"x.test"}
+				case 1:
+					c.Policies = []x509.OID{genPolicy}
+					c.ExtraExtensions = []pkix.Extension{requireExplicitPolicy()}
+				case 2:
+					c.MaxPathLen, c.MaxPathLenZero = 0, true
+				case 3:
+					c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+				case 4:
+					c.NotAfter = g.epoch.AddDate(0, 0, -1)
+				case 5:
+					c.Policies = []x509.OID{genAnyPolicy}
+				}
+			})
+			sub.cas = append(sub.cas, ca)
+			inter = append(inter, ca.cert)
+		}
+		var issuers []*genCA
+		for _, id := range ids {
+			issuers = append(issuers, id.cas...)
+		}
+		if len(issuers) == 0 {
+			continue
+		}
+		// Leaves under one issuer name, so that they share a group.
+		first := issuers[r.IntN(len(issuers))]
+		var leaves []*x509.Certificate
+		for i := range 6 {
+			var under []*genCA
+			for _, c := range issuers {
+				if c.cert.Subject.CommonName == first.cert.Subject.CommonName {
+					under = append(under, c)
+				}
+			}
+			parent := under[r.IntN(len(under))]
+			leaves = append(leaves, g.leaf(fmt.Sprintf("l%d.%s.test", i, []string{"x", "y"}[r.IntN(2)]), parent, func(c *x509.Certificate) {
+				if r.IntN(2) == 0 {
+					c.Policies = []x509.OID{genPolicy}
+				}
+				c.NotBefore = distrust.AddDate(0, 0, r.IntN(60)-30)
+				if r.IntN(6) == 0 {
+					// Named and keyed like a CA of the web.
+					id := ids[r.IntN(len(ids))]
+					c.Subject = pkix.Name{CommonName: id.name}
+					c.DNSNames = nil
+					c.PublicKey = &id.key.PublicKey
+				}
+			}))
+		}
+		r.Shuffle(len(inter), func(i, j int) { inter[i], inter[j] = inter[j], inter[i] })
+		want := map[*x509.Certificate]string{}
+		for _, l := range leaves {
+			want[l] = plainVerify(store, l, inter, g.epoch)
+			if strings.Contains(want[l], ",") {
+				multi++
+			}
+		}
+		for o := range 4 {
+			order := slices.Clone(leaves)
+			r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			cached += checkOrder(t, store, inter, g.epoch, order, want, fmt.Sprintf("trial %d, order %d", trial, o))
+			compared += int64(len(order))
+		}
+	}
+	t.Logf("%d leaf verifications compared, %d decided by the group cache, %d leaves anchored at several roots", compared, cached, multi)
+	if cached == 0 || multi == 0 {
+		t.Errorf("the webs exercise too little: %d cached, %d multi-root", cached, multi)
+	}
+}
