@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/base64"
 	"errors"
 	"hash/maphash"
@@ -237,18 +238,39 @@ func (v *verifier) verifyNow(chain [][]byte, t time.Time) span {
 	return sp
 }
 
-// A group is every chain that sends the same intermediates after a leaf
-// from the same issuer name. Verifying a chain fully costs a signature check
-// per edge of every path plus parsing every certificate; within a group
-// only the leaf differs, so once one leaf of the group has been verified
-// fully, another needs only its own certificate parsed, its validity and
-// usage checked and its signature checked against the parents the paths
-// start with. That is exactly what x509.Verify would conclude, under the
-// conditions groupEntry.learn checks: every possible parent was seen on a
-// path, and nothing that could lie on any path, found or not, constrains
-// the leaf's contents (name constraints, explicit policy, or a trust-store
-// root's extra constraint) or is named like the leaf. Anything else takes
-// the full verification.
+// A group is every chain that sends the same intermediates, in the same
+// order, after a leaf from the same issuer name. Verifying a chain fully
+// costs a signature check per edge of every path plus parsing every
+// certificate; within a group only the leaf differs, so once one leaf of the
+// group has been verified fully, another needs only its own certificate
+// parsed, its validity and usage checked and its signature checked against
+// the parents the paths start with.
+//
+// That is exactly what x509.Verify would conclude when, above the leaf,
+// nothing depends on the leaf. groupEntry.learn establishes it over every
+// certificate that could lie on any path (see reachable), not only those on
+// the paths the first leaf's verification returned, for a path rejected for
+// a leaf-specific reason is absent from them:
+//   - no such certificate carries a name constraint or an explicit-policy
+//     requirement, nor an unhandled critical extension, and no such root
+//     carries a trust-store constraint (Mozilla's distrust-after dates
+//     judge the leaf's NotBefore): these are the checks x509.Verify makes
+//     of a path that read the leaf;
+//   - no such certificate has the subject of the first leaf, nor of any leaf
+//     decided from the cache: x509.Verify refuses a path that repeats a
+//     certificate (subject, key and SANs), so a leaf named like a
+//     certificate above it can lose a path that other leaves keep;
+//   - every certificate that could be the leaf's parent is the first hop of
+//     a returned path;
+//   - the worst-case number of signature checks in x509.Verify's path
+//     search stays within its limit of 100, past which it stops early with
+//     whatever paths it has.
+//
+// The rest of x509.Verify's checks of a path (validity at the time, CA
+// flags, path length, key usage given a leaf fit for server
+// authentication, policy mapping without an explicit-policy requirement)
+// do not read the leaf, so every leaf signed by a first hop has the same
+// paths above it. Anything else takes the full verification.
 type groupEntry struct {
 	mu    sync.Mutex
 	spans []groupSpan
@@ -396,12 +418,12 @@ func (g *groupEntry) learn(v *verifier, leaf *x509.Certificate, inter []*x509.Ce
 	g.spans = append(g.spans, gs)
 }
 
-// maxReach bounds the certificates reachable above a group's leaves that
-// learn considers; a larger web of cross-signatures is not cached. Real
-// chains reach a handful; the bound keeps the walk cheap and far from
-// x509.Verify's budget of signature checks, past which two leaves could
-// see different subsets of paths.
-const maxReach = 32
+// maxSignatureChecks is x509.Verify's limit on signature checks in one
+// path search (maxChainSignatureChecks in crypto/x509). Past it the search
+// stops and returns the paths found so far, which depend on the order it
+// tried candidates in, and that order depends on the leaf (candidates whose
+// key identifier matches the leaf's authority key identifier come first).
+const maxSignatureChecks = 100
 
 // reachable returns every certificate that could lie on a path above a
 // leaf issued by the name issuer: the intermediates sent and the store's
@@ -409,45 +431,72 @@ const maxReach = 32
 // named as its issuer, and so on. Roots end paths, as in x509.Verify. ok
 // is false if any of them carries a rule that depends on the leaf (see
 // hasLeafConstraints; for roots also the store's extra constraints, such
-// as distrust-after dates), or if there are more than maxReach.
+// as distrust-after dates), or if x509.Verify's search could reach its
+// signature-check limit for some leaf of the group. The bound replays the
+// search as x509.Verify runs it, counting a check for every candidate it
+// would consider as if every signature verified and refusing only the
+// repeats it refuses, so no leaf's search can count more.
 func (v *verifier) reachable(issuer []byte, inter []*x509.Certificate) (reach []*x509.Certificate, ok bool) {
-	seenName := map[string]bool{}
-	seenCert := map[string]bool{}
-	names := [][]byte{issuer}
-	for len(names) > 0 {
-		name := names[len(names)-1]
-		names = names[:len(names)-1]
-		if seenName[string(name)] {
-			continue
-		}
-		seenName[string(name)] = true
-		for _, r := range v.store.bySubject[string(name)] {
-			if seenCert[string(r.Raw)] {
-				continue
-			}
-			seenCert[string(r.Raw)] = true
-			if hasLeafConstraints(r) || v.store.constrained[string(r.Raw)] {
-				return nil, false
-			}
-			reach = append(reach, r)
-		}
-		for _, c := range inter {
-			if !bytes.Equal(c.RawSubject, name) || seenCert[string(c.Raw)] {
-				continue
-			}
-			seenCert[string(c.Raw)] = true
-			if hasLeafConstraints(c) {
-				return nil, false
+	seen := map[*x509.Certificate]bool{}
+	add := func(c *x509.Certificate) bool {
+		if !seen[c] {
+			seen[c] = true
+			if hasLeafConstraints(c) || v.store.constrained[string(c.Raw)] {
+				return false
 			}
 			reach = append(reach, c)
-			names = append(names, c.RawIssuer)
 		}
-		if len(reach) > maxReach {
-			return nil, false
+		return true
+	}
+	checks := 0
+	var walk func(issuer []byte, chain []*x509.Certificate) bool
+	walk = func(issuer []byte, chain []*x509.Certificate) bool {
+		for _, r := range v.store.bySubject[string(issuer)] {
+			if checks++; checks > maxSignatureChecks || !add(r) {
+				return false
+			}
 		}
+		for _, c := range inter {
+			if !bytes.Equal(c.RawSubject, issuer) {
+				continue
+			}
+			if checks++; checks > maxSignatureChecks || !add(c) {
+				return false
+			}
+			if !repeats(c, chain) && !walk(c.RawIssuer, append(chain[:len(chain):len(chain)], c)) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(issuer, nil) {
+		return nil, false
 	}
 	return reach, true
 }
+
+// repeats reports whether x509.Verify would refuse c as already in chain
+// (alreadyInChain in crypto/x509): the same subject, key and subject
+// alternative names.
+func repeats(c *x509.Certificate, chain []*x509.Certificate) bool {
+	for _, o := range chain {
+		if bytes.Equal(c.RawSubject, o.RawSubject) && bytes.Equal(c.RawSubjectPublicKeyInfo, o.RawSubjectPublicKeyInfo) && bytes.Equal(sanOf(c), sanOf(o)) {
+			return true
+		}
+	}
+	return false
+}
+
+func sanOf(c *x509.Certificate) []byte {
+	for _, e := range c.Extensions {
+		if e.Id.Equal(oidSAN) {
+			return e.Value
+		}
+	}
+	return nil
+}
+
+var oidSAN = asn1.ObjectIdentifier{2, 5, 29, 17}
 
 // hasLeafConstraints reports whether a CA certificate constrains what its
 // subordinates may contain, making a path's validity depend on the leaf.
