@@ -128,6 +128,8 @@ func printProofs(env *Env, name string, r *proofbench.Result) {
 	row("verify absence (us)", r.VerifyAbsenceUsP50, r.VerifyAbsenceUsAvg, r.VerifyAbsenceUsMax)
 	row("verify presence + sig (us)", r.VerifyPresenceSigUsP50, r.VerifyPresenceSigUsAvg, r.VerifyPresenceSigUsMax)
 	row("verify absence + sig (us)", r.VerifyAbsenceSigUsP50, r.VerifyAbsenceSigUsAvg, r.VerifyAbsenceSigUsMax)
+	row("verify presence + head (us)", r.VerifyPresenceHeadUsP50, r.VerifyPresenceHeadUsAvg, r.VerifyPresenceHeadUsMax)
+	row("verify absence + head (us)", r.VerifyAbsenceHeadUsP50, r.VerifyAbsenceHeadUsAvg, r.VerifyAbsenceHeadUsMax)
 	row("verify presence + det. (us)", r.VerifyPresenceDetachedUsP50, r.VerifyPresenceDetachedUsAvg, r.VerifyPresenceDetachedUsMax)
 	row("verify absence + det. (us)", r.VerifyAbsenceDetachedUsP50, r.VerifyAbsenceDetachedUsAvg, r.VerifyAbsenceDetachedUsMax)
 	fmt.Fprintf(w, "  %-28s %10s %10s %10s\n", "", "min", "avg", "max")
@@ -135,6 +137,6 @@ func printProofs(env *Env, name string, r *proofbench.Result) {
 	fmt.Fprintf(w, "  %-28s %10d %10.1f %10d\n", "absence proof (bytes)", r.AbsenceBytesMin, r.AbsenceBytesAvg, r.AbsenceBytesMax)
 	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d\n", "presence + det. sig (bytes)", "", r.PresenceSignedBytesAvg, r.PresenceSignedBytesMax)
 	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d\n", "absence + det. sig (bytes)", "", r.AbsenceSignedBytesAvg, r.AbsenceSignedBytesMax)
-	fmt.Fprintf(w, "  signed checkpoint note: %d bytes (fetched once per root)\n", r.CheckpointBytes)
+	fmt.Fprintf(w, "  signed checkpoint note: %d bytes; signed sorted-tree head, as provers serve it: %d bytes (fetched once per root)\n", r.CheckpointBytes, r.HeadBytes)
 	fmt.Fprintf(w, "  ceilings: SHA-256 path of %d hashes %.2f us, Ed25519 verify %.1f us (p50)\n", r.Depth, r.CeilingPathUsP50, r.CeilingEd25519UsP50)
 }
