@@ -87,8 +87,10 @@ func StartTTPs(o TTPOptions) (t *TTPs, err error) {
 		return nil, err
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
+	// As pkie prover serve runs it: a new head's log checkpoint must be
+	// consistent with the one bound to the head before.
 	if t.CTProver, err = prover.New(prover.Config{PKIE: prover.CT, Verifier: t.Log.Verifier(), Now: o.Now, MaxAge: o.ProverMaxAge,
-		Feed: &feed.Client{Base: t.LogURL + "/v1/sorted", HTTP: hc}}); err != nil {
+		Feed: &feed.Client{Base: t.LogURL + "/v1/sorted", HTTP: hc}, LogConsistency: prover.LogConsistency(t.LogURL, hc)}); err != nil {
 		return nil, err
 	}
 	if t.RevProver, err = prover.New(prover.Config{PKIE: prover.Revocation, Verifier: t.Revocation.Verifier(), Now: o.Now, MaxAge: o.ProverMaxAge,
