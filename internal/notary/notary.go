@@ -353,6 +353,13 @@ func (n *Notary) probeOnce(client string, k store.Key, t probe.Target, abandon <
 	wctx, cancel := context.WithTimeout(pctx, n.cfg.RequestTimeout)
 	defer cancel()
 	if err := n.cfg.History.Observe(wctx, k, obs.SHA256, obs.SHA1, obs.Time, n.cfg.MaxHistory); err != nil {
+		if wctx.Err() != nil {
+			// A stalled write (a locked table, an overloaded database) is
+			// a timeout, 503, whichever of this deadline and the waiting
+			// request's fires first; the database's own cancellation
+			// error need not wrap the context's.
+			return nil, &waitTimeout{fmt.Errorf("recording the observation took longer than %v: %w", n.cfg.RequestTimeout, err)}
+		}
 		return nil, &storageError{fmt.Errorf("notary storage failed recording the observation: %w", err)}
 	}
 	n.recent.forget(k)
