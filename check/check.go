@@ -207,12 +207,10 @@ type Config struct {
 // Checker checks certificates. It is safe for concurrent use; Close it to
 // release the cache and idle notary connections.
 type Checker struct {
-	// caByDefault requires "ca" for every check that has a chain.
-	caByDefault bool
-	cfg         Config
-	prober      *probe.Prober
-	client      *consensus.Client
-	cache       *consensus.Cache
+	cfg    Config
+	prober *probe.Prober
+	client *consensus.Client
+	cache  *consensus.Cache
 	// cacheConfig names the configuration whose verdicts the cache holds
 	// (consensus.Configuration.Key).
 	cacheConfig string
@@ -274,9 +272,6 @@ func New(cfg Config) (*Checker, error) {
 		}
 		names[s.Name()] = true
 		c.sources = append(c.sources, s)
-	}
-	if !cfg.TrustAgility {
-		c.caByDefault = true
 	}
 	for _, r := range cfg.Require {
 		if !names[r] {
@@ -536,7 +531,8 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 		// from whatever the server sent second.
 		a, chains := c.sources[0].(CASource).verify(obs)
 		a.Source, a.Duration = "ca", time.Since(ss)
-		a.Required = c.require["ca"] || c.caByDefault && len(obs.Chain) > 0
+		// Required by default for every check that has a chain.
+		a.Required = c.require["ca"] || !c.cfg.TrustAgility && len(obs.Chain) > 0
 		assertions[0] = a
 		sctx := withVerifiedChains(dctx, chains)
 		var swg sync.WaitGroup

@@ -32,8 +32,8 @@ func runBenchNotary(ctx context.Context, env *Env, args []string) error {
 	for _, s := range []notarybench.Stats{r.Cached, r.CachedCeiling, r.Uncached, r.UncachedCeil} {
 		fmt.Fprintf(w, "%-28s %10.0f %8.2f %8.2f %8.2f %6d\n", s.Name, s.PerSecond, s.P50ms, s.P99ms, 100*s.Rate503, s.Errors)
 	}
-	fmt.Fprintf(w, "cached / ceiling   = %.2f   (seed notary: %.0f req/s cached on 8 cores)\n", r.CachedRatio, r.PaperCachedRPS)
-	fmt.Fprintf(w, "uncached / ceiling = %.2f   (seed notary: %.0f req/s uncached)\n\n", r.UncachedRatio, r.PaperUncachedRPS)
+	fmt.Fprintf(w, "cached / ceiling   = %.2f   (Forced Perspectives' notary: %.0f req/s cached on 8 cores)\n", r.CachedRatio, r.PaperCachedRPS)
+	fmt.Fprintf(w, "uncached / ceiling = %.2f   (Forced Perspectives' notary: %.0f req/s uncached)\n\n", r.UncachedRatio, r.PaperUncachedRPS)
 	fmt.Fprintf(w, "%-20s %8s %7s %8s %8s %8s %9s\n", "client latency", "notaries", "RTT ms", "p50 ms", "p99 ms", "mean ms", "paper ms")
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "%-20s %8d %7.0f %8.1f %8.1f %8.1f %9.0f\n", l.Event, l.Notaries, l.RTTms, l.P50ms, l.P99ms, l.MeanMS, l.PaperMS)

@@ -56,7 +56,7 @@ func newAttack(name string, w *world, sc Scale) *attack {
 
 func (a *attack) stats() AttackStats {
 	info := attackInfo[a.name]
-	return AttackStats{Name: a.name, Item: info.item, Target: info.target, Source: a.source, What: info.what,
+	return AttackStats{Name: a.name, Target: info.target, Source: a.source, What: info.what,
 		Phases: a.phases, Counters: a.c.list(), Achieved: a.achieved()}
 }
 
@@ -95,7 +95,7 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// slowAddChain (issue 7 item 6) opens add-chain requests that announce a
+// slowAddChain opens add-chain requests that announce a
 // 64 KiB body and trickle it one byte a second, so each holds whatever the
 // log gives a request in flight for as long as the log lets it.
 func (a *attack) slowAddChain() {
@@ -186,7 +186,7 @@ func (a *attack) countStatus(code int) {
 	}
 }
 
-// probeFlood (item 10) keeps FloodWorkers v1 checks in flight, each with a
+// probeFlood keeps FloodWorkers v1 checks in flight, each with a
 // new SNI name of a target that accepts TCP and never answers TLS, so none
 // coalesces with another and each probe holds a slot for the prober's whole
 // timeout.
@@ -234,7 +234,7 @@ func (a *attack) probeFlood() {
 	}
 }
 
-// idleConns (item 11) holds IdleConns connections open to each service and
+// idleConns holds IdleConns connections open to each service and
 // sends nothing more: to the notary an HTTP/2 connection (preface and
 // settings, nothing else), to the log an HTTP/1.1 keep-alive connection
 // after one request. A connection the server closes is reopened after a
@@ -310,7 +310,7 @@ func (a *attack) idleConns() {
 	}
 }
 
-// poison (item 1) runs its own TLS server at 127.0.0.7 on the victim site's
+// poison runs its own TLS server at 127.0.0.7 on the victim site's
 // port, serving a new certificate for victim.test on every connection, and
 // asks the notary over v1 to check victim.test pinned to that address. It
 // then asks, without a pin, whether the notary vouches for the certificate
@@ -472,7 +472,7 @@ func malformedCases(port int) []malformedCase {
 
 // malformed sends malformed bodies, queries and paths to both services at
 // MalformedRate. Each should get a JSON 4xx; the counts say what else came
-// back (redirects: item 19).
+// back (redirects).
 func (a *attack) malformed() {
 	a.source = malformedSource
 	a.c = newCounters("requests", "json_4xx", "plain_4xx", "redirects", "overloaded_503", "server_errors", "other_status", "errors", "cut_by_phase_end")

@@ -69,7 +69,7 @@ func h2Housekeeping(fr *http2.Framer, wmu *sync.Mutex, f http2.Frame) {
 	}
 }
 
-// h2SlowBodies (issue 7 item 5) opens H2Conns HTTP/2 connections to the
+// h2SlowBodies opens H2Conns HTTP/2 connections to the
 // notary and on each keeps up to H2Streams Convergence requests open (or as
 // many as the server allows) that announce content-length: 4000 and never
 // send a body. Every second it replaces the streams the server has ended.

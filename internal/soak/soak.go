@@ -8,7 +8,7 @@
 // notary), so a soak measures whatever bounds the code has today. Good
 // traffic comes at a fixed rate from 127.0.0.1, open loop: a slow answer does
 // not slow the sender, so an attack that stalls the services shows up as
-// latency and failures rather than as fewer requests. Each attack of issue 7
+// latency and failures rather than as fewer requests. Each attack of docs/security.md
 // is its own generator and comes from its own loopback address (127.0.0.2,
 // 127.0.0.3, …), so that bounds per client address can tell it from the good
 // client.
@@ -33,12 +33,12 @@ import (
 
 // Attack names, as --attacks takes them.
 const (
-	AttackH2SlowBodies = "h2-slow-bodies" // issue 7 item 5
-	AttackSlowAddChain = "slow-add-chain" // item 6
-	AttackProbeFlood   = "probe-flood"    // item 10
-	AttackIdleConns    = "idle-conns"     // item 11
-	AttackPoison       = "v1-poison"      // item 1
-	AttackMalformed    = "malformed"      // malformed bodies and paths (items 17, 19)
+	AttackH2SlowBodies = "h2-slow-bodies"
+	AttackSlowAddChain = "slow-add-chain"
+	AttackProbeFlood   = "probe-flood"
+	AttackIdleConns    = "idle-conns"
+	AttackPoison       = "v1-poison"
+	AttackMalformed    = "malformed" // malformed bodies and paths
 )
 
 // Attacks lists every attack in the order the phases run them. The probe
@@ -48,13 +48,13 @@ const (
 var Attacks = []string{AttackPoison, AttackMalformed, AttackIdleConns, AttackH2SlowBodies, AttackSlowAddChain, AttackProbeFlood}
 
 // attackInfo says what each attack is, for the report.
-var attackInfo = map[string]struct{ item, target, what string }{
-	AttackH2SlowBodies: {"5", "notary", "HTTP/2 streams with content-length and no body"},
-	AttackSlowAddChain: {"6", "log", "add-chain bodies trickled one byte a second"},
-	AttackProbeFlood:   {"10", "notary", "v1 checks with distinct SNIs of a target that never answers TLS"},
-	AttackIdleConns:    {"11", "notary+log", "idle connections held open"},
-	AttackPoison:       {"1", "notary", "v1 checks pinned to the attacker's address under a victim's name"},
-	AttackMalformed:    {"17,19", "notary+log", "malformed bodies, queries and paths"},
+var attackInfo = map[string]struct{ target, what string }{
+	AttackH2SlowBodies: {"notary", "HTTP/2 streams with content-length and no body"},
+	AttackSlowAddChain: {"log", "add-chain bodies trickled one byte a second"},
+	AttackProbeFlood:   {"notary", "v1 checks with distinct SNIs of a target that never answers TLS"},
+	AttackIdleConns:    {"notary+log", "idle connections held open"},
+	AttackPoison:       {"notary", "v1 checks pinned to the attacker's address under a victim's name"},
+	AttackMalformed:    {"notary+log", "malformed bodies, queries and paths"},
 }
 
 // Scale sets the size of each attack. The zero value of a field means the
@@ -174,7 +174,6 @@ type Counter struct {
 // AttackStats is what one attack did and achieved.
 type AttackStats struct {
 	Name     string    `json:"name"`
-	Item     string    `json:"issue_item"`
 	Target   string    `json:"target"`
 	Source   string    `json:"source"`
 	What     string    `json:"what"`

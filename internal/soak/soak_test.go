@@ -67,7 +67,7 @@ func TestRunSmall(t *testing.T) {
 		for _, c := range a.Counters {
 			sum += c.Value
 		}
-		if sum == 0 || a.Achieved == "" || a.Item == "" || !strings.HasPrefix(a.Source, "127.0.0.") || a.Source == goodSource || len(a.Phases) != 2 {
+		if sum == 0 || a.Achieved == "" || a.What == "" || !strings.HasPrefix(a.Source, "127.0.0.") || a.Source == goodSource || len(a.Phases) != 2 {
 			t.Errorf("attack %+v: want counts, a summary, its own source address and two phases", a)
 		}
 	}

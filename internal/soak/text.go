@@ -47,7 +47,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nattacks")
 	for _, a := range r.Attacks {
-		fmt.Fprintf(w, "  %s (issue 7 item %s; %s from %s; phases: %s)\n", a.Name, a.Item, a.Target, a.Source, strings.Join(a.Phases, ", "))
+		fmt.Fprintf(w, "  %s (%s from %s; phases: %s)\n", a.Name, a.Target, a.Source, strings.Join(a.Phases, ", "))
 		fmt.Fprintf(w, "    %s: %s\n", a.What, a.Achieved)
 		var cs []string
 		for _, c := range a.Counters {

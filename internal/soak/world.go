@@ -240,7 +240,7 @@ func httpClient(src string, cert *x509.Certificate, keepAlive bool, conns int, t
 			MaxIdleConnsPerHost: conns,
 			TLSHandshakeTimeout: 5 * time.Second,
 		},
-		// A redirect is an answer in its own right here (issue 7 item 19).
+		// A redirect is an answer in its own right here.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
