@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/pecbench"
+)
+
+func runBenchPEC(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "bench pec", "[--rows LIST] [--duration D] [--sessions N] [--window N] [--plot PREFIX] [--json]")
+	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(pecbench.AllRows, ", "))
+	sessions := fs.Int("sessions", 64, "throughput: concurrent client sessions")
+	window := fs.Int("window", 8, "throughput: submissions in flight per session")
+	duration := fs.Duration("duration", 5*time.Second, "throughput: counted length of each run (cloud, then echo ceiling)")
+	warmup := fs.Duration("warmup", time.Second, "throughput: uncounted start of each run")
+	transport := fs.String("transport", "quic", "throughput: quic or tcp")
+	ctLeaves := fs.Uint64("ct-leaves", pecbench.PaperCTLeaves, "client cost: keys in the CT-scale tree (the PEC paper's log: 2,129,920)")
+	revoked := fs.Uint64("revoked", pecbench.PaperRevokedLeaves, "client cost: keys in the revocation-scale tree (the PEC paper's CRL: 53,164)")
+	keys := fs.Int("keys", 1000, "client cost: random keys proved per tree (>= 1000)")
+	dir := fs.String("dir", "", "client cost: directory for the temporary tree files (default: the system temp dir)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("unexpected argument %q", pos[0])
+	}
+	cfg := pecbench.Config{Sessions: *sessions, Window: *window, Duration: *duration, Warmup: *warmup, Transport: *transport,
+		CTLeaves: *ctLeaves, RevokedLeaves: *revoked, Samples: *keys, Dir: *dir, Progress: prefixWriter{env, "bench pec: "}}
+	if *rows != "all" {
+		for _, r := range strings.Split(*rows, ",") {
+			cfg.Rows = append(cfg.Rows, strings.TrimSpace(r))
+		}
+	}
+	if *sessions < 1 || *window < 1 || *duration <= 0 || *warmup < 0 {
+		return usageError("--sessions and --window must be at least 1, --duration positive")
+	}
+	if *ctLeaves == 0 || *revoked == 0 {
+		return usageError("--ct-leaves and --revoked must be at least 1")
+	}
+	if err := cfg.Check(); err != nil {
+		return usageError("%v", err)
+	}
+	r, err := pecbench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, r)
+	}
+	r.WriteText(env.Stdout)
+	fmt.Fprintln(env.Stdout)
+	return nil
+}
