@@ -90,6 +90,9 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	}, leafKey, prover.LogSCTs)
 }
 
+// logWord names the log a CT head is built from, in reasons.
+const logWord = "the log's checkpoint"
+
 func leafKey(req *pkie.ProveRequest) ([32]byte, error) {
 	if len(req.Chain) == 0 {
 		return [32]byte{}, fmt.Errorf("%w: no certificate", pkie.ErrUnsupported)
@@ -156,16 +159,16 @@ func (v *Verifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Asser
 	if err != nil {
 		a := pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("log %s: %v", v.pin.Verifier.Name(), err)}
 		if res != nil {
-			a.Reason += " (under " + treeproof.Evidence(v.pin, res) + ")"
+			a.Reason += " (under " + treeproof.Evidence(v.pin, res, logWord) + ")"
 			a.Time = res.CheckpointTime
 		}
 		return a
 	}
 	if res.Present {
 		return pkie.Assertion{Status: pkie.Pass, Time: res.CheckpointTime,
-			Reason: "logged: in the sorted tree of " + treeproof.Evidence(v.pin, res)}
+			Reason: "logged: in the sorted tree under " + treeproof.Evidence(v.pin, res, logWord)}
 	}
 	return pkie.Assertion{Status: pkie.Pass, Time: res.CheckpointTime,
-		Reason: fmt.Sprintf("not yet in the sorted tree of %s, but the log's SCT of %s is within its %s maximum merge delay",
-			treeproof.Evidence(v.pin, res), res.SCTTime.UTC().Format(time.RFC3339), v.mmd)}
+		Reason: fmt.Sprintf("not yet in the sorted tree under %s, but the log's SCT of %s is within its %s maximum merge delay",
+			treeproof.Evidence(v.pin, res, logWord), res.SCTTime.UTC().Format(time.RFC3339), v.mmd)}
 }

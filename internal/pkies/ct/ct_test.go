@@ -126,7 +126,7 @@ func TestVerify(t *testing.T) {
 		status pkie.Status
 		reason []string
 	}{
-		{"logged", w.logged, good, now, pkie.Pass, []string{"logged: in the sorted tree of pkie.test/log's head of", "keys, root"}},
+		{"logged", w.logged, good, now, pkie.Pass, []string{"logged: in the sorted tree under pkie.test/log's head signed", "keys, root", "built from the log's checkpoint of 1 entries"}},
 		{"pending with SCT", w.pending, prove(t, w.prover, w.pending), now, pkie.Pass, []string{"not yet in the sorted tree", "SCT of", "maximum merge delay"}},
 		{"never logged", w.never, prove(t, w.prover, w.never), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree and has no SCT"}},
 		{"no proof", w.logged, nil, now, pkie.Unknown, []string{"no CT proof"}},
@@ -195,7 +195,7 @@ func TestRunSyncs(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(w.pending), Proof: prove(t, p, w.pending)})
-		if a.Status == pkie.Pass && strings.HasPrefix(a.Reason, "logged: in the sorted tree") {
+		if a.Status == pkie.Pass && strings.HasPrefix(a.Reason, "logged: in the sorted tree under") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -177,10 +177,10 @@ func (v *Verifier) VerifyKey(key [32]byte, proof *pkie.Proof, now time.Time) pki
 	}
 	if res.Revoked {
 		return pkie.Assertion{Status: pkie.Fail, Time: res.CheckpointTime,
-			Reason: "revoked: listed in " + treeproof.Evidence(v.pin, res)}
+			Reason: "revoked: listed under " + treeproof.Evidence(v.pin, res, "the authority's key log")}
 	}
 	return pkie.Assertion{Status: pkie.Pass, Time: res.CheckpointTime,
-		Reason: "not revoked: absent from " + treeproof.Evidence(v.pin, res)}
+		Reason: "not revoked: absent under " + treeproof.Evidence(v.pin, res, "the authority's key log")}
 }
 
 // VerifiedIssuer returns the certificate that issued leaf, as the

@@ -86,8 +86,8 @@ func TestVerify(t *testing.T) {
 		status pkie.Status
 		reason []string
 	}{
-		{"not revoked", good.Chain, okProof, now, pkie.Pass, []string{"not revoked: absent from pkie.test/revocation's head of", "1 keys, root"}},
-		{"revoked", revoked.Chain, prove(t, p, revoked.Chain), now, pkie.Fail, []string{"revoked: listed in pkie.test/revocation's head of"}},
+		{"not revoked", good.Chain, okProof, now, pkie.Pass, []string{"not revoked: absent under pkie.test/revocation's head signed", "keys, root"}},
+		{"revoked", revoked.Chain, prove(t, p, revoked.Chain), now, pkie.Fail, []string{"revoked: listed under pkie.test/revocation's head signed"}},
 		{"no proof", good.Chain, nil, now, pkie.Unknown, []string{"no revocation proof"}},
 		{"forged head", good.Chain, flipped(2 + 32 + 2 + 20), now, pkie.Fail, []string{"revocation authority pkie.test/revocation", "head rejected"}},
 		{"forged claim", good.Chain, flipped(1), now, pkie.Fail, []string{"revocation authority pkie.test/revocation", "unknown flags"}},

@@ -47,9 +47,10 @@ func Open(id pkie.ID, pkieName string, p *pkie.Proof) (*prover.Response, error) 
 	return b.Response(pkieName), nil
 }
 
-// Evidence names a verified head in reasons: the TTP's key name, the
-// tree's size and root, and when the head was signed.
-func Evidence(pin prover.Pin, res *prover.Result) string {
-	return fmt.Sprintf("%s's head of %s (%d keys, root %x…, bound to its log of %d entries)",
-		pin.Verifier.Name(), res.CheckpointTime.UTC().Format(time.RFC3339), res.TreeSize, res.TreeRoot[:6], res.LogSize)
+// Evidence names a verified head in reasons: the TTP's key name, when the
+// head was signed, the tree's size and root, and the log it was built from
+// (log names that log: "the log's checkpoint", "the authority's key log").
+func Evidence(pin prover.Pin, res *prover.Result, log string) string {
+	return fmt.Sprintf("%s's head signed %s (sorted tree of %d keys, root %x…, built from %s of %d entries)",
+		pin.Verifier.Name(), res.CheckpointTime.UTC().Format(time.RFC3339), res.TreeSize, res.TreeRoot[:6], log, res.LogSize)
 }
