@@ -27,6 +27,7 @@ type session struct {
 	id         pecwire.ClientID
 	registered bool
 	submitted  bool
+	final      pecwire.Message // the Error that ends the session, if any
 
 	mu       sync.Mutex
 	inflight map[dupKey]bool      // submissions for this client being proved
@@ -44,6 +45,7 @@ var (
 	errClosed     = errors.New("closed")
 	errShutdown   = errors.New("shutdown")
 	errWrite      = errors.New("write")
+	errFull       = errors.New("busy")
 )
 
 // serveSession runs one session until it ends, then frees what it held. It
@@ -65,11 +67,16 @@ func (c *Cloud) serveSession(ctx context.Context, conn *pecwire.Conn, addr strin
 	// leave the reader blocked until the idle timeout.
 	stop := context.AfterFunc(sctx, func() { conn.Close() })
 	err := s.readLoop()
+	closedByCancel := !stop()
 	s.cancel(err)
-	stop()
 	<-writerDone
 	if s.registered {
 		c.unregister(s.id, s)
+	}
+	if s.final != nil && !closedByCancel {
+		// Tell the peer why, and let the message reach it before the
+		// connection goes.
+		conn.Shutdown(s.final, time.Now().Add(min(c.cfg.WriteTimeout, maxLinger)))
 	}
 	conn.Close()
 	c.leave(addr)
@@ -83,7 +90,7 @@ func (c *Cloud) serveSession(ctx context.Context, conn *pecwire.Conn, addr strin
 }
 
 func reasonLabel(err error) string {
-	for _, e := range []error{errIdle, errSlowReader, errProtocol, errTooLarge, errMalformed, errClosed, errShutdown, errWrite} {
+	for _, e := range []error{errIdle, errSlowReader, errProtocol, errTooLarge, errMalformed, errClosed, errShutdown, errWrite, errFull} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}
@@ -122,7 +129,7 @@ func (s *session) readLoop() error {
 				if !errors.Is(err, errBusy) {
 					c.log.Error("registration failed", "err", err)
 				}
-				return s.fail(pecwire.RejectBusy, "too many clients registered: try another point of presence", errSlowReader)
+				return s.fail(pecwire.RejectBusy, "too many clients registered: try another point of presence", errFull)
 			}
 			s.id, s.registered = id, true
 			c.m.registrations.Inc()
@@ -172,11 +179,15 @@ func isDecodeError(err error) bool {
 	return strings.HasPrefix(msg, "pecwire: ") && !strings.HasPrefix(msg, "pecwire: frame body")
 }
 
-// fail tells the peer why its session ends (best effort, bounded by the
-// write timeout) and returns reason.
+// maxLinger bounds how long an ending session waits for its last message
+// to be taken.
+const maxLinger = 2 * time.Second
+
+// fail arranges for the peer to be told why its session ends and returns
+// reason.
 func (s *session) fail(code pecwire.RejectCode, text string, reason error) error {
 	s.c.m.rejects.WithLabelValues(code.String()).Inc()
-	s.conn.Send(&pecwire.Error{Code: code, Text: text}, time.Now().Add(s.c.cfg.WriteTimeout))
+	s.final = &pecwire.Error{Code: code, Text: text}
 	return reason
 }
 
