@@ -21,6 +21,8 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	revoked := fs.Uint64("revoked", pecbench.PaperRevokedLeaves, "client cost: keys in the revocation-scale tree (the PEC paper's CRL: 53,164)")
 	keys := fs.Int("keys", 1000, "client cost: random keys proved per tree (>= 1000)")
 	dir := fs.String("dir", "", "client cost: directory for the temporary tree files (default: the system temp dir)")
+	logFill := fs.Int("log-fill", 4095, "certificates logged besides the site's, so CT proofs have realistic depth")
+	revokedFill := fs.Int("revoked-fill", pecbench.PaperRevokedLeaves, "serials revoked (the PEC paper's CRL: 53,164)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -30,7 +32,7 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 		return usageError("unexpected argument %q", pos[0])
 	}
 	cfg := pecbench.Config{Sessions: *sessions, Window: *window, Duration: *duration, Warmup: *warmup, Transport: *transport,
-		CTLeaves: *ctLeaves, RevokedLeaves: *revoked, Samples: *keys, Dir: *dir, Progress: prefixWriter{env, "bench pec: "}}
+		CTLeaves: *ctLeaves, RevokedLeaves: *revoked, Samples: *keys, Dir: *dir, LogFill: *logFill, RevokedFill: *revokedFill, Progress: prefixWriter{env, "bench pec: "}}
 	if *rows != "all" {
 		for _, r := range strings.Split(*rows, ",") {
 			cfg.Rows = append(cfg.Rows, strings.TrimSpace(r))
@@ -41,6 +43,16 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	}
 	if *ctLeaves == 0 || *revoked == 0 {
 		return usageError("--ct-leaves and --revoked must be at least 1")
+	}
+	if *logFill < 0 || *revokedFill < 0 || *logFill > 1<<20 || *revokedFill > 1<<24 {
+		return usageError("--log-fill must be 0 to %d and --revoked-fill 0 to %d", 1<<20, 1<<24)
+	}
+	// In the Config zero means the default and a negative count none.
+	if *logFill == 0 {
+		cfg.LogFill = -1
+	}
+	if *revokedFill == 0 {
+		cfg.RevokedFill = -1
 	}
 	if err := cfg.Check(); err != nil {
 		return usageError("%v", err)

@@ -12,7 +12,7 @@ func TestBenchPECClientJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
 	code := Main(context.Background(), env, []string{"bench", "pec", "--rows", "client", "--ct-leaves", "3000", "--revoked", "600",
-		"--dir", t.TempDir(), "--json"})
+		"--log-fill", "10", "--revoked-fill", "10", "--dir", t.TempDir(), "--json"})
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -55,6 +55,7 @@ func TestBenchPECUsage(t *testing.T) {
 		{[]string{"bench", "pec", "--transport", "sctp"}, "transport"},
 		{[]string{"bench", "pec", "--sessions", "0"}, "--sessions"},
 		{[]string{"bench", "pec", "extra"}, "unexpected argument"},
+		{[]string{"bench", "pec", "--log-fill", "-1"}, "--log-fill"},
 	} {
 		var out, errb bytes.Buffer
 		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}

@@ -205,10 +205,11 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 func runSession(ctx context.Context, c *pecwire.Conn, reg *pecwire.Registered, session uint32, tmpl *pecwire.Submit, l Load,
 	countFrom, end time.Time, proved, notOK, busy, proofBytes *atomic.Uint64) ([]time.Duration, error) {
 	type pending struct {
-		sent time.Time
-		left int
-		ok   bool
-		busy bool
+		sent  time.Time
+		left  int
+		ok    bool
+		busy  bool
+		bytes int
 	}
 	var (
 		mu       sync.Mutex
@@ -263,7 +264,7 @@ func runSession(ctx context.Context, c *pecwire.Conn, reg *pecwire.Registered, s
 				mu.Unlock()
 				continue
 			}
-			proofBytes.Add(uint64(size))
+			p.bytes += size
 			p.ok = p.ok && status == pecwire.ProofOK
 			p.busy = p.busy || status == pecwire.ProofBusy
 			if p.left--; whole {
@@ -275,6 +276,7 @@ func runSession(ctx context.Context, c *pecwire.Conn, reg *pecwire.Registered, s
 			}
 			delete(inflight, n)
 			if !p.sent.Before(countFrom) && now.Before(end) {
+				proofBytes.Add(uint64(p.bytes))
 				switch {
 				case p.ok:
 					proved.Add(1)

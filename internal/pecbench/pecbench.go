@@ -39,7 +39,7 @@ const (
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowClient}
+var AllRows = []string{RowThroughput, RowClient}
 
 // Paper figures and the issue's targets.
 const (
@@ -74,6 +74,13 @@ type Config struct {
 	RevokedLeaves uint64
 	Samples       int
 	Dir           string
+
+	// The cloud rows' log holds the site's certificate and LogFill
+	// others; the authority has RevokedFill serials revoked (the
+	// paper's CRL by default), so proofs have realistic depths. Zero
+	// means the default, a negative count none.
+	LogFill     int
+	RevokedFill int
 
 	// Latency: client–server and client–cloud round trips, and
 	// handshakes per point.
@@ -116,6 +123,12 @@ func (c *Config) defaults() {
 	}
 	if c.Samples <= 0 {
 		c.Samples = 1000
+	}
+	if c.LogFill == 0 {
+		c.LogFill = 4095
+	}
+	if c.RevokedFill == 0 {
+		c.RevokedFill = PaperRevokedLeaves
 	}
 	if len(c.ServerRTTs) == 0 {
 		c.ServerRTTs = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
@@ -166,10 +179,11 @@ type Machine struct {
 
 // Report is a whole run. Rows not run are absent.
 type Report struct {
-	Machine    Machine     `json:"machine"`
-	Started    time.Time   `json:"started"`
-	Seconds    float64     `json:"seconds"`
-	ClientCost *ClientCost `json:"client_cost,omitempty"`
+	Machine    Machine        `json:"machine"`
+	Started    time.Time      `json:"started"`
+	Seconds    float64        `json:"seconds"`
+	Throughput *ThroughputRow `json:"throughput,omitempty"`
+	ClientCost *ClientCost    `json:"client_cost,omitempty"`
 }
 
 func (c *Config) logf(format string, a ...any) {
@@ -188,9 +202,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	want := func(r string) bool { return slices.Contains(cfg.Rows, r) }
 	var err error
+	// Every row but the tree-level client cost runs on one world.
+	var w *world
+	if len(cfg.Rows) > 0 {
+		cfg.logf("building the world: CA, log, revocation authority, a %d-byte chain", PaperFlightBytes)
+		if w, err = newWorld(ctx, max(cfg.LogFill, 0), max(cfg.RevokedFill, 0), cfg.logf); err != nil {
+			return nil, err
+		}
+		defer w.close()
+	}
+	if want(RowThroughput) {
+		if rep.Throughput, err = runThroughput(ctx, &cfg, w); err != nil {
+			return nil, err
+		}
+	}
 	if want(RowClient) {
 		cfg.logf("client cost: trees of %d and %d keys", cfg.CTLeaves, cfg.RevokedLeaves)
 		if rep.ClientCost, err = treeCost(ctx, cfg.CTLeaves, cfg.RevokedLeaves, cfg.Samples, cfg.Dir, cfg.Progress); err != nil {
+			return nil, err
+		}
+		cfg.logf("client cost: the client's verifiers on the cloud's proofs")
+		c, err := w.startCloud(ctx, "pec.bench", benchCloudConfig(1))
+		if err != nil {
+			return nil, err
+		}
+		proofs, err := cloudProofs(ctx, w, c)
+		c.Close()
+		if err != nil {
+			return nil, err
+		}
+		if rep.ClientCost.Verifier, err = verifierCost(ctx, w, proofs, cfg.Samples); err != nil {
 			return nil, err
 		}
 	}
