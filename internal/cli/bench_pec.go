@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -23,6 +25,7 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	dir := fs.String("dir", "", "client cost: directory for the temporary tree files (default: the system temp dir)")
 	logFill := fs.Int("log-fill", 4095, "certificates logged besides the site's, so CT proofs have realistic depth")
 	revokedFill := fs.Int("revoked-fill", pecbench.PaperRevokedLeaves, "serials revoked (the PEC paper's CRL: 53,164)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -56,6 +59,20 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	}
 	if err := cfg.Check(); err != nil {
 		return usageError("%v", err)
+	}
+	if err := checkOutput("--cpuprofile", *cpuprofile); err != nil {
+		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	r, err := pecbench.Run(ctx, cfg)
 	if err != nil {

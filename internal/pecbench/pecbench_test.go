@@ -25,7 +25,7 @@ func TestRunCloudRows(t *testing.T) {
 	if tp == nil || tp.Cloud == nil || tp.Ceiling == nil {
 		t.Fatalf("throughput row %+v", tp)
 	}
-	if tp.ChainBytes < PaperFlightBytes || tp.ChainCerts != 2 {
+	if tp.ChainBytes < PaperFlightBytes || tp.ChainCerts != 3 {
 		t.Errorf("chain of %d bytes, %d certificates", tp.ChainBytes, tp.ChainCerts)
 	}
 	// The site plus the fill in the log; the fill revoked.

@@ -16,8 +16,9 @@ import (
 // revocation authority with trees of some size, and the site's leaf of
 // realistic size, logged and not revoked (the paper's common case).
 type world struct {
-	root, inter *testbed.CA
+	root, inter *testbed.CA // inter issues the leaf; its own issuer is an intermediate too
 	leaf        *testbed.Leaf
+	certs       []*x509.Certificate // leaf.Chain parsed
 	ttps        *testbed.TTPs
 	verifiers   []pkie.Verifier
 	// chains are the leaf's verified chains, as classic validation builds
@@ -40,7 +41,14 @@ func newWorld(ctx context.Context, logFill, revokedFill int, progress func(strin
 	if w.root, err = testbed.NewRootCA("PEC Bench Root", testbed.RSA2048); err != nil {
 		return nil, err
 	}
-	if w.inter, err = w.root.NewIntermediate("PEC Bench Intermediate", testbed.RSA2048); err != nil {
+	// Three certificates, as many real flights carry (leaf, issuing CA,
+	// a cross-signed or policy CA), the leaf padded to the paper's size
+	// with more names.
+	upper, err := w.root.NewIntermediate("PEC Bench Policy CA", testbed.RSA2048)
+	if err != nil {
+		return nil, err
+	}
+	if w.inter, err = upper.NewIntermediate("PEC Bench Issuing CA", testbed.RSA2048); err != nil {
 		return nil, err
 	}
 	if w.leaf, err = PaddedLeaf(w.inter, siteName, testbed.RSA2048, PaperFlightBytes); err != nil {
@@ -85,7 +93,14 @@ func newWorld(ctx context.Context, logFill, revokedFill int, progress func(strin
 		return nil, err
 	}
 	inter := x509.NewCertPool()
-	inter.AddCert(w.inter.Cert)
+	for _, der := range w.leaf.Chain {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, err
+		}
+		w.certs = append(w.certs, c)
+		inter.AddCert(c)
+	}
 	if w.chains, err = w.leaf.Cert.Verify(x509.VerifyOptions{Roots: w.root.Pool(), Intermediates: inter, DNSName: siteName}); err != nil {
 		return nil, err
 	}
@@ -100,7 +115,7 @@ func (w *world) close() {
 
 // subject is the site's chain as a verifier gets it.
 func (w *world) subject() pkie.Subject {
-	return pkie.Subject{ServerName: siteName, Port: 443, Chain: w.leaf.Chain, Certs: []*x509.Certificate{w.leaf.Cert, w.inter.Cert}}
+	return pkie.Subject{ServerName: siteName, Port: 443, Chain: w.leaf.Chain, Certs: w.certs}
 }
 
 // requests are the common case's: CT and revocation.
