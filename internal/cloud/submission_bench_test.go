@@ -82,7 +82,7 @@ func BenchmarkSubmission(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.SetBytes(int64(len(leaf.Chain[0]) + len(leaf.Chain[1])))
+			b.SetBytes(int64(pecbench.ChainBytes(leaf.Chain)))
 			b.ResetTimer()
 			inflight := 0
 			for range min(window, b.N) {
