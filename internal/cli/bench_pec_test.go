@@ -34,8 +34,8 @@ func TestBenchPECClientJSON(t *testing.T) {
 	if !(ceil > 0 && warm >= ceil && cold > warm) {
 		t.Errorf("warm %v, cold %v, ceiling %v", warm, cold, ceil)
 	}
-	if c["paper_us_per_proof_min"] != 189.0 || c["paper_us_per_proof_max"] != 237.0 {
-		t.Errorf("paper figures %v %v", c["paper_us_per_proof_min"], c["paper_us_per_proof_max"])
+	if c["paper_ct_presence_us"] != 189.0 || c["paper_revocation_absence_us"] != 207.0 || c["paper_connection_us"] != 396.0 {
+		t.Errorf("paper figures %v %v %v", c["paper_ct_presence_us"], c["paper_revocation_absence_us"], c["paper_connection_us"])
 	}
 	if m.Throughput != nil {
 		t.Errorf("throughput row present though not asked for")
