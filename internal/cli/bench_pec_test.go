@@ -56,6 +56,8 @@ func TestBenchPECUsage(t *testing.T) {
 		{[]string{"bench", "pec", "--sessions", "0"}, "--sessions"},
 		{[]string{"bench", "pec", "extra"}, "unexpected argument"},
 		{[]string{"bench", "pec", "--log-fill", "-1"}, "--log-fill"},
+		{[]string{"bench", "pec", "--server-rtts", "10ms,x"}, "--server-rtts"},
+		{[]string{"bench", "pec", "--loss", "1"}, "--loss"},
 	} {
 		var out, errb bytes.Buffer
 		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}

@@ -3,6 +3,8 @@ package pecbench
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +66,65 @@ func TestRunCloudRows(t *testing.T) {
 	}
 	if !strings.Contains(progress.String(), "throughput: cloud") {
 		t.Errorf("progress: %s", progress.String())
+	}
+}
+
+// TestRunNetworkRows runs the latency, failover, loss and blocked rows at
+// toy scale. The timing checks are lower bounds the proxies and the
+// protocols guarantee (a delay proxy never delivers early, a silent cloud
+// is declared dead only after its missed pings), never upper bounds.
+func TestRunNetworkRows(t *testing.T) {
+	const srtt, crtt = 20 * time.Millisecond, 10 * time.Millisecond
+	r, err := Run(context.Background(), Config{
+		Rows:       []string{RowLatency, RowFailover, RowLoss, RowBlocked},
+		ServerRTTs: []time.Duration{srtt}, CloudRTTs: []time.Duration{crtt}, Handshakes: 2,
+		Trials: 1, Loss: 0.2, LossSamples: 10, LogFill: 5, RevokedFill: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.Latency
+	if l == nil || len(l.Points) != 1 {
+		t.Fatalf("latency %+v", l)
+	}
+	p := l.Points[0]
+	if p.Without.N != 2 || p.With.N != 2 || p.Without.P50ms < 20 || p.With.P50ms < 30 || p.Expected != 0.5 {
+		t.Errorf("latency point %+v", p)
+	}
+	f := r.Failover
+	if f == nil || f.Stopped.N != 1 || f.Silent.N != 1 {
+		t.Fatalf("failover %+v", f)
+	}
+	// Declared dead after 3 pings 100 ms apart went unanswered: at
+	// least two intervals after the path went silent.
+	if f.Silent.P50ms < 200 {
+		t.Errorf("silent primary replaced after %.1f ms, before its pings could be missed", f.Silent.P50ms)
+	}
+	lo := r.Loss
+	if lo == nil || lo.Clean.N != 10 || lo.Lossy.N+lo.Failed != 10 || lo.Dropped == 0 || lo.Datagrams <= lo.Dropped {
+		t.Fatalf("loss %+v", lo)
+	}
+	if lo.Clean.P50ms < 10 {
+		t.Errorf("delivery over a 10 ms path in %.1f ms", lo.Clean.P50ms)
+	}
+	b := r.Blocked
+	if b == nil || len(b.Transports) != 1 || b.Transports[0] != "tcp" || b.Register.N != 1 || b.OpenRegister.N != 1 {
+		t.Fatalf("blocked %+v", b)
+	}
+	// TCP starts only when QUIC has not registered by the fallback delay.
+	if b.Register.P50ms < b.FallbackDelayMS {
+		t.Errorf("registered over TCP after %.1f ms, before the %.0f ms fallback delay", b.Register.P50ms, b.FallbackDelayMS)
+	}
+	files, err := r.SavePlots(filepath.Join(t.TempDir(), "pec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 4 {
+		t.Errorf("plots %v", files)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("plot %s: %v", f, err)
+		}
 	}
 }
