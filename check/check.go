@@ -45,6 +45,18 @@
 // (untrusted over inconclusive over trusted); sources not required are only
 // reported. Only trusted verdicts are cached, and a cache hit skips the
 // notaries but never the sources.
+//
+// PKI enhancements of the PEC framework (package pkie: the built-in ct,
+// revocation and notary, or any registered one) plug in by their client
+// half: put their pkie.Verifiers in Config.Verifiers and say where their
+// proofs come from in Config.Proofs (the PEC cloud, prover servers through
+// HTTPProofs, or proofs a dialer collected). Each verifier is a source named
+// by its enhancement ("ct", "revocation", "notary", …), so one policy and one
+// verdict hold whichever way the proofs arrived:
+//
+//	cfg.Verifiers = []pkie.Verifier{ctVerifier, revocationVerifier}
+//	cfg.Proofs = &check.HTTPProofs{CT: proverURL, Revocation: proverURL}
+//	cfg.Require = []string{"ca", "ct", "revocation"}
 package check
 
 import (
