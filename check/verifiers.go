@@ -3,13 +3,16 @@ package check
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -156,4 +159,45 @@ func (g *verifierGroup) assess(ctx context.Context, obs *probe.Observation, chai
 	}
 	wg.Wait()
 	return out
+}
+
+// NewVerifiers builds the verifiers of the enhancements named in configs
+// (enhancement name or identifier → the verifier's JSON configuration, as
+// bundles and configuration files carry them) from reg, nil meaning
+// builtin.Registry(), in identifier order. An unknown name, an enhancement
+// without a verifier and a configuration its Kind refuses are errors.
+func NewVerifiers(reg *pkie.Registry, configs map[string]json.RawMessage) ([]pkie.Verifier, error) {
+	if reg == nil {
+		reg = builtin.Registry()
+	}
+	type built struct {
+		id pkie.ID
+		v  pkie.Verifier
+	}
+	var bs []built
+	seen := map[pkie.ID]string{}
+	for name, cfg := range configs {
+		k, ok := reg.ByName(name)
+		if !ok {
+			return nil, fmt.Errorf("check: unknown enhancement %q", name)
+		}
+		if other, dup := seen[k.ID]; dup {
+			return nil, fmt.Errorf("check: enhancement %s configured twice (%q and %q)", k.Name, other, name)
+		}
+		seen[k.ID] = name
+		if k.NewVerifier == nil {
+			return nil, fmt.Errorf("check: enhancement %q has no verifier", k.Name)
+		}
+		v, err := k.NewVerifier(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("check: %s verifier: %w", k.Name, err)
+		}
+		bs = append(bs, built{k.ID, v})
+	}
+	slices.SortFunc(bs, func(a, b built) int { return int(a.id) - int(b.id) })
+	vs := make([]pkie.Verifier, len(bs))
+	for i, b := range bs {
+		vs[i] = b.v
+	}
+	return vs, nil
 }

@@ -295,3 +295,27 @@ func TestHTTPProofsRevocationKey(t *testing.T) {
 		t.Errorf("with a verified path the prover is asked: %+v", r)
 	}
 }
+
+func TestNewVerifiers(t *testing.T) {
+	_, logKey, _ := checkpoint.GenerateKey("pkie.test/log")
+	_, revKey, _ := checkpoint.GenerateKey("pkie.test/revocation")
+	vs, err := NewVerifiers(nil, map[string]json.RawMessage{
+		"revocation": pkierev.VerifierConfig{Key: revKey}.JSON(),
+		"0x0001":     ct.VerifierConfig{Key: logKey}.JSON(),
+	})
+	if err != nil || len(vs) != 2 || vs[0].ID() != pkie.CT || vs[1].ID() != pkie.Revocation {
+		t.Fatalf("%v %v", vs, err)
+	}
+	for _, tc := range []struct {
+		cfg map[string]json.RawMessage
+		err string
+	}{
+		{map[string]json.RawMessage{"nope": nil}, `unknown enhancement "nope"`},
+		{map[string]json.RawMessage{"ct": json.RawMessage(`{"key":"x"}`)}, "ct verifier"},
+		{map[string]json.RawMessage{"ct": ct.VerifierConfig{Key: logKey}.JSON(), "0x0001": ct.VerifierConfig{Key: logKey}.JSON()}, "configured twice"},
+	} {
+		if _, err := NewVerifiers(builtin.Registry(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("NewVerifiers(%v) = %v, want %q", tc.cfg, err, tc.err)
+		}
+	}
+}
