@@ -228,6 +228,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	maxPending := fs.Int("max-pending", cloud.DefaultMaxPending, "messages queued for a session at most; a session that falls further behind is dropped")
 	maxJobs := fs.Int("max-jobs", cloud.DefaultMaxJobs, "submissions being proved at once; beyond it submissions are refused with busy at once")
 	perAddrJobs := fs.Int("max-jobs-per-addr", 0, "one submitter address's share of --max-jobs (default max-jobs/8)")
+	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client, whoever submits them")
 	maxCalls := fs.Int("max-prover-calls", cloud.DefaultMaxProverCalls, "calls in flight to each prover; beyond it that enhancement answers busy")
 	maxBudget := fs.Duration("max-budget", cloud.DefaultMaxBudget, "longest a submission may wait for its proofs; also the budget of a submission that names none")
 	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
@@ -241,7 +242,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		name string
 		n    int
 	}{{"--missed-pings", *missed}, {"--max-clients", *maxClients}, {"--max-sessions-per-addr", *perAddrSessions},
-		{"--max-frame", *maxFrame}, {"--max-pending", *maxPending}, {"--max-jobs", *maxJobs}, {"--max-prover-calls", *maxCalls}} {
+		{"--max-frame", *maxFrame}, {"--max-pending", *maxPending}, {"--max-jobs", *maxJobs}, {"--max-jobs-per-client", *perClientJobs},
+		{"--max-prover-calls", *maxCalls}} {
 		if v.n <= 0 {
 			return usageError("%s must be positive", v.name)
 		}
@@ -310,7 +312,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		Certificate: d.Certificate, Provers: provers, Registry: reg, Logger: logger,
 		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
 		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
-		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs,
+		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
 		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget,
 	})
 	if err != nil {
