@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,8 +41,11 @@ const (
 	DefaultMaxPending  = 1024
 	DefaultRetry       = time.Second
 
-	// minKeepalive bounds how often a cloud can make the client ping.
+	// minKeepalive and maxKeepalive bound the interval a cloud can
+	// announce: it can neither make the client ping in a tight loop nor
+	// stop it from noticing, over TCP, that the cloud is gone.
 	minKeepalive = 50 * time.Millisecond
+	maxKeepalive = time.Minute
 	maxRetry     = 30 * time.Second
 )
 
@@ -572,7 +576,7 @@ func (c *Client) register(ctx context.Context, t target, transport, addr string,
 	if s.keepalive <= 0 {
 		s.keepalive = DefaultKeepalive
 	}
-	s.keepalive = max(s.keepalive, minKeepalive)
+	s.keepalive = min(max(s.keepalive, minKeepalive), maxKeepalive)
 	if c.cfg.Keepalive > 0 {
 		s.keepalive = min(s.keepalive, c.cfg.Keepalive)
 	}
@@ -752,6 +756,13 @@ func (c *Client) planLocked(t target, again bool) []stage {
 }
 
 func (c *Client) failover(ev event) {
+	if !ev.reregister {
+		// The dead point goes last in its cloud's order.
+		c.mu.Lock()
+		o := c.orderLocked(ev.s.t.b)
+		c.ranked[ev.s.t.b] = append(slices.DeleteFunc(o, func(p int) bool { return p == ev.s.t.p }), ev.s.t.p)
+		c.mu.Unlock()
+	}
 	retry := c.cfg.Retry
 	for round := 0; ; round++ {
 		c.mu.Lock()
@@ -1082,6 +1093,9 @@ func (c *Client) expire(p *Pending, budget time.Duration) {
 // means nothing was sent: a malformed submission, too many pending, or a
 // closed client. ctx bounds the write of the submission.
 func (c *Client) Submit(ctx context.Context, sub Submission) (*Pending, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if sub.Budget <= 0 {
 		return nil, errors.New("pec: submission without a budget")
 	}
@@ -1318,6 +1332,14 @@ func (c *Client) retryElsewhere(p *Pending, from target, why string) {
 		}
 	}
 	m := c.assignLocked(p, s)
+	if fresh && m == nil {
+		// Out of budget (the timer delivers the timeouts): nothing uses s.
+		s.dead = true
+		delete(c.aux, s.t)
+		c.mu.Unlock()
+		s.close()
+		return
+	}
 	c.mu.Unlock()
 	if fresh {
 		c.log.Info("pec: retrying a busy submission elsewhere", "cloud", s.label, "nonce", p.nonce)

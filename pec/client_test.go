@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -388,8 +391,8 @@ func TestForeignOutcomesDropped(t *testing.T) {
 		other.Nonce[0] ^= 1
 		ps.prove(&other, pkie.CT) // unknown nonce
 		other = *m
-		other.ClientID[0] ^= 1
-		ps.prove(&other, pkie.CT) // another client
+		other.ClientID[0] ^= 1 // another client's, with another body
+		ps.send(&pecwire.Proof{ClientID: other.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
 		ps.prove(m, pkie.Notary)  // not requested
 		ps.prove(m, pkie.CT)
 		ps.prove(m, pkie.CT) // again
@@ -567,5 +570,58 @@ func TestDialErrors(t *testing.T) {
 		if _, err := Dial(context.Background(), cfg); err == nil {
 			t.Errorf("Dial(%+v) succeeded", cfg)
 		}
+	}
+}
+
+// TestSubmitDuringFailover: a submission made while the client has no
+// cloud waits for the next registration and is sent there.
+func TestSubmitDuringFailover(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{})
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var hold atomic.Bool
+	b := newPeer(t, key, peerBehaviour{beforeRegistered: func() {
+		if hold.Load() {
+			<-release
+		}
+	}})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Transport: TransportTCP})
+	hold.Store(true)
+	a.close()
+	eventually(t, "the session's end", func() bool { return !c.Status().Connected })
+	if c.ID() != (pecwire.ClientID{}) {
+		t.Error("an identifier while unregistered")
+	}
+	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.Pending != 1 || st.Connected {
+		t.Fatalf("status %+v", st)
+	}
+	once.Do(func() { close(release) })
+	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
+}
+
+// TestCloudComesBack: when every cloud is down the client keeps trying,
+// and registers again when one returns at its address.
+func TestCloudComesBack(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{})
+	pt := a.point()
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, Point{TCP: pt.TCP})}, Retry: 20 * time.Millisecond, DialTimeout: time.Second})
+	first := c.ID()
+	a.close()
+	eventually(t, "the session's end", func() bool { return !c.Status().Connected })
+	ln, err := net.Listen("tcp", pt.TCP)
+	if err != nil {
+		t.Skipf("cannot listen again on %s: %v", pt.TCP, err)
+	}
+	b := newPeerOn(t, key, peerBehaviour{}, ln)
+	eventually(t, "registration with the cloud back", func() bool { return c.Status().Connected })
+	if c.ID() == first || b.registrations() != 1 || c.Status().Failovers != 1 {
+		t.Fatalf("status %+v", c.Status())
 	}
 }

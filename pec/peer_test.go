@@ -90,6 +90,16 @@ type peerSession struct {
 
 func newPeer(t testing.TB, key cloudKey, b peerBehaviour) *peer {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newPeerOn(t, key, b, ln)
+}
+
+// newPeerOn starts a peer whose TCP listener is ln.
+func newPeerOn(t testing.TB, key cloudKey, b peerBehaviour, ln net.Listener) *peer {
+	t.Helper()
 	if b.keepalive == 0 {
 		b.keepalive = time.Minute
 	}
@@ -102,9 +112,7 @@ func newPeer(t testing.TB, key cloudKey, b peerBehaviour) *peer {
 	if p.ql, err = quic.Listen(p.udp, pecwire.ServerTLS(key.cert), &quic.Config{MaxIdleTimeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if p.tcp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	p.tcp = ln
 	p.wg.Go(func() {
 		for {
 			qc, err := p.ql.Accept(p.ctx)
