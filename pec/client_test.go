@@ -393,7 +393,7 @@ func TestForeignOutcomesDropped(t *testing.T) {
 		other = *m
 		other.ClientID[0] ^= 1 // another client's, with another body
 		ps.send(&pecwire.Proof{ClientID: other.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
-		ps.prove(m, pkie.Notary)  // not requested
+		ps.prove(m, pkie.Notary) // not requested
 		ps.prove(m, pkie.CT)
 		ps.prove(m, pkie.CT) // again
 		ps.send(&pecwire.Reject{Nonce: pecwire.Nonce{0xee}, Code: pecwire.RejectInvalid})
