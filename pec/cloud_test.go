@@ -15,6 +15,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,12 +97,18 @@ func newRealCloudCert(t testing.TB) (tls.Certificate, string) {
 
 func startRealCloud(t testing.TB, cert tls.Certificate, cfg cloud.Config) *realCloud {
 	t.Helper()
-	cfg.Certificate = cert
-	c, err := cloud.New(cfg)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	return startRealCloudOn(t, cert, cfg, pc)
+}
+
+// startRealCloudOn starts a replica whose QUIC listener uses pc.
+func startRealCloudOn(t testing.TB, cert tls.Certificate, cfg cloud.Config, pc net.PacketConn) *realCloud {
+	t.Helper()
+	cfg.Certificate = cert
+	c, err := cloud.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,4 +325,73 @@ func TestRealCloudWithholds(t *testing.T) {
 	if st := c.Status(); !st.Connected || st.Failovers != 0 || st.Pending != 0 {
 		t.Fatalf("status %+v", st)
 	}
+}
+
+// cutConn is a cloud's UDP socket with a switch that silently drops every
+// datagram both ways: the network path to a replica gone, the process
+// still running.
+type cutConn struct {
+	net.PacketConn
+	cut atomic.Bool
+}
+
+func (c *cutConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, a, err := c.PacketConn.ReadFrom(p)
+		if err != nil || !c.cut.Load() {
+			return n, a, err
+		}
+	}
+}
+
+// SetReadBuffer and SetWriteBuffer let quic-go size the socket's buffers
+// as it does for a plain UDP socket.
+func (c *cutConn) SetReadBuffer(n int) error  { return c.PacketConn.(*net.UDPConn).SetReadBuffer(n) }
+func (c *cutConn) SetWriteBuffer(n int) error { return c.PacketConn.(*net.UDPConn).SetWriteBuffer(n) }
+
+func (c *cutConn) WriteTo(p []byte, a net.Addr) (int, error) {
+	if c.cut.Load() {
+		return len(p), nil
+	}
+	return c.PacketConn.WriteTo(p, a)
+}
+
+// TestRealCloudSilentFailover: the path to the primary cloud goes silent
+// (no close, no reset: datagrams just stop); after MissedPings unanswered
+// pings the client registers with the secondary and resubmits the pending
+// submission there.
+func TestRealCloudSilentFailover(t *testing.T) {
+	certA, pinA := newRealCloudCert(t)
+	certB, pinB := newRealCloudCert(t)
+	slow := newSignerProver(pkie.CT)
+	slow.gate = make(chan struct{})
+	slow.started = make(chan struct{}, 1)
+	ct := newSignerProver(pkie.CT)
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := &cutConn{PacketConn: udp}
+	a := startRealCloudOn(t, certA, cloud.Config{Provers: []pkie.Prover{slow}}, cut)
+	b := startRealCloud(t, certB, cloud.Config{Provers: []pkie.Prover{ct}})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{
+		{Version: pecwire.BundleVersion, Name: "primary", Points: []Point{{QUIC: a.pt.QUIC}}, SPKISHA256: pinA},
+		{Version: pecwire.BundleVersion, Name: "secondary", Points: []Point{b.pt}, SPKISHA256: pinB},
+	}, Keepalive: 50 * time.Millisecond, MissedPings: 3})
+	if st := c.Status(); st.Cloud != "primary" || st.Transport != "quic" {
+		t.Fatalf("status %+v", st)
+	}
+	sub := realSubmission(t, "site.example", 20*time.Second, pkie.CT)
+	pend, err := c.Submit(context.Background(), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-slow.started
+	cut.cut.Store(true)
+	wantSigned(t, waitAll(t, pend), sub, "secondary", ct)
+	st := c.Status()
+	if st.Cloud != "secondary" || st.Failovers != 1 || !strings.Contains(st.LastError, "3 pings unanswered") || st.LastFailover <= 0 {
+		t.Fatalf("status %+v", st)
+	}
+	t.Logf("failover after 3 missed pings at 50ms took %v from the first missed pong deadline", st.LastFailover)
 }
