@@ -77,7 +77,11 @@ type ClientConfig struct {
 	// is tried. Default DefaultMissedPings.
 	MissedPings int
 	// OnBusy is BusyNext (default) or BusyFail: what to do with a
-	// submission a cloud refuses as busy.
+	// submission a cloud refuses as busy or as over this client's share
+	// (RejectBusy, RejectLimited). BusyNext resubmits it once, within its
+	// budget, to the next point of presence or cloud over a session of its
+	// own, while the client stays registered where it is; a second refusal,
+	// or no other point registering in time, is ProofBusy.
 	OnBusy string
 	// Logger receives the client's operational messages; nil discards them.
 	Logger *slog.Logger
@@ -1239,7 +1243,8 @@ func (c *Client) onReject(s *session, m *pecwire.Reject) {
 		why += ": " + m.Text
 	}
 	switch {
-	case m.Code == pecwire.RejectBusy && c.cfg.OnBusy == BusyNext && p.sub != nil && !p.busyRetried:
+	case (m.Code == pecwire.RejectBusy || m.Code == pecwire.RejectLimited) && c.cfg.OnBusy == BusyNext && p.sub != nil && !p.busyRetried:
+		// Another point of presence has its own bounds and shares.
 		p.busyRetried = true
 		p.retrying = true
 		c.releaseLocked(p)
