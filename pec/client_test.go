@@ -625,3 +625,24 @@ func TestCloudComesBack(t *testing.T) {
 		t.Fatalf("status %+v", c.Status())
 	}
 }
+
+// TestBogusPongs: a cloud that answers pings, but never the pings the
+// client sent (a pong for a sequence number ahead, or the first one again),
+// has not shown it is alive: the client fails over.
+func TestBogusPongs(t *testing.T) {
+	for name, f := range map[string]func(uint64) uint64{
+		"ahead":  func(s uint64) uint64 { return s + 1 },
+		"replay": func(uint64) uint64 { return 0 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			key := newCloudKey(t)
+			a := newPeer(t, key, peerBehaviour{pongSeq: f})
+			b := newPeer(t, key, peerBehaviour{})
+			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 20 * time.Millisecond})
+			eventually(t, "failover", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
+			if st := c.Status(); st.Failovers != 1 || !strings.Contains(st.LastError, "pings unanswered") {
+				t.Fatalf("status %+v", st)
+			}
+		})
+	}
+}

@@ -59,6 +59,8 @@ type peerBehaviour struct {
 	keepalive time.Duration
 	// beforeRegistered runs before Registered is sent; it may block.
 	beforeRegistered func()
+	// pongSeq, when set, is the sequence number a Pong carries for a Ping.
+	pongSeq func(seq uint64) uint64
 	// onSubmit answers a submission; the default proves each request.
 	onSubmit func(ps *peerSession, m *pecwire.Submit)
 }
@@ -201,7 +203,11 @@ func (p *peer) serve(conn *pecwire.Conn) {
 			ps.send(&pecwire.Registered{Version: pecwire.Version, ClientID: ps.id, Keepalive: p.b.keepalive, MaxFrame: pecwire.DefaultMaxFrame})
 		case *pecwire.Ping:
 			if !p.silent.Load() {
-				ps.send(&pecwire.Pong{Seq: m.Seq})
+				seq := m.Seq
+				if p.b.pongSeq != nil {
+					seq = p.b.pongSeq(seq)
+				}
+				ps.send(&pecwire.Pong{Seq: seq})
 			}
 		case *pecwire.Submit:
 			p.mu.Lock()
