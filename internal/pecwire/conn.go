@@ -40,6 +40,7 @@ type Conn struct {
 	s         stream
 	br        *bufio.Reader
 	closeFn   func() error
+	closeSend func() error // ends the sending direction only
 	transport string
 	remote    net.Addr
 	maxFrame  int
@@ -49,11 +50,11 @@ type Conn struct {
 
 // NewConn wraps a stream. maxFrame bounds the bodies Recv accepts (zero:
 // DefaultMaxFrame); closeFn closes the underlying connection.
-func newConn(s stream, closeFn func() error, transport string, remote net.Addr, maxFrame int) *Conn {
+func newConn(s stream, closeFn, closeSend func() error, transport string, remote net.Addr, maxFrame int) *Conn {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	return &Conn{s: s, br: bufio.NewReaderSize(s, 16<<10), closeFn: closeFn, transport: transport, remote: remote, maxFrame: maxFrame}
+	return &Conn{s: s, br: bufio.NewReaderSize(s, 16<<10), closeFn: closeFn, closeSend: closeSend, transport: transport, remote: remote, maxFrame: maxFrame}
 }
 
 // Transport returns QUIC or TCP.
@@ -110,6 +111,35 @@ func (c *Conn) Recv(deadline time.Time) (Message, error) {
 
 // Close closes the session's connection.
 func (c *Conn) Close() error { return c.closeFn() }
+
+// maxLingerBytes bounds what Shutdown reads and discards.
+const maxLingerBytes = 1 << 20
+
+// Shutdown sends m (unless nil) as the session's last message, ends the
+// sending direction and, until deadline, reads and discards what the peer
+// still sends until it closes too; then it closes the connection. Closing
+// at once would lose m: a QUIC CONNECTION_CLOSE abandons stream data not
+// yet acknowledged, and a TCP close with unread input sends a reset that
+// may destroy m in the peer's receive buffer before it is read.
+func (c *Conn) Shutdown(m Message, deadline time.Time) error {
+	defer c.closeFn()
+	if m != nil {
+		if err := c.Send(m, deadline); err != nil {
+			return err
+		}
+	}
+	c.wmu.Lock()
+	err := c.closeSend()
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.s.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(c.br, maxLingerBytes))
+	return nil
+}
 
 // FrameTooLarge is the error for a frame beyond the receiver's limit.
 type FrameTooLarge struct {
@@ -173,7 +203,7 @@ func DialQUIC(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config)
 	return newConn(st, func() error {
 		st.Close()
 		return qconn.CloseWithError(0, "")
-	}, QUIC, qconn.RemoteAddr(), 0), nil
+	}, st.Close, QUIC, qconn.RemoteAddr(), 0), nil
 }
 
 // AcceptQUIC waits for the session stream a client opens on an accepted
@@ -187,7 +217,7 @@ func AcceptQUIC(ctx context.Context, qconn *quic.Conn, maxFrame int) (*Conn, err
 	return newConn(st, func() error {
 		st.Close()
 		return qconn.CloseWithError(0, "")
-	}, QUIC, qconn.RemoteAddr(), maxFrame), nil
+	}, st.Close, QUIC, qconn.RemoteAddr(), maxFrame), nil
 }
 
 // DialTCP opens a session over TLS on TCP.
@@ -198,7 +228,7 @@ func DialTCP(ctx context.Context, addr string, tc *tls.Config) (*Conn, error) {
 		return nil, fmt.Errorf("pecwire: tcp %s: %w", addr, err)
 	}
 	tcp := c.(*tls.Conn)
-	return newConn(tcp, tcp.Close, TCP, tcp.RemoteAddr(), 0), nil
+	return newConn(tcp, tcp.Close, tcp.CloseWrite, TCP, tcp.RemoteAddr(), 0), nil
 }
 
 // AcceptTCP completes the TLS handshake of an accepted TCP connection
@@ -209,5 +239,5 @@ func AcceptTCP(ctx context.Context, c net.Conn, tc *tls.Config, maxFrame int) (*
 		c.Close()
 		return nil, fmt.Errorf("pecwire: tcp %s: handshake: %w", c.RemoteAddr(), err)
 	}
-	return newConn(t, t.Close, TCP, c.RemoteAddr(), maxFrame), nil
+	return newConn(t, t.Close, t.CloseWrite, TCP, c.RemoteAddr(), maxFrame), nil
 }

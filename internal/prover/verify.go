@@ -134,6 +134,7 @@ type Result struct {
 	PKIE           string    `json:"pkie"`
 	Present        bool      `json:"present"` // the proof shows the key in the tree
 	TreeSize       uint64    `json:"tree_size"`
+	TreeRoot       [32]byte  `json:"-"`               // the head's sorted-tree root, naming the head in reasons
 	CheckpointTime time.Time `json:"checkpoint_time"` // the head's time
 	// LogSize is the size of the log checkpoint the head is bound to,
 	// signed by the same key.
@@ -165,7 +166,7 @@ func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s proof does not verify against the signed root: %w", pkie, err)
 	}
-	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, CheckpointTime: cp.Time, LogSize: cp.Log.Size}, cp, nil
+	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, TreeRoot: cp.Root, CheckpointTime: cp.Time, LogSize: cp.Log.Size}, cp, nil
 }
 
 // VerifyCT checks a CT prover's response for the certificate der against

@@ -1,0 +1,259 @@
+package cloud
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pecwire"
+)
+
+// dupKey identifies a submission for duplicate suppression: the SHA-256 of
+// everything the provers are given and everything the outcomes are
+// addressed by (client identifier, nonce, server name, port, requests with
+// their parameters, chain). Two submissions with one key would get the
+// same outcomes, so proving one is enough; two that differ in anything a
+// prover sees are never merged, so a submitter that knows a client's
+// identifier and nonce cannot pre-empt the client's own submission with
+// another chain or name.
+type dupKey [32]byte
+
+func keyOf(m *pecwire.Submit, serverName string) dupKey {
+	h := sha256.New()
+	var b []byte
+	b = append(b, m.ClientID[:]...)
+	b = append(b, m.Nonce[:]...)
+	b = append(b, byte(len(serverName)))
+	b = append(b, serverName...)
+	b = binary.BigEndian.AppendUint16(b, m.Port)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Requests)))
+	for _, r := range m.Requests {
+		b = binary.BigEndian.AppendUint16(b, uint16(r.ID))
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Params)))
+		b = append(b, r.Params...)
+	}
+	b = append(b, byte(len(m.Chain)))
+	h.Write(b)
+	for _, c := range m.Chain {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(c))))
+		h.Write(c)
+	}
+	var k dupKey
+	h.Sum(k[:0])
+	return k
+}
+
+// claim marks key as being proved for this client. It returns false when
+// the same submission is being proved or was proved within the cloud's
+// maximum budget: a duplicate.
+func (s *session) claim(key dupKey, window time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[key] {
+		return false
+	}
+	if t, ok := s.done[key]; ok && time.Since(t) < window {
+		return false
+	}
+	s.inflight[key] = true
+	return true
+}
+
+// unclaim forgets a claim whose submission was refused, so that a later
+// copy is proved.
+func (s *session) unclaim(key dupKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, key)
+}
+
+// finish records key as proved, remembering at most maxDone of them.
+func (s *session) finish(key dupKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, key)
+	if _, ok := s.done[key]; !ok {
+		s.doneFIFO = append(s.doneFIFO, key)
+	}
+	s.done[key] = time.Now()
+	for len(s.doneFIFO) > maxDone {
+		delete(s.done, s.doneFIFO[0])
+		s.doneFIFO = s.doneFIFO[1:]
+	}
+}
+
+// job is one accepted submission.
+type job struct {
+	target    *session
+	submitter string
+	key       dupKey
+	clientID  pecwire.ClientID
+	nonce     pecwire.Nonce
+	subject   pkie.Subject
+	reqs      []pkie.Request
+	received  time.Time
+	deadline  time.Time
+}
+
+// submit handles one Submit from session from. It answers at once: a
+// Reject, nothing (a duplicate: the client gets the outcomes of the copy
+// being proved), or a job started. It returns false when from could not
+// take a Reject (its queue is full) and is being dropped.
+func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
+	received := time.Now()
+	reject := func(code pecwire.RejectCode, text string) bool {
+		c.m.submissions.WithLabelValues("rejected").Inc()
+		c.m.rejects.WithLabelValues(code.String()).Inc()
+		return from.push(&pecwire.Reject{Nonce: m.Nonce, Code: code, Text: text})
+	}
+	if len(m.Requests) == 0 {
+		return reject(pecwire.RejectInvalid, "the submission requests no enhancement")
+	}
+	target := c.lookup(m.ClientID)
+	if target == nil {
+		return reject(pecwire.RejectUnknown, fmt.Sprintf("no client %s is registered at this point of presence", m.ClientID))
+	}
+	// SNI is case-insensitive; provers see one spelling, and duplicates
+	// differing only in case are one.
+	name := strings.ToLower(m.ServerName)
+	key := keyOf(m, name)
+	if !target.claim(key, c.cfg.MaxBudget) {
+		c.m.submissions.WithLabelValues("duplicate").Inc()
+		return true
+	}
+	if code := c.acquireJob(from.addr); code != 0 {
+		target.unclaim(key)
+		if code == pecwire.RejectBusy {
+			return reject(code, "too many submissions in flight: try another point of presence")
+		}
+		return reject(code, "this address has its share of submissions in flight")
+	}
+	certs := make([]*x509.Certificate, len(m.Chain))
+	for i, der := range m.Chain {
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			c.releaseJob(from.addr)
+			target.unclaim(key)
+			return reject(pecwire.RejectInvalid, fmt.Sprintf("certificate %d of the chain does not parse", i))
+		}
+		certs[i] = cert
+	}
+	budget := m.Budget
+	if budget <= 0 || budget > c.cfg.MaxBudget {
+		budget = c.cfg.MaxBudget
+	}
+	j := &job{
+		target: target, submitter: from.addr, key: key, clientID: m.ClientID, nonce: m.Nonce,
+		subject:  pkie.Subject{ServerName: name, Port: int(m.Port), Chain: m.Chain, Certs: certs},
+		reqs:     m.Requests,
+		received: received, deadline: received.Add(budget),
+	}
+	c.m.submissions.WithLabelValues("accepted").Inc()
+	c.wg.Go(func() { c.run(j) })
+	return true
+}
+
+// result is one prover's answer.
+type result struct {
+	id    pkie.ID
+	proof *pkie.Proof
+	err   error
+	took  time.Duration
+}
+
+// run proves one submission: every requested prover at once, each outcome
+// pushed to the client as it comes, those still running at the deadline
+// reported as timed out.
+func (c *Cloud) run(j *job) {
+	defer c.releaseJob(j.submitter)
+	defer j.target.finish(j.key)
+	ctx, cancel := context.WithDeadline(j.target.ctx, j.deadline)
+	defer cancel()
+
+	outcome := func(id pkie.ID, st pecwire.ProofStatus, p *pkie.Proof, text string) {
+		c.m.proofs.WithLabelValues(c.cfg.Registry.Name(id), st.String()).Inc()
+		j.target.push(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, ID: id, Status: st, Proof: p, Text: text})
+	}
+	// Buffered for every prover, so that a prover answering after the
+	// deadline never blocks.
+	results := make(chan result, len(j.reqs))
+	var pending []pkie.ID
+	for _, r := range j.reqs {
+		h := c.provers[r.ID]
+		if h == nil {
+			outcome(r.ID, pecwire.ProofUnsupported, nil, fmt.Sprintf("this cloud does not host enhancement %s", c.cfg.Registry.Name(r.ID)))
+			continue
+		}
+		if !h.tryAcquire() {
+			outcome(r.ID, pecwire.ProofBusy, nil, h.name+" prover is at its concurrency bound")
+			continue
+		}
+		pending = append(pending, r.ID)
+		req := &pkie.ProveRequest{Subject: j.subject, Params: r.Params}
+		go func() {
+			defer h.release()
+			start := time.Now()
+			p, err := h.p.Prove(ctx, req)
+			results <- result{id: h.p.ID(), proof: p, err: err, took: time.Since(start)}
+		}()
+	}
+	for len(pending) > 0 {
+		select {
+		case r := <-results:
+			if i := indexOf(pending, r.id); i >= 0 {
+				pending = append(pending[:i], pending[i+1:]...)
+			}
+			c.m.proofSeconds.WithLabelValues(c.cfg.Registry.Name(r.id)).Observe(r.took.Seconds())
+			st, p, text := c.classify(ctx, j, r)
+			outcome(r.id, st, p, text)
+		case <-ctx.Done():
+			for _, id := range pending {
+				outcome(id, pecwire.ProofTimeout, nil, fmt.Sprintf("no %s proof within the budget of %v", c.cfg.Registry.Name(id), j.deadline.Sub(j.received).Round(time.Millisecond)))
+			}
+			pending = nil
+		}
+	}
+	c.m.jobSeconds.Observe(time.Since(j.received).Seconds())
+}
+
+func indexOf(ids []pkie.ID, id pkie.ID) int {
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// classify turns a prover's answer into what the client is told. The
+// prover's own error goes to the log, not to the client.
+func (c *Cloud) classify(ctx context.Context, j *job, r result) (pecwire.ProofStatus, *pkie.Proof, string) {
+	name := c.cfg.Registry.Name(r.id)
+	switch {
+	case r.err == nil && r.proof == nil:
+		c.log.Error("prover returned neither a proof nor an error", "pkie", name)
+		return pecwire.ProofFailed, nil, name + " prover failed"
+	case r.err == nil && r.proof.ID != r.id:
+		c.log.Error("prover returned a proof of another enhancement", "pkie", name, "proof_id", r.proof.ID)
+		return pecwire.ProofFailed, nil, name + " prover failed"
+	case r.err == nil && len(r.proof.Body) > pkie.MaxProofBody:
+		c.log.Error("prover returned an oversize proof", "pkie", name, "bytes", len(r.proof.Body))
+		return pecwire.ProofFailed, nil, name + " prover failed"
+	case r.err == nil:
+		return pecwire.ProofOK, r.proof, ""
+	case errors.Is(r.err, pkie.ErrBusy):
+		return pecwire.ProofBusy, nil, name + " prover is busy"
+	case errors.Is(r.err, pkie.ErrUnsupported):
+		return pecwire.ProofUnsupported, nil, name + " prover cannot prove this request"
+	case ctx.Err() != nil && j.target.ctx.Err() == nil:
+		return pecwire.ProofTimeout, nil, fmt.Sprintf("no %s proof within the budget", name)
+	}
+	c.log.Warn("prover failed", "pkie", name, "server", j.subject.ServerName, "err", r.err)
+	return pecwire.ProofFailed, nil, name + " prover failed: see the cloud's log"
+}

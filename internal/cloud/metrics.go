@@ -1,0 +1,122 @@
+package cloud
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/pkie/pkie"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are one cloud's Prometheus metrics, in a registry of its own so
+// that several clouds in one process (tests, the testbed) stay apart.
+type metrics struct {
+	reg            *prometheus.Registry
+	sessions       prometheus.Gauge
+	clients        prometheus.Gauge
+	jobs           prometheus.Gauge
+	sessionsOpened *prometheus.CounterVec
+	sessionsClosed *prometheus.CounterVec
+	refused        *prometheus.CounterVec
+	registrations  prometheus.Counter
+	submissions    *prometheus.CounterVec
+	rejects        *prometheus.CounterVec
+	proofs         *prometheus.CounterVec
+	proofSeconds   *prometheus.HistogramVec
+	jobSeconds     prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16)
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pkie_cloud_sessions", Help: "Sessions open (registered clients and submitters, including those in their handshake).",
+		}),
+		clients: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pkie_cloud_clients", Help: "Registered clients.",
+		}),
+		jobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pkie_cloud_jobs_in_flight", Help: "Submissions being proved.",
+		}),
+		sessionsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_cloud_sessions_opened_total", Help: "Sessions opened, by transport.",
+		}, []string{"transport"}),
+		sessionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_cloud_sessions_closed_total", Help: "Sessions ended, by reason (closed, idle, slow_reader, protocol, too_large, malformed, write, shutdown).",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_cloud_connections_refused_total", Help: "Connections closed at once because the cloud was at a session bound, by bound.",
+		}, []string{"bound"}),
+		registrations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pkie_cloud_registrations_total", Help: "Clients registered.",
+		}),
+		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_cloud_submissions_total", Help: "Submissions received, by outcome (accepted, duplicate, rejected).",
+		}, []string{"outcome"}),
+		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_cloud_rejects_total", Help: "Submissions refused (Reject) and sessions ended (Error), by code.",
+		}, []string{"code"}),
+		proofs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pkie_cloud_proofs_total", Help: "Outcomes pushed to clients, by enhancement and status.",
+		}, []string{"pkie", "status"}),
+		proofSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pkie_cloud_prove_duration_seconds", Help: "Time a prover took to answer, by enhancement.", Buckets: buckets,
+		}, []string{"pkie"}),
+		jobSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pkie_cloud_handler_duration_seconds", Help: "Time from a submission's arrival to its last outcome.", Buckets: buckets,
+		}),
+	}
+	m.reg.MustRegister(m.sessions, m.clients, m.jobs, m.sessionsOpened, m.sessionsClosed, m.refused, m.registrations,
+		m.submissions, m.rejects, m.proofs, m.proofSeconds, m.jobSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Health is the body of /healthz.
+type Health struct {
+	// Status is "ok" when every hosted prover is healthy, else "degraded".
+	Status string `json:"status"`
+	// PKIEs maps each hosted enhancement's name to "ok" or what is wrong.
+	PKIEs   map[string]string `json:"pkies"`
+	Clients int               `json:"clients"`
+	Jobs    int               `json:"jobs_in_flight"`
+}
+
+// Health asks every hosted prover that can tell (a pkie.Healther).
+func (c *Cloud) Health() Health {
+	h := Health{Status: "ok", PKIEs: map[string]string{}}
+	for _, id := range c.ids {
+		p := c.provers[id]
+		st := "ok"
+		if hp, ok := p.p.(pkie.Healther); ok {
+			if err := hp.Health(); err != nil {
+				st, h.Status = err.Error(), "degraded"
+			}
+		}
+		h.PKIEs[p.name] = st
+	}
+	c.mu.Lock()
+	h.Clients, h.Jobs = len(c.clients), c.jobs
+	c.mu.Unlock()
+	return h
+}
+
+// healthz answers 200 when every prover is healthy and 503 otherwise, so
+// that a load balancer's health check takes a replica whose provers lost
+// their TTPs out of rotation.
+func (c *Cloud) healthz(w http.ResponseWriter, r *http.Request) {
+	h := c.Health()
+	w.Header().Set("Content-Type", "application/json")
+	if h.Status != "ok" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(h)
+}

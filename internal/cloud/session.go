@@ -1,0 +1,223 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkie/pkie/internal/pecwire"
+)
+
+// session is one client's or submitter's message stream.
+type session struct {
+	c         *Cloud
+	conn      *pecwire.Conn
+	addr      string // the share it counts against
+	transport string
+	out       chan pecwire.Message
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+
+	// Set once by the reading goroutine before any job can see them.
+	id         pecwire.ClientID
+	registered bool
+	submitted  bool
+	final      pecwire.Message // the Error that ends the session, if any
+
+	mu       sync.Mutex
+	inflight map[dupKey]bool      // submissions for this client being proved
+	done     map[dupKey]time.Time // recently proved ones, for duplicates
+	doneFIFO []dupKey
+}
+
+// Reasons a session ends, for logs and metrics.
+var (
+	errIdle       = errors.New("idle")
+	errSlowReader = errors.New("slow_reader")
+	errProtocol   = errors.New("protocol")
+	errTooLarge   = errors.New("too_large")
+	errMalformed  = errors.New("malformed")
+	errClosed     = errors.New("closed")
+	errShutdown   = errors.New("shutdown")
+	errWrite      = errors.New("write")
+	errFull       = errors.New("busy")
+)
+
+// serveSession runs one session until it ends, then frees what it held. It
+// owns addr's admission.
+func (c *Cloud) serveSession(ctx context.Context, conn *pecwire.Conn, addr string) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	s := &session{
+		c: c, conn: conn, addr: addr, transport: conn.Transport(),
+		out: make(chan pecwire.Message, c.cfg.MaxPending), ctx: sctx, cancel: cancel,
+		inflight: map[dupKey]bool{}, done: map[dupKey]time.Time{},
+	}
+	c.m.sessionsOpened.WithLabelValues(s.transport).Inc()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writeLoop()
+	}()
+	// A cancelled session (write failure, slow reader, shutdown) must not
+	// leave the reader blocked until the idle timeout.
+	stop := context.AfterFunc(sctx, func() { conn.Close() })
+	err := s.readLoop()
+	closedByCancel := !stop()
+	s.cancel(err)
+	<-writerDone
+	if s.registered {
+		c.unregister(s.id, s)
+	}
+	if s.final != nil && !closedByCancel {
+		// Tell the peer why, and let the message reach it before the
+		// connection goes.
+		conn.Shutdown(s.final, time.Now().Add(min(c.cfg.WriteTimeout, maxLinger)))
+	}
+	conn.Close()
+	c.leave(addr)
+	reason := context.Cause(sctx)
+	if errors.Is(reason, context.Canceled) && ctx.Err() != nil {
+		reason = errShutdown
+	}
+	c.m.sessionsClosed.WithLabelValues(reasonLabel(reason)).Inc()
+	c.log.Debug("session ended", "transport", s.transport, "remote", conn.RemoteAddr().String(),
+		"client", s.idString(), "reason", reason)
+}
+
+func reasonLabel(err error) string {
+	for _, e := range []error{errIdle, errSlowReader, errProtocol, errTooLarge, errMalformed, errClosed, errShutdown, errWrite, errFull} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "other"
+}
+
+func (s *session) idString() string {
+	if !s.registered {
+		return "-"
+	}
+	return s.id.String()
+}
+
+// readLoop reads the session's messages until it ends and returns why.
+func (s *session) readLoop() error {
+	c := s.c
+	deadline := time.Now().Add(c.cfg.HandshakeTimeout)
+	for {
+		m, err := s.conn.Recv(deadline)
+		if err != nil {
+			return s.recvError(err)
+		}
+		deadline = time.Now().Add(c.idleTimeout())
+		switch m := m.(type) {
+		case *pecwire.Register:
+			if s.registered || s.submitted {
+				return s.fail(pecwire.RejectInvalid, "Register must be a session's first message", errProtocol)
+			}
+			if m.Version != pecwire.Version {
+				return s.fail(pecwire.RejectInvalid, fmt.Sprintf("protocol version %d, this cloud speaks %d", m.Version, pecwire.Version), errProtocol)
+			}
+			id, err := c.register(s)
+			if err != nil {
+				c.m.rejects.WithLabelValues(pecwire.RejectBusy.String()).Inc()
+				if !errors.Is(err, errBusy) {
+					c.log.Error("registration failed", "err", err)
+				}
+				return s.fail(pecwire.RejectBusy, "too many clients registered: try another point of presence", errFull)
+			}
+			s.id, s.registered = id, true
+			c.m.registrations.Inc()
+			if !s.push(&pecwire.Registered{Version: pecwire.Version, ClientID: id, Keepalive: c.cfg.Keepalive, MaxFrame: uint32(c.cfg.MaxFrame)}) {
+				return errSlowReader
+			}
+		case *pecwire.Ping:
+			if !s.push(&pecwire.Pong{Seq: m.Seq}) {
+				return errSlowReader
+			}
+		case *pecwire.Submit:
+			s.submitted = true
+			if !c.submit(s, m) {
+				return errSlowReader
+			}
+		default:
+			return s.fail(pecwire.RejectInvalid, fmt.Sprintf("a client does not send message type %d", m.Type()), errProtocol)
+		}
+	}
+}
+
+// recvError turns a failed Recv into the reason the session ends, telling
+// the peer when it broke the protocol.
+func (s *session) recvError(err error) error {
+	var tl *pecwire.FrameTooLarge
+	var ne net.Error
+	switch {
+	case s.ctx.Err() != nil:
+		return context.Cause(s.ctx)
+	case errors.As(err, &tl):
+		return s.fail(pecwire.RejectTooLarge, fmt.Sprintf("frame of %d bytes, this cloud accepts %d", tl.Size, tl.Max), errTooLarge)
+	case errors.As(err, &ne) && ne.Timeout():
+		return errIdle
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return errClosed
+	case isDecodeError(err):
+		return s.fail(pecwire.RejectInvalid, "malformed message", fmt.Errorf("%w: %w", errMalformed, err))
+	}
+	return fmt.Errorf("%w: %w", errClosed, err)
+}
+
+// isDecodeError reports whether err is pecwire's refusal of a frame's
+// bytes (Unmarshal's errors, which wrap no transport error) rather than a
+// transport failure; transport failures were sorted out before.
+func isDecodeError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "pecwire: ") && !strings.HasPrefix(msg, "pecwire: frame body")
+}
+
+// maxLinger bounds how long an ending session waits for its last message
+// to be taken.
+const maxLinger = 2 * time.Second
+
+// fail arranges for the peer to be told why its session ends and returns
+// reason.
+func (s *session) fail(code pecwire.RejectCode, text string, reason error) error {
+	s.c.m.rejects.WithLabelValues(code.String()).Inc()
+	s.final = &pecwire.Error{Code: code, Text: text}
+	return reason
+}
+
+// push queues m for the session. It returns false, and ends the session,
+// when the session has MaxPending messages queued already: a peer that does
+// not read its messages gets no unbounded buffer.
+func (s *session) push(m pecwire.Message) bool {
+	if s.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case s.out <- m:
+		return true
+	default:
+		s.cancel(errSlowReader)
+		return false
+	}
+}
+
+// writeLoop writes queued messages until the session ends.
+func (s *session) writeLoop() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case m := <-s.out:
+			if err := s.conn.Send(m, time.Now().Add(s.c.cfg.WriteTimeout)); err != nil {
+				s.cancel(fmt.Errorf("%w: %w", errWrite, err))
+				return
+			}
+		}
+	}
+}

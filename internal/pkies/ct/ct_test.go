@@ -1,0 +1,226 @@
+package ct_test
+
+import (
+	"context"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pkies/ct"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+type world struct {
+	ttp     *testbed.TTPs
+	prover  pkie.Prover
+	dataDir string
+	logged  *testbed.Leaf // in the sorted tree
+	pending *testbed.Leaf // logged after the sorted tree was built: SCT only
+	never   *testbed.Leaf // never logged
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := context.Background()
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
+	root, _ := testbed.NewRootCA("CT Root", testbed.ECDSAP256)
+	ca, _ := root.NewIntermediate("CT CA", testbed.ECDSAP256)
+	w := &world{ttp: ttp, dataDir: t.TempDir()}
+	for _, l := range []**testbed.Leaf{&w.logged, &w.pending, &w.never} {
+		if *l, err = ca.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ttp.LogChain(ctx, w.logged.Chain); err != nil {
+		t.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ttp.LogChain(ctx, w.pending.Chain); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: w.dataDir},
+		ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.prover = p
+	return w
+}
+
+func prove(t *testing.T, p pkie.Prover, l *testbed.Leaf) *pkie.Proof {
+	t.Helper()
+	pr, err := p.Prove(context.Background(), &pkie.ProveRequest{Subject: subject(l)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pr
+}
+
+func subject(l *testbed.Leaf) pkie.Subject {
+	certs := make([]*x509.Certificate, len(l.Chain))
+	for i, der := range l.Chain {
+		certs[i], _ = x509.ParseCertificate(der)
+	}
+	return pkie.Subject{ServerName: "www.example.test", Port: 443, Chain: l.Chain, Certs: certs}
+}
+
+func verifier(t *testing.T, key string) pkie.Verifier {
+	t.Helper()
+	v, err := ct.NewVerifier(ct.VerifierConfig{Key: key, MaxAge: ct.Duration(time.Hour), MMD: ct.Duration(24 * time.Hour)}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func flip(p *pkie.Proof, i int) *pkie.Proof {
+	b := append([]byte(nil), p.Body...)
+	b[i] ^= 0x01
+	return &pkie.Proof{ID: p.ID, Version: p.Version, Body: b}
+}
+
+func TestVerify(t *testing.T) {
+	w := newWorld(t)
+	other, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()}) // same name, another key
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	if _, err := other.LogChain(ctx, w.logged.Chain); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	otherProver, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ct.ProverConfig{LogURL: other.LogURL, LogKey: other.LogKey}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	v := verifier(t, w.ttp.LogKey)
+	good := prove(t, w.prover, w.logged)
+	var body treeproof.Body
+	if err := body.UnmarshalBinary(good.Body); err != nil {
+		t.Fatal(err)
+	}
+	headAt := 2 + 32 + 2 // the signed note's first byte
+	proofAt := headAt + len(body.Head) + 2 + 4
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		leaf   *testbed.Leaf
+		proof  *pkie.Proof
+		now    time.Time
+		status pkie.Status
+		reason []string
+	}{
+		{"logged", w.logged, good, now, pkie.Pass, []string{"logged: in the sorted tree under pkie.test/log's head signed", "keys, root", "built from the log's checkpoint of 1 entries"}},
+		{"pending with SCT", w.pending, prove(t, w.prover, w.pending), now, pkie.Pass, []string{"not yet in the sorted tree", "SCT of", "maximum merge delay"}},
+		{"never logged", w.never, prove(t, w.prover, w.never), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree and has no SCT"}},
+		{"no proof", w.logged, nil, now, pkie.Unknown, []string{"no CT proof"}},
+		{"forged head", w.logged, flip(good, headAt+len(body.Head)-10), now, pkie.Fail, []string{"log pkie.test/log", "head rejected"}},
+		{"forged proof", w.logged, flip(good, proofAt), now, pkie.Fail, []string{"log pkie.test/log", "proof"}},
+		{"forged key", w.logged, flip(good, 5), now, pkie.Fail, []string{"log pkie.test/log", "proves key"}},
+		{"forged version", w.logged, flip(good, 0), now, pkie.Fail, []string{"does not decode", "version"}},
+		{"stale", w.logged, good, now.Add(2 * time.Hour), pkie.Fail, []string{"log pkie.test/log", "older than the maximum age", "maximum 1h0m0s"}},
+		{"other key", w.logged, prove(t, otherProver, w.logged), now, pkie.Fail, []string{"log pkie.test/log", "head rejected", "signature"}},
+		{"wrong certificate", w.never, good, now, pkie.Fail, []string{"log pkie.test/log", "proves key"}},
+		{"wrong enhancement", w.logged, &pkie.Proof{ID: pkie.Revocation, Version: 1, Body: good.Body}, now, pkie.Fail, []string{"not 0x0001"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(tc.leaf), Proof: tc.proof, Now: tc.now})
+			if a.Status != tc.status {
+				t.Fatalf("status %s, want %s: %s", a.Status, tc.status, a.Reason)
+			}
+			for _, s := range tc.reason {
+				if !strings.Contains(a.Reason, s) {
+					t.Errorf("reason %q lacks %q", a.Reason, s)
+				}
+			}
+			if a.Status == pkie.Pass && (a.Time.IsZero() || now.Sub(a.Time) > time.Minute) {
+				t.Errorf("assertion time %v, want the head's", a.Time)
+			}
+		})
+	}
+}
+
+// TestProverState: the mirror keeps the head it accepted in the host's data
+// directory, and Health reports a synced prover.
+func TestProverState(t *testing.T) {
+	w := newWorld(t)
+	files, _ := filepath.Glob(filepath.Join(w.dataDir, "ct-*.state"))
+	if len(files) != 1 {
+		t.Fatalf("state files %v, want one ct-*.state in the data directory", files)
+	}
+	if st, err := os.Stat(files[0]); err != nil || st.Mode().Perm()&0o077 != 0 {
+		t.Errorf("state file: %v, %v", st.Mode(), err)
+	}
+	if err := w.prover.(pkie.Healther).Health(); err != nil {
+		t.Errorf("Health: %v", err)
+	}
+	if w.prover.ID() != pkie.CT {
+		t.Errorf("ID %s", w.prover.ID())
+	}
+}
+
+// TestRunSyncs: a prover run by its host picks up the log's next sorted
+// tree without anyone calling Sync.
+func TestRunSyncs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newWorld(t)
+	p, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
+		ct.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey, SyncInterval: ct.Duration(20 * time.Millisecond)}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.(pkie.Runner).Run(ctx); close(done) }()
+	if _, err := w.ttp.Log.BuildSorted(ctx); err != nil { // now holds pending
+		t.Fatal(err)
+	}
+	v := verifier(t, w.ttp.LogKey)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(w.pending), Proof: prove(t, p, w.pending)})
+		if a.Status == pkie.Pass && strings.HasPrefix(a.Reason, "logged: in the sorted tree under") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running prover never served the new tree: %s %s", a.Status, a.Reason)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+func TestConfigs(t *testing.T) {
+	ctx := context.Background()
+	for _, bad := range []string{``, `{}`, `{"key":"nope"}`, `{"key":"x","max_age":3600}`, `{"key":"x","maxage":"1h"}`, `{"key":"x"} {}`} {
+		if _, err := ct.NewVerifier([]byte(bad)); err == nil {
+			t.Errorf("verifier config %q accepted", bad)
+		}
+	}
+	for _, bad := range []string{`{}`, `{"log_url":"http://127.0.0.1:1"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","sync":"1s"}`} {
+		if _, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, []byte(bad)); err == nil {
+			t.Errorf("prover config %q accepted", bad)
+		}
+	}
+	got := string(ct.VerifierConfig{Key: "k", MaxAge: ct.Duration(90 * time.Minute)}.JSON())
+	if got != `{"key":"k","max_age":"1h30m0s"}` {
+		t.Errorf("VerifierConfig JSON %s", got)
+	}
+}

@@ -1,0 +1,485 @@
+// Package notary is multi-path probing as an enhancement: the cloud probes
+// the target from its own network path with a notary of its own (package
+// notary, Forced Perspectives' notaries hosted in the PEC cloud) and returns
+// that notary's signed v1 answer. A man in the middle near the client shows
+// it a certificate the notary, elsewhere, does not see: the verifier fails
+// the connection and names what the notary saw and when.
+//
+// The proof body is the notary's v1 response exactly as its HTTP API sends
+// it (docs/api.md: the answer's signed bytes and the Ed25519 signature),
+// produced by the notary's own handler, so the cloud's answer is what that
+// notary would sign over /v1/check; the verifier checks it with
+// consensus.VerifyV1 against the notary's pinned v1 key.
+package notary
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/notarywire"
+	"github.com/pkie/pkie/internal/pkies/conf"
+	"github.com/pkie/pkie/internal/store"
+	"github.com/pkie/pkie/probe"
+)
+
+// Name is the enhancement's name.
+const Name = "notary"
+
+// Version is the proof version: the body is a notary v1 response.
+const Version = 1
+
+// DefaultMaxAge bounds how old an answer's observation a client accepts,
+// as for any v1 notary (consensus.DefaultAnswerMaxAge).
+const DefaultMaxAge = consensus.DefaultAnswerMaxAge
+
+// Duration is a JSON duration string ("24h").
+type Duration = conf.Duration
+
+// ProverConfig configures the prover (the JSON object of NewProver). The
+// notary's keys and history live in the host's data directory.
+type ProverConfig struct {
+	// Name is the notary's name, signed into each answer; empty means
+	// "pkie cloud notary".
+	Name string `json:"name,omitempty"`
+	// MaxAge is the notary's freshness window (notary.Config.MaxAge);
+	// zero means 24h.
+	MaxAge Duration `json:"max_age,omitzero"`
+	// ProbeTimeout bounds one probe's connect and handshake; zero means
+	// probe.DefaultTimeout.
+	ProbeTimeout Duration `json:"probe_timeout,omitzero"`
+	// MaxProbes bounds probes in flight; zero means 64. Further requests
+	// queue up to 4× that, then get busy at once.
+	MaxProbes int `json:"max_probes,omitempty"`
+	// Resolve maps "host:port" or "host" to "ip:port" or "ip", as `pkie
+	// notary serve --resolve` does: to try named sites on loopback.
+	Resolve map[string]string `json:"resolve,omitempty"`
+	// AllowPrivate lets the notary probe loopback and private addresses.
+	// Off, the probe's SSRF guard refuses them: a cloud must not be made to
+	// probe its own network for a client.
+	AllowPrivate bool `json:"allow_private,omitempty"`
+}
+
+// JSON returns c as NewProver's configuration.
+func (c ProverConfig) JSON() json.RawMessage { return conf.JSON(c) }
+
+// VerifierConfig configures the verifier (the JSON object of NewVerifier).
+type VerifierConfig struct {
+	// Key is the notary's v1 Ed25519 public key, in base64 as .notary
+	// bundles carry it (pkie_v1_ed25519).
+	Key string `json:"key"`
+	// MaxAge is the oldest observation and signature accepted; zero means
+	// 24h.
+	MaxAge Duration `json:"max_age,omitzero"`
+}
+
+// JSON returns c as NewVerifier's configuration.
+func (c VerifierConfig) JSON() json.RawMessage { return conf.JSON(c) }
+
+// Kind returns the enhancement's registration.
+func Kind() pkie.Kind {
+	return pkie.Kind{
+		ID:          pkie.Notary,
+		Name:        Name,
+		Summary:     "the cloud's notary, probing from its own network path, sees the certificate the client saw",
+		NewProver:   NewProver,
+		NewVerifier: NewVerifier,
+	}
+}
+
+// Prover answers for a target with its own notary.
+type Prover struct {
+	n       *notary.Notary
+	handler http.Handler
+	hist    store.History
+	closed  sync.Once
+	log     *slog.Logger
+}
+
+// NewProver builds the notary prover from a ProverConfig in JSON. Its
+// identity (an Ed25519 v1 key and the RSA key the notary format carries,
+// files 0600) is created in env.DataDir on first use and read from there
+// afterwards; its history is SQLite in the same directory.
+func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) (pkie.Prover, error) {
+	var c ProverConfig
+	if err := conf.Decode(config, &c); err != nil {
+		return nil, fmt.Errorf("notary prover configuration: %w", err)
+	}
+	return NewProverFrom(ctx, env, c)
+}
+
+// NewProverFrom is NewProver with a typed configuration.
+func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Prover, error) {
+	if env.DataDir == "" {
+		return nil, errors.New("notary prover: a data directory is required (its keys and history)")
+	}
+	if c.MaxAge < 0 || c.ProbeTimeout < 0 || c.MaxProbes < 0 {
+		return nil, errors.New("notary prover: max_age, probe_timeout and max_probes must not be negative")
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	id, err := loadOrCreate(env.DataDir, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	popts := probe.Options{Timeout: c.ProbeTimeout.D(), AllowPrivate: c.AllowPrivate, Vantage: id.Name}
+	if len(c.Resolve) > 0 {
+		r, err := parseResolve(c.Resolve)
+		if err != nil {
+			return nil, fmt.Errorf("notary prover: resolve: %w", err)
+		}
+		if !c.AllowPrivate {
+			for _, aps := range r {
+				for _, ap := range aps {
+					if why := probe.NonPublic(ap.Addr()); why != "" {
+						return nil, fmt.Errorf("notary prover: resolve maps a name to %s (%s), which the probe refuses without allow_private", ap.Addr(), why)
+					}
+				}
+			}
+		}
+		popts.Lookup = r.lookup
+	}
+	h, err := store.OpenSQLite(ctx, filepath.Join(env.DataDir, notary.FileHistory))
+	if err != nil {
+		return nil, fmt.Errorf("notary prover: %w", err)
+	}
+	maxProbes := c.MaxProbes
+	if maxProbes == 0 {
+		maxProbes = 64
+	}
+	n, err := notary.New(notary.Config{
+		Identity: id, History: h, Prober: probe.New(popts), MaxAge: c.MaxAge.D(),
+		MaxProbes: maxProbes,
+		// Every request comes from the cloud, one "client" to the notary:
+		// its share is the whole pool. The cloud bounds its own clients;
+		// the per-target share still keeps one target from taking every
+		// probe.
+		MaxProbesPerClient:   maxProbes,
+		MaxRequestsPerClient: 4096,
+		HistoryMarker:        filepath.Join(env.DataDir, notary.FileHistorySeen),
+		Logger:               log,
+	})
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	if _, err := n.CheckHistory(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &Prover{n: n, handler: n.Handler(), hist: h, log: log}, nil
+}
+
+// loadOrCreate reads the notary identity in dir, or creates and saves one.
+func loadOrCreate(dir, name string) (*notary.Identity, error) {
+	id, err := notary.LoadIdentity(dir)
+	if err == nil {
+		return id, nil
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "v1.key")); !errors.Is(serr, os.ErrNotExist) {
+		return nil, fmt.Errorf("notary prover: %w", err) // keys there but unreadable: never replace them
+	}
+	if name == "" {
+		name = "pkie cloud notary"
+	}
+	id, err = notary.NewIdentity(name, []string{"localhost"})
+	if err != nil {
+		return nil, fmt.Errorf("notary prover: %w", err)
+	}
+	if err := id.Save(dir); err != nil {
+		return nil, fmt.Errorf("notary prover: %w", err)
+	}
+	return id, nil
+}
+
+// PublicKey reads the v1 public key of the notary prover whose data
+// directory is dir, in base64 as bundles carry it: what `pkie cloud bundle`
+// puts in the verifier configuration (VerifierConfig.Key).
+func PublicKey(dir string) (string, error) {
+	id, err := notary.LoadIdentity(dir)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(id.V1.Public().(ed25519.PublicKey)), nil
+}
+
+// PublicKey returns the prover's v1 public key in base64.
+func (p *Prover) PublicKey() string {
+	return base64.StdEncoding.EncodeToString(p.n.Identity().V1.Public().(ed25519.PublicKey))
+}
+
+// ID returns pkie.Notary.
+func (p *Prover) ID() pkie.ID { return pkie.Notary }
+
+// cloudRemote is the address the notary's limits see for every request.
+const cloudRemote = "[::1]:1"
+
+// maxAnswer bounds a notary answer kept as a proof.
+const maxAnswer = pkie.MaxProofBody
+
+// Prove asks the prover's notary about (ServerName, Port) with the leaf's
+// SHA-256, through the notary's own v1 handler, and returns its signed
+// response as the proof. A notary at capacity is pkie.ErrBusy; a target
+// the probe refuses (a private address) is pkie.ErrUnsupported.
+func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
+	if req.ServerName == "" || len(req.Chain) == 0 {
+		return nil, fmt.Errorf("%w: the notary needs a server name and the leaf", pkie.ErrUnsupported)
+	}
+	sum := sha256.Sum256(req.Chain[0])
+	q, err := json.Marshal(notarywire.Request{Host: strings.ToLower(req.ServerName), Port: req.Port, SHA256: hex.EncodeToString(sum[:])})
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://notary.invalid/v1/check", bytes.NewReader(q))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.RemoteAddr = cloudRemote
+	w := &recorder{header: http.Header{}}
+	p.handler.ServeHTTP(w, hr)
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	switch {
+	case w.code == http.StatusOK:
+	case w.code == http.StatusServiceUnavailable || w.code == http.StatusTooManyRequests:
+		return nil, fmt.Errorf("%w: notary: %s", pkie.ErrBusy, errorText(w))
+	case w.code == http.StatusForbidden || w.code == http.StatusBadRequest:
+		return nil, fmt.Errorf("%w: notary: %s", pkie.ErrUnsupported, errorText(w))
+	default:
+		return nil, fmt.Errorf("notary: %d: %s", w.code, errorText(w))
+	}
+	if w.over {
+		return nil, fmt.Errorf("notary: answer over %d bytes", maxAnswer)
+	}
+	return &pkie.Proof{ID: pkie.Notary, Version: Version, Body: bytes.TrimSuffix(w.body.Bytes(), []byte("\n"))}, nil
+}
+
+// Run holds the notary's history open until ctx ends, then closes it. The
+// notary needs no sync: it probes on demand.
+func (p *Prover) Run(ctx context.Context) {
+	<-ctx.Done()
+	p.Close()
+}
+
+// Close closes the notary's history.
+func (p *Prover) Close() error {
+	var err error
+	p.closed.Do(func() { err = p.hist.Close() })
+	return err
+}
+
+// Health reports a history the notary cannot read.
+func (p *Prover) Health() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := p.hist.Lookup(ctx, store.Key{Host: "healthz.invalid", Port: 443}); err != nil {
+		return fmt.Errorf("notary prover: history: %w", err)
+	}
+	return nil
+}
+
+func errorText(w *recorder) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(w.body.Bytes(), &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return http.StatusText(w.code)
+}
+
+// recorder is the in-process http.ResponseWriter the notary's handler
+// writes its answer to.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+	over   bool
+}
+
+func (w *recorder) Header() http.Header { return w.header }
+func (w *recorder) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if w.body.Len()+len(b) > maxAnswer {
+		w.over = true
+		return 0, errors.New("answer too large")
+	}
+	return w.body.Write(b)
+}
+
+// resolves maps "host:port" and "host" to addresses.
+type resolves map[string][]netip.AddrPort
+
+func parseResolve(m map[string]string) (resolves, error) {
+	r := resolves{}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, k := range keys {
+		v := m[k]
+		name := strings.ToLower(strings.TrimSuffix(k, "."))
+		if h, p, err := net.SplitHostPort(name); err == nil {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("%q: bad port", k)
+			}
+			name = net.JoinHostPort(h, p)
+		}
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil {
+			ip, err2 := netip.ParseAddr(strings.Trim(v, "[]"))
+			if err2 != nil {
+				return nil, fmt.Errorf("%q: %q is not an IP or IP:PORT", k, v)
+			}
+			ap = netip.AddrPortFrom(ip, 0)
+		} else if ap.Port() == 0 {
+			return nil, fmt.Errorf("%q: port 0 is not a port", k)
+		}
+		r[name] = append(r[name], netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+	}
+	return r, nil
+}
+
+// lookup answers for the names mapped, the port asked for replacing a
+// mapping without one, and refuses the others: a testbed must never fall
+// back to DNS.
+func (r resolves) lookup(_ context.Context, host string, port int) ([]netip.AddrPort, error) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	aps, ok := r[net.JoinHostPort(host, strconv.Itoa(port))]
+	if !ok {
+		aps, ok = r[host]
+	}
+	if !ok {
+		return nil, fmt.Errorf("no resolve entry for %s port %d", host, port)
+	}
+	out := make([]netip.AddrPort, len(aps))
+	for i, ap := range aps {
+		if ap.Port() == 0 {
+			ap = netip.AddrPortFrom(ap.Addr(), uint16(port))
+		}
+		out[i] = ap
+	}
+	return out, nil
+}
+
+// Verifier checks notary proofs against the notary's pinned v1 key.
+type Verifier struct {
+	pub    ed25519.PublicKey
+	maxAge time.Duration
+	now    func() time.Time
+}
+
+// NewVerifier builds the verifier from a VerifierConfig in JSON.
+func NewVerifier(config json.RawMessage) (pkie.Verifier, error) {
+	var c VerifierConfig
+	if err := conf.Decode(config, &c); err != nil {
+		return nil, fmt.Errorf("notary verifier configuration: %w", err)
+	}
+	return NewVerifierFrom(c)
+}
+
+// NewVerifierFrom builds the verifier from c.
+func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
+	k, err := base64.StdEncoding.Strict().DecodeString(c.Key)
+	if err != nil || len(k) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("notary verifier: key must be a base64 Ed25519 public key (%d bytes), as bundles' %s", ed25519.PublicKeySize, consensus.V1FieldName)
+	}
+	if c.MaxAge < 0 {
+		return nil, errors.New("notary verifier: max_age must be positive")
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = Duration(DefaultMaxAge)
+	}
+	return &Verifier{pub: ed25519.PublicKey(k), maxAge: c.MaxAge.D(), now: time.Now}, nil
+}
+
+// ID returns pkie.Notary.
+func (v *Verifier) ID() pkie.ID { return pkie.Notary }
+
+// Verify checks the notary's signed answer (consensus.VerifyV1: signature
+// first, then that it is about (ServerName, Port) and this leaf, fresh) and
+// passes when the leaf the client saw is among the certificates the notary
+// vouches for; otherwise the notary saw another certificate from its path,
+// and the assertion fails naming it.
+func (v *Verifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Assertion {
+	if len(req.Chain) == 0 || req.ServerName == "" {
+		return pkie.Assertion{Status: pkie.Unknown, Reason: "no server name and certificate to compare with the notary's"}
+	}
+	if req.Proof == nil {
+		return pkie.Assertion{Status: pkie.Unknown, Reason: "no notary answer"}
+	}
+	if req.Proof.ID != pkie.Notary {
+		return pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("proof is for enhancement %s, not %s (notary)", req.Proof.ID, pkie.Notary)}
+	}
+	if req.Proof.Version != Version {
+		return pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("notary proof of version %d, this client reads version %d", req.Proof.Version, Version)}
+	}
+	now := req.Now
+	if now.IsZero() {
+		now = v.now()
+	}
+	sum := sha256.Sum256(req.Chain[0])
+	q := consensus.V1Question{Host: strings.ToLower(req.ServerName), Port: req.Port, SHA256: &sum}
+	a, err := consensus.VerifyV1(req.Proof.Body, v.pub, q, now, v.maxAge)
+	if err != nil {
+		return pkie.Assertion{Status: pkie.Fail, Reason: "notary answer rejected: " + err.Error()}
+	}
+	mine := hex.EncodeToString(sum[:])
+	who := a.Notary
+	if len(who) > 80 {
+		who = who[:80] + "…"
+	}
+	how := "from its history"
+	if a.Probed {
+		how = "probing " + a.Addr
+	}
+	if slices.Contains(a.CurrentSet, mine) || (a.Match != nil && *a.Match && a.Current == mine) {
+		return pkie.Assertion{Status: pkie.Pass, Time: a.SignedAt, Reason: fmt.Sprintf(
+			"notary %q sees the same certificate %s… at %s port %d (last seen %s, %s; answer signed %s)",
+			who, mine[:16], q.Host, q.Port, a.ObservedAt.UTC().Format(time.RFC3339), how, a.SignedAt.UTC().Format(time.RFC3339))}
+	}
+	return pkie.Assertion{Status: pkie.Fail, Time: a.SignedAt, Reason: fmt.Sprintf(
+		"notary %q sees another certificate at %s port %d: %s… (last seen %s, %s; answer signed %s), not the %s… this client was shown: a man in the middle near the client, or a certificate the notary has not seen",
+		who, q.Host, q.Port, truncHex(a.Current), a.ObservedAt.UTC().Format(time.RFC3339), how, a.SignedAt.UTC().Format(time.RFC3339), mine[:16])}
+}
+
+func truncHex(s string) string {
+	if len(s) > 16 {
+		return s[:16]
+	}
+	return s
+}

@@ -1,0 +1,165 @@
+package treeproof
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/prover"
+)
+
+// Defaults of a mirror, as `pkie prover serve` has them.
+const (
+	DefaultSyncInterval = 30 * time.Second
+	DefaultMaxAge       = 24 * time.Hour
+)
+
+// MirrorConfig is how a prover reaches and trusts its TTP.
+type MirrorConfig struct {
+	PKIE     string // prover.CT or prover.Revocation
+	URL      string // the TTP's base URL (its feed is URL/v1/sorted)
+	Key      string // the TTP's pinned note verifier key
+	Interval time.Duration
+	MaxAge   time.Duration // refuse heads older than this at sync
+}
+
+// Prover is an enhancement's server half on a verified mirror of a TTP's
+// sorted tree: package prover's Prover, built, synced and kept in sync as
+// `pkie prover serve` does, with the TTP's head persisted in the host's data
+// directory so that a restart still refuses a tree that goes back.
+type Prover struct {
+	id       pkie.ID
+	p        *prover.Prover
+	keyOf    func(*pkie.ProveRequest) ([32]byte, error)
+	scts     prover.SCTSource
+	interval time.Duration
+	maxAge   time.Duration
+	log      *slog.Logger
+}
+
+// NewProver builds the mirror, syncs it once (verifying what it fetched) and
+// returns the prover; keyOf computes the key to prove for a request, scts
+// (CT only, else nil) finds the log's SCT for a certificate absent from the
+// tree. A TTP that cannot be reached or whose tree does not verify is an
+// error, as it is for `pkie prover serve`.
+func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConfig, keyOf func(*pkie.ProveRequest) ([32]byte, error), scts func(base string, hc *http.Client) prover.SCTSource) (*Prover, error) {
+	if c.URL == "" || c.Key == "" {
+		return nil, fmt.Errorf("%s prover: the TTP's URL and its pinned key are both required", c.PKIE)
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultSyncInterval
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.Interval < 0 || c.MaxAge < 0 {
+		return nil, fmt.Errorf("%s prover: sync interval and maximum age must be positive", c.PKIE)
+	}
+	v, err := checkpoint.NewVerifier(c.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s prover: TTP key: %w", c.PKIE, err)
+	}
+	hc := env.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Minute}
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	base := strings.TrimSuffix(c.URL, "/")
+	cfg := prover.Config{PKIE: c.PKIE, Verifier: v, MaxAge: c.MaxAge, StateDir: env.DataDir,
+		Feed: &feed.Client{Base: base + "/v1/sorted", HTTP: hc}}
+	if c.PKIE == prover.CT {
+		cfg.LogConsistency = prover.LogConsistency(base, hc)
+	}
+	if env.DataDir == "" {
+		log.Warn("no data directory: after a restart this prover accepts whatever tree its TTP signs first", "pkie", c.PKIE)
+	}
+	p, err := prover.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.Sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("synced", "pkie", c.PKIE, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
+	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.MaxAge, log: log}
+	if scts != nil {
+		tp.scts = scts(base, hc)
+	}
+	return tp, nil
+}
+
+// ID returns the enhancement's identifier.
+func (p *Prover) ID() pkie.ID { return p.id }
+
+// Mirror returns the underlying prover (its Status, a manual Sync).
+func (p *Prover) Mirror() *prover.Prover { return p.p }
+
+// Prove returns the proof for req's key under the last head synced. A CT
+// certificate absent from the tree gets the log's SCT when the log has one
+// (best effort: without it the client cannot accept the absence, the safe
+// side).
+func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
+	key, err := p.keyOf(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.p.Prove(key)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Present && p.scts != nil {
+		if sct, ok, err := p.scts(ctx, key); err == nil && ok {
+			resp.SCT = sct
+		} else if err != nil {
+			p.log.Debug("SCT lookup failed", "pkie", p.p.PKIE(), "err", err)
+		}
+	}
+	b, err := FromResponse(resp)
+	if err != nil {
+		return nil, err
+	}
+	body, err := b.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("%s prover: %w", p.p.PKIE(), err)
+	}
+	return &pkie.Proof{ID: p.id, Version: Version, Body: body}, nil
+}
+
+// Run syncs with the TTP every interval until ctx ends.
+func (p *Prover) Run(ctx context.Context) {
+	p.p.Run(ctx, p.interval, func(f string, a ...any) {
+		p.log.Error(fmt.Sprintf(f, a...), "pkie", p.p.PKIE())
+	})
+}
+
+// Health reports an unsynced mirror, or one whose head is older than the
+// maximum age: clients would refuse its proofs.
+func (p *Prover) Health() error {
+	st := p.p.Status()
+	if !st.Synced {
+		if st.LastError != "" {
+			return fmt.Errorf("%s prover: not synced: %s", st.PKIE, st.LastError)
+		}
+		return fmt.Errorf("%s prover: not synced", st.PKIE)
+	}
+	if age := time.Since(st.CheckpointTime); age > p.maxAge {
+		msg := fmt.Sprintf("%s prover: head of %s is %s old, over the %s maximum", st.PKIE,
+			st.CheckpointTime.UTC().Format(time.RFC3339), age.Round(time.Second), p.maxAge)
+		if st.LastError != "" {
+			msg += "; last sync: " + st.LastError
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
