@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -562,6 +563,7 @@ func (st *dialState) collect() (map[pkie.ID]check.ProofResult, []string, time.Du
 		want[r.ID] = true
 	}
 	out := sub.p.C()
+	var timedOut []pkie.ID
 wait:
 	for len(want) > 0 {
 		select {
@@ -573,6 +575,12 @@ wait:
 				continue
 			}
 			delete(want, o.ID)
+			results[o.ID] = outcomeResult(o)
+			if o.Status == pecwire.ProofTimeout {
+				// The session's own deadline, not an answer.
+				timedOut = append(timedOut, o.ID)
+				continue
+			}
 			at := o.Received
 			if at.IsZero() {
 				at = time.Now()
@@ -581,7 +589,6 @@ wait:
 				st.timings.FirstProof = at.Sub(st.start)
 			}
 			st.timings.LastProof = at.Sub(st.start)
-			results[o.ID] = outcomeResult(o)
 		case <-timer.C:
 			break wait
 		case <-st.ctx.Done():
@@ -590,10 +597,13 @@ wait:
 	}
 	var missing []string
 	for _, r := range d.requests {
-		if want[r.ID] {
-			missing = append(missing, d.names[r.ID])
+		switch {
+		case want[r.ID]:
 			results[r.ID] = check.ProofResult{Err: fmt.Errorf("no answer from the cloud within %s", timeout)}
+		case !slices.Contains(timedOut, r.ID):
+			continue
 		}
+		missing = append(missing, d.names[r.ID])
 	}
 	return results, missing, time.Since(certAt), nil
 }
