@@ -147,7 +147,6 @@ func TestDialerBuiltinEnhancements(t *testing.T) {
 	w := newBuiltinWorld(t)
 	for _, transport := range []string{pecwire.QUIC, pecwire.TCP} {
 		cl := dialCloud(t, w.bundle, transport)
-		d := w.dialer(cl)
 		for _, tt := range []struct {
 			site   string
 			want   check.Result
@@ -162,10 +161,9 @@ func TestDialerBuiltinEnhancements(t *testing.T) {
 			t.Run(transport+"/"+tt.site, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				d2 := *d
-				d2.TLSConfig = d.TLSConfig.Clone()
-				d2.TLSConfig.ServerName = tt.site
-				c, err := d2.Dial(ctx, "tcp", w.addr[tt.site])
+				d := w.dialer(cl)
+				d.TLSConfig.ServerName = tt.site
+				c, err := d.Dial(ctx, "tcp", w.addr[tt.site])
 				var v *check.Verdict
 				if tt.want == check.Trusted {
 					if err != nil {
