@@ -103,6 +103,8 @@ type Dialer struct {
 	// Dialer validates the chain itself, through the check package, so
 	// InsecureSkipVerify is ignored; VerifyConnection, if set, runs after
 	// the chain was submitted. ServerName defaults to the host dialled.
+	// Renegotiation is refused. With http.Transport, leave "h2" out of
+	// NextProtos: the transport speaks HTTP/2 only on a *tls.Conn.
 	// ClientSessionCache holds resumable sessions; nil means one of the
 	// Dialer's own (SessionTicketsDisabled turns resumption off).
 	TLSConfig *tls.Config
@@ -357,6 +359,9 @@ func (d *Dialer) Dial(ctx context.Context, network, addr string) (*Conn, error) 
 	// The chain is validated by the check package, with the proofs, so
 	// that one policy gives one verdict; crypto/tls only hands it over.
 	conf.InsecureSkipVerify = true
+	// A renegotiation could present another certificate after Dial
+	// returned, which no proof would cover.
+	conf.Renegotiation = tls.RenegotiateNever
 	userVerify := conf.VerifyConnection
 	conf.VerifyConnection = func(cs tls.ConnectionState) error {
 		st.onCertificate(cs)

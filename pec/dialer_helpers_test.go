@@ -40,6 +40,11 @@ type gateProver struct {
 	calls atomic.Int64
 	// started receives one value per call as it starts, if not nil.
 	started chan struct{}
+	// busy makes every call answer pkie.ErrBusy; otherLeaf, when set, is
+	// the leaf signed instead of the one submitted (a proof replayed from
+	// another connection).
+	busy      bool
+	otherLeaf []byte
 }
 
 func newGateProver(key ed25519.PrivateKey) *gateProver {
@@ -71,7 +76,14 @@ func (g *gateProver) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.P
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return &pkie.Proof{ID: gateID, Version: 1, Body: ed25519.Sign(g.key, gateMessage(req.ServerName, req.Port, req.Chain[0]))}, nil
+	if g.busy {
+		return nil, fmt.Errorf("%w: the test says so", pkie.ErrBusy)
+	}
+	leaf := req.Chain[0]
+	if g.otherLeaf != nil {
+		leaf = g.otherLeaf
+	}
+	return &pkie.Proof{ID: gateID, Version: 1, Body: ed25519.Sign(g.key, gateMessage(req.ServerName, req.Port, leaf))}, nil
 }
 
 // gateVerifier checks a gate proof against the TTP key the client pinned.

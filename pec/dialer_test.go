@@ -151,6 +151,8 @@ func TestDialerFailsClosed(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		open      bool // the prover answers
+		busy      bool // … that it is busy
+		otherLeaf bool // … with a proof about another certificate
 		otherKey  bool // the client pins another TTP key
 		otherRoot bool // the client trusts another root
 		agility   bool
@@ -159,9 +161,13 @@ func TestDialerFailsClosed(t *testing.T) {
 		accepted  bool
 		missing   []string
 		failed    string // source that must fail
+		detail    string // what the gate assertion must say
 	}{
 		{name: "withheld", want: check.Inconclusive, missing: []string{"gate"}},
 		{name: "withheld/warn", warn: true, want: check.Inconclusive, accepted: true, missing: []string{"gate"}},
+		{name: "busy", open: true, busy: true, want: check.Inconclusive, detail: "busy"},
+		{name: "busy/warn", open: true, busy: true, warn: true, want: check.Inconclusive, accepted: true, detail: "busy"},
+		{name: "other-certificate", open: true, otherLeaf: true, want: check.Untrusted, failed: "gate"},
 		{name: "other-key", open: true, otherKey: true, want: check.Untrusted, failed: "gate"},
 		{name: "other-key/warn", open: true, otherKey: true, warn: true, want: check.Untrusted, failed: "gate"},
 		{name: "untrusted-root", open: true, otherRoot: true, want: check.Untrusted, failed: "ca"},
@@ -173,6 +179,10 @@ func TestDialerFailsClosed(t *testing.T) {
 			s.d.Warn, s.d.TrustAgility = tt.warn, tt.agility
 			if tt.open {
 				s.prover.open()
+			}
+			s.prover.busy = tt.busy
+			if tt.otherLeaf {
+				s.prover.otherLeaf = newTestPKI(t).leaf.Chain[0]
 			}
 			if tt.otherKey {
 				s.d.Verifiers = []pkie.Verifier{gateVerifier{pub: newEd25519(t).Public().(ed25519.PublicKey)}}
@@ -224,6 +234,9 @@ func TestDialerFailsClosed(t *testing.T) {
 				if a, _ := v.Source(tt.failed); a.Status != check.Fail {
 					t.Errorf("%s assertion %+v, want fail", tt.failed, a)
 				}
+			}
+			if a, _ := v.Source("gate"); !strings.Contains(a.Detail, tt.detail) {
+				t.Errorf("gate assertion %q does not say %q", a.Detail, tt.detail)
 			}
 		})
 	}
