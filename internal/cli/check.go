@@ -222,9 +222,12 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 	if v.SHA1 != "" {
 		fmt.Fprintf(w, "  sha1     %s\n", v.SHA1)
 	}
-	if v.FromCache {
+	switch {
+	case v.FromCache:
 		fmt.Fprintf(w, "  notaries not asked: accepted %s ago (local cache)\n", v.CacheAge.Round(time.Second))
-	} else {
+	case len(v.Notaries) == 0:
+		fmt.Fprintln(w, "  notaries: none configured")
+	default:
 		fmt.Fprintln(w, "  notaries:")
 		for _, a := range v.Notaries {
 			status := "-"
