@@ -197,9 +197,41 @@ func TestDialerBuiltinEnhancements(t *testing.T) {
 			})
 		}
 	}
+	// A resumed connection reuses the full handshake's proofs: re-verified
+	// by every verifier, with no submission.
+	cl := dialCloud(t, w.bundle, pecwire.TCP)
+	d := w.dialer(cl)
+	d.TLSConfig.ServerName = "good.test"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 2 {
+		c, err := d.Dial(ctx, "tcp", w.addr["good.test"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A request and its response: crypto/tls reads the TLS 1.3
+		// session tickets on the way.
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: good.test\r\nConnection: close\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(c); !strings.Contains(string(b), "200 OK") {
+			t.Fatalf("response %q", b)
+		}
+		c.Close()
+		ev, v := c.Evidence(), c.Verdict()
+		if resumed := i == 1; ev.Resumed != resumed || ev.Reused != resumed || ev.Submitted == resumed || v.Result != check.Trusted {
+			t.Fatalf("dial %d: evidence %+v, verdict %s", i+1, ev, v.Headline)
+		}
+		for _, name := range []string{"ct", "revocation", "notary"} {
+			if a, _ := v.Source(name); a.Status != check.Pass {
+				t.Errorf("dial %d: %s %+v", i+1, name, a)
+			}
+		}
+	}
+
 	// Through net/http, as an application would: the URL names the site,
 	// the dialer connects to its loopback address.
-	cl := dialCloud(t, w.bundle, pecwire.TCP)
 	for site, wantOK := range map[string]bool{"good.test": true, "revoked.test": false} {
 		d := w.dialer(cl)
 		d.NetDial = func(ctx context.Context, network, _ string) (net.Conn, error) {
