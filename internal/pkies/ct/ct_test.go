@@ -226,52 +226,6 @@ func TestConfigs(t *testing.T) {
 	}
 }
 
-// BenchmarkVerify: a client's cost per proof. Warm: the head was verified
-// before (by its bytes), so only the hash path and the head's freshness are
-// checked; cold: a fresh verifier also checks the head's two signatures.
-func BenchmarkVerify(b *testing.B) {
-	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Bench Root", testbed.ECDSAP256)
-	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
-	if _, err := ttp.LogChain(ctx, leaf.Chain); err != nil {
-		b.Fatal(err)
-	}
-	if err := ttp.Refresh(ctx); err != nil {
-		b.Fatal(err)
-	}
-	p, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()}, ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pr, err := p.Prove(ctx, &pkie.ProveRequest{Subject: subject(leaf)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := &pkie.VerifyRequest{Subject: subject(leaf), Proof: pr}
-	cfg := ct.VerifierConfig{Key: ttp.LogKey}
-	b.Run("warm", func(b *testing.B) {
-		v, _ := ct.NewVerifierFrom(cfg)
-		for b.Loop() {
-			if a := v.Verify(ctx, req); a.Status != pkie.Pass {
-				b.Fatal(a.Reason)
-			}
-		}
-	})
-	b.Run("cold", func(b *testing.B) {
-		for b.Loop() {
-			v, _ := ct.NewVerifierFrom(cfg)
-			if a := v.Verify(ctx, req); a.Status != pkie.Pass {
-				b.Fatal(a.Reason)
-			}
-		}
-	})
-}
-
 // FuzzVerify: whatever body the cloud relays, the verifier does not panic
 // and passes nothing the pinned log did not sign.
 func FuzzVerify(f *testing.F) {

@@ -1,4 +1,4 @@
-package treeproof
+package treeproof_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	"github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/testbed"
 )
@@ -24,8 +25,8 @@ func TestHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := time.Now()
-	p, err := NewProver(ctx, pkie.Revocation, pkie.ProverEnv{DataDir: t.TempDir()},
-		MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: ttp.RevocationKey, MaxAge: time.Hour, Now: func() time.Time { return clk }},
+	p, err := treeproof.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{DataDir: t.TempDir()},
+		treeproof.MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: ttp.RevocationKey, MaxAge: time.Hour, Now: func() time.Time { return clk }},
 		func(*pkie.ProveRequest) ([32]byte, error) { return [32]byte{}, nil }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestHealth(t *testing.T) {
 	if err := p.Health(); err == nil || !strings.Contains(err.Error(), "last sync") {
 		t.Fatalf("stale mirror after a failed sync: %v", err)
 	}
-	if _, err := NewProver(ctx, pkie.CT, pkie.ProverEnv{}, MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, nil, nil); err == nil {
+	if _, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, nil, nil); err == nil {
 		t.Error("a mirror of an unreachable log was built")
 	}
 }
