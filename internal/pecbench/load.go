@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -61,6 +62,14 @@ type Throughput struct {
 	// SessionErrors counts sessions that ended early.
 	SessionErrors int    `json:"session_errors"`
 	FirstError    string `json:"first_error,omitempty"`
+	// CPUSeconds is the CPU time this process (the load generator and the
+	// server under test together) used in the counted window, and
+	// CPUCores that over the window's length: on a shared machine, how
+	// much of it the run actually had. PerCPUSecond is Proved over
+	// CPUSeconds.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	CPUCores     float64 `json:"cpu_cores"`
+	PerCPUSecond float64 `json:"per_cpu_second"`
 	// SubmitBytes is one Submit frame; ProofBytes the Proof frames that
 	// answer it, together.
 	SubmitBytes int `json:"submit_bytes"`
@@ -169,6 +178,13 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 	var lmu sync.Mutex
 	var lat []time.Duration
 	var serr []error
+	cpu := make(chan float64, 1)
+	go func() {
+		time.Sleep(time.Until(countFrom))
+		a := processCPU()
+		time.Sleep(time.Until(end))
+		cpu <- processCPU() - a
+	}()
 	for i := range conns {
 		wg.Add(1)
 		go func() {
@@ -187,6 +203,8 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 		return nil, err
 	}
 	res.Seconds = l.Duration.Seconds()
+	res.CPUSeconds = <-cpu
+	res.CPUCores = res.CPUSeconds / res.Seconds
 	res.Proved, res.NotOK, res.Busy = proved.Load(), notOK.Load(), busy.Load()
 	res.PerSecond = float64(res.Proved) / res.Seconds
 	res.SessionErrors = len(serr)
@@ -197,6 +215,9 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 		res.ProofBytes = int(proofBytes.Load() / n)
 	}
 	res.P50ms, res.P99ms = quantileMS(lat, 0.50), quantileMS(lat, 0.99)
+	if res.CPUSeconds > 0 {
+		res.PerCPUSecond = float64(res.Proved) / res.CPUSeconds
+	}
 	return res, nil
 }
 
@@ -369,4 +390,13 @@ func quantileMS(ds []time.Duration, q float64) float64 {
 		i = len(s) - 1
 	}
 	return float64(s[i].Nanoseconds()) / 1e6
+}
+
+// processCPU returns the user and system CPU seconds this process has used.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
