@@ -76,11 +76,13 @@ type Cloud struct {
 }
 
 // StartCloud starts a cloud as o says.
-func StartCloud(ctx context.Context, o CloudOptions) (c *Cloud, err error) {
+func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 	if o.Name == "" {
 		o.Name = "pec.test"
 	}
-	c = &Cloud{}
+	// c, not the named result: an error return sets that to nil before
+	// the deferred cleanup runs.
+	c := &Cloud{}
 	defer func() {
 		if err != nil {
 			c.Close()
