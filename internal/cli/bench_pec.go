@@ -16,7 +16,7 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(pecbench.AllRows, ", "))
 	sessions := fs.Int("sessions", 64, "throughput: concurrent client sessions")
 	window := fs.Int("window", 8, "throughput: submissions in flight per session")
-	duration := fs.Duration("duration", 5*time.Second, "throughput: counted length of each run (cloud, then echo ceiling)")
+	duration := fs.Duration("duration", 5*time.Second, "throughput: counted length of each run")
 	warmup := fs.Duration("warmup", time.Second, "throughput: uncounted start of each run")
 	transport := fs.String("transport", "quic", "throughput: quic or tcp")
 	rounds := fs.Int("rounds", 2, "throughput: runs of each of the ceiling and the cloud, alternating; the best of each is reported")
