@@ -57,6 +57,7 @@ func commands() []command {
 		{"revocation", "run a revocation authority: init | serve | add-crl | add-serials | publish", runRevocation},
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
+		{"pec", "fetch a URL through the PEC dialer, the server's chain proved by the cloud: get", runPEC},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
