@@ -160,3 +160,27 @@ func BenchmarkProveQUIC(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "proofs/s")
 }
+
+// TestParamsPerEnhancement: each prover sees the parameters of its own
+// request and the submission's subject, nothing of another's.
+func TestParamsPerEnhancement(t *testing.T) {
+	a, b := newSigner(idFast), newSigner(idSlow)
+	tc := startCloud(t, Config{Provers: []pkie.Prover{a, b}})
+	for _, tr := range transports {
+		c, id := tc.register(t, tr)
+		chain := testChain(t, "example.com")
+		send(t, c, &pecwire.Submit{ClientID: id, Nonce: pecwire.Nonce{9}, Budget: 5 * time.Second, ServerName: "example.com", Port: 8443,
+			Requests: []pkie.Request{{ID: idFast, Params: []byte("for a")}, {ID: idSlow, Params: []byte("for b")}}, Chain: chain})
+		sub := &pkie.Subject{ServerName: "example.com", Port: 8443, Chain: chain}
+		for range 2 {
+			p := recvAs[*pecwire.Proof](t, c)
+			s, params := a, "for a"
+			if p.ID == idSlow {
+				s, params = b, "for b"
+			}
+			if err := s.verify(sub, []byte(params), p.Proof); err != nil {
+				t.Fatalf("%s: %v: %v", tr, p.ID, err)
+			}
+		}
+	}
+}
