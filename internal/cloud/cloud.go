@@ -29,8 +29,11 @@ package cloud
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -181,6 +184,8 @@ type Cloud struct {
 	ids     []pkie.ID // hosted identifiers, sorted
 	m       *metrics
 
+	resetKey *quic.StatelessResetKey
+
 	mu          sync.Mutex
 	clients     map[pecwire.ClientID]*session
 	sessions    int
@@ -211,6 +216,10 @@ func New(cfg Config) (*Cloud, error) {
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
 		provers: map[pkie.ID]*hosted{}, m: newMetrics(),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
+	}
+	var err error
+	if c.resetKey, err = statelessResetKey(cfg.Certificate); err != nil {
+		return nil, err
 	}
 	for _, p := range cfg.Provers {
 		id := p.ID()
@@ -267,12 +276,20 @@ func (c *Cloud) QUICConfig() *quic.Config {
 }
 
 // ServeQUIC serves sessions over QUIC on pc until ctx ends, then closes
-// every QUIC session and returns nil.
+// every QUIC session and returns nil. It does not close pc.
+//
+// The QUIC stateless reset key is derived from the cloud's TLS key, so a
+// replica that restarts with its data directory, or another replica with a
+// copy of it, answers packets of a connection it does not know with a
+// stateless reset (RFC 9000 §10.3): the client learns at its next packet
+// that its session is gone, instead of after its idle timeout.
 func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
-	ln, err := quic.Listen(pc, c.tls, c.QUICConfig())
+	tr := &quic.Transport{Conn: pc, StatelessResetKey: c.resetKey}
+	ln, err := tr.Listen(c.tls, c.QUICConfig())
 	if err != nil {
 		return fmt.Errorf("cloud: quic listen: %w", err)
 	}
+	defer tr.Close()
 	defer ln.Close()
 	for {
 		qc, err := ln.Accept(ctx)
@@ -487,6 +504,21 @@ func addrKey(a net.Addr) string {
 		return ip4.String()
 	}
 	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// statelessResetKey derives the QUIC stateless reset key from the TLS
+// private key: the same for every process holding that key, unknown to
+// anyone else.
+func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("cloud: TLS key: %w", err)
+	}
+	mac := hmac.New(sha256.New, der)
+	mac.Write([]byte("pkie cloud: QUIC stateless reset key, v1"))
+	var k quic.StatelessResetKey
+	copy(k[:], mac.Sum(nil))
+	return &k, nil
 }
 
 // Handler serves /healthz and /metrics.

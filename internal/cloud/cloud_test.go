@@ -1,11 +1,17 @@
 package cloud
 
 import (
+	"context"
+	"crypto/x509"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pecwire"
@@ -182,5 +188,55 @@ func TestParamsPerEnhancement(t *testing.T) {
 				t.Fatalf("%s: %v: %v", tr, p.ID, err)
 			}
 		}
+	}
+}
+
+// TestStatelessResetAfterRestart: a replica that dies without closing its
+// sessions (its socket gone) and comes back on the same port with the same
+// key answers the client's next packet with a QUIC stateless reset, so the
+// client learns at once that its session is gone instead of after its idle
+// timeout.
+func TestStatelessResetAfterRestart(t *testing.T) {
+	cert, _, _, err := NewCertificate("restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	serve := func(addr string) (context.CancelFunc, net.PacketConn, chan error) {
+		c, err := New(Config{Certificate: cert})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.ServeQUIC(ctx, pc) }()
+		return cancel, pc, done
+	}
+	cancel1, pc1, done1 := serve("127.0.0.1:0")
+	addr := pc1.LocalAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := pecwire.DialQUIC(ctx, addr, pecwire.ClientTLS(pecwire.SPKIHash(leaf)), &quic.Config{MaxIdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send(t, c, &pecwire.Register{Version: pecwire.Version})
+	recvAs[*pecwire.Registered](t, c)
+	// The crash: the socket goes first, so no CONNECTION_CLOSE leaves.
+	pc1.Close()
+	cancel1()
+	<-done1
+	cancel2, pc2, done2 := serve(addr)
+	defer func() { cancel2(); <-done2; pc2.Close() }()
+	send(t, c, &pecwire.Ping{Seq: 1})
+	_, err = c.Recv(time.Now().Add(30 * time.Second))
+	var reset *quic.StatelessResetError
+	if !errors.As(err, &reset) {
+		t.Fatalf("after the restart the client got %v, want a stateless reset", err)
 	}
 }
