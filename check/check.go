@@ -45,6 +45,18 @@
 // (untrusted over inconclusive over trusted); sources not required are only
 // reported. Only trusted verdicts are cached, and a cache hit skips the
 // notaries but never the sources.
+//
+// PKI enhancements of the PEC framework (package pkie: the built-in ct,
+// revocation and notary, or any registered one) plug in by their client
+// half: put their pkie.Verifiers in Config.Verifiers and say where their
+// proofs come from in Config.Proofs (the PEC cloud, prover servers through
+// HTTPProofs, or proofs a dialer collected). Each verifier is a source named
+// by its enhancement ("ct", "revocation", "notary", …), so one policy and one
+// verdict hold whichever way the proofs arrived:
+//
+//	cfg.Verifiers = []pkie.Verifier{ctVerifier, revocationVerifier}
+//	cfg.Proofs = &check.HTTPProofs{CT: proverURL, Revocation: proverURL}
+//	cfg.Require = []string{"ca", "ct", "revocation"}
 package check
 
 import (
@@ -63,7 +75,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -180,7 +194,21 @@ type Config struct {
 	Roots *x509.CertPool
 	// Sources are further evidence beyond notaries and CA validation.
 	Sources []Source
-	// Require names the sources ("ca", or a Source's Name) that must pass.
+	// Registry names the enhancements of Verifiers; nil means
+	// builtin.Registry() (ct, revocation, notary).
+	Registry *pkie.Registry
+	// Verifiers are the PKI enhancements (package pkie) the client checks,
+	// one per enhancement: each becomes a source named by its Kind's name
+	// in Registry ("ct", "revocation", "notary", …; an unregistered one by
+	// its identifier, "0xff01"), asserting what the verifier finds in the
+	// proof Proofs delivers for it. Require names them like any source.
+	Verifiers []pkie.Verifier
+	// Proofs delivers the Verifiers' proofs, all requested in one call per
+	// check: the PEC cloud, HTTP provers (HTTPProofs), or proofs a dialer
+	// collected. Required with Verifiers.
+	Proofs ProofSource
+	// Require names the sources ("ca", a Source's Name, or a Verifier's
+	// enhancement name) that must pass.
 	// Classic CA validation ("ca") must pass whether named or not, unless
 	// TrustAgility is set.
 	Require []string
@@ -215,6 +243,7 @@ type Checker struct {
 	// (consensus.Configuration.Key).
 	cacheConfig string
 	sources     []Source
+	verifiers   *verifierGroup // nil: none configured
 	require     map[string]bool
 
 	warmRoots sync.Once
@@ -222,7 +251,7 @@ type Checker struct {
 
 // New validates cfg and opens the cache.
 func New(cfg Config) (*Checker, error) {
-	if len(cfg.Notaries) == 0 {
+	if len(cfg.Notaries) == 0 && len(cfg.Verifiers) == 0 {
 		return nil, errors.New("check: no notaries configured")
 	}
 	for i, b := range cfg.Notaries {
@@ -272,6 +301,33 @@ func New(cfg Config) (*Checker, error) {
 		}
 		names[s.Name()] = true
 		c.sources = append(c.sources, s)
+	}
+	if len(cfg.Verifiers) > 0 {
+		if cfg.Proofs == nil {
+			return nil, errors.New("check: verifiers configured without a proof source (Config.Proofs)")
+		}
+		reg := cfg.Registry
+		if reg == nil {
+			reg = builtin.Registry()
+		}
+		g := &verifierGroup{proofs: cfg.Proofs}
+		for i, v := range cfg.Verifiers {
+			if v == nil {
+				return nil, fmt.Errorf("check: verifier %d is nil", i)
+			}
+			name := reg.Name(v.ID())
+			if names[name] {
+				return nil, fmt.Errorf("check: two sources are named %q", name)
+			}
+			names[name] = true
+			g.names, g.vs = append(g.names, name), append(g.vs, v)
+		}
+		c.verifiers = g
+	}
+	if len(cfg.Notaries) == 0 && !slices.ContainsFunc(cfg.Require, func(r string) bool { return r != "ca" }) {
+		// Without notaries the verdict rests on the sources alone: at
+		// least one enhancement beyond a CA signature must be required.
+		return nil, errors.New("check: no notaries configured, and no enhancement required in their place")
 	}
 	for _, r := range cfg.Require {
 		if !names[r] {
@@ -500,7 +556,8 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	if s1 != nil {
 		key.SHA1 = *s1
 	}
-	if c.cache != nil {
+	noNotaries := len(c.cfg.Notaries) == 0
+	if c.cache != nil && !noNotaries {
 		cs := time.Now()
 		acc, ok, err := c.cache.Lookup(ctx, key)
 		v.Timings.CacheLookup = time.Since(cs)
@@ -519,7 +576,11 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.NotaryTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	assertions := make([]Assertion, len(c.sources))
+	nv := 0
+	if c.verifiers != nil {
+		nv = len(c.verifiers.vs)
+	}
+	assertions := make([]Assertion, len(c.sources)+nv)
 	var sourcesWall time.Duration
 	wg.Add(1)
 	go func() {
@@ -536,6 +597,17 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 		assertions[0] = a
 		sctx := withVerifiedChains(dctx, chains)
 		var swg sync.WaitGroup
+		if g := c.verifiers; g != nil {
+			swg.Add(1)
+			go func() {
+				defer swg.Done()
+				as := g.assess(sctx, obs, chains, c.cfg.Now())
+				for i := range as {
+					as[i].Required = c.require[as[i].Source]
+				}
+				copy(assertions[len(c.sources):], as)
+			}()
+		}
 		for i, s := range c.sources[1:] {
 			swg.Add(1)
 			go func() {
@@ -552,7 +624,7 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 		swg.Wait()
 		sourcesWall = time.Since(ss)
 	}()
-	if !v.FromCache {
+	if !v.FromCache && !noNotaries {
 		ns := time.Now()
 		v.Notaries = make([]NotaryAnswer, len(c.cfg.Notaries))
 		for i, b := range c.cfg.Notaries {
@@ -583,11 +655,14 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	result := Trusted
 	// deciding collects the reasons that set the result, the others the
 	// rest; the verdict lists the deciding ones first.
-	var deciding, others, failed, unanswered []string
+	var deciding, others, failed, unanswered, passed []string
 	notaryReason := ""
-	if v.FromCache {
+	switch {
+	case noNotaries:
+		notaryReason = "no notaries configured: the verdict rests on the required enhancements"
+	case v.FromCache:
 		notaryReason = fmt.Sprintf("accepted %s ago (local cache; max age %s)", v.CacheAge.Round(time.Second), c.cfg.CacheMaxAge)
-	} else {
+	default:
 		d := c.cfg.Policy.Decide(v.Notaries)
 		v.Decision = &d
 		result = d.Result
@@ -613,11 +688,15 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 			unanswered = append(unanswered, fmt.Sprintf("%s gave no answer: %s", sourceTitle(a.Source), a.Detail))
 			deciding = append(deciding, fmt.Sprintf("%s (required) gave no answer: %s", a.Source, a.Detail))
 		default:
+			passed = append(passed, a.Source)
 			others = append(others, fmt.Sprintf("%s (required) passed: %s", a.Source, a.Detail))
 		}
 	}
 	v.Result = result
 	v.Headline = headline(result, v.Decision, failed, unanswered, notaryReason)
+	if noNotaries && result == Trusted {
+		v.Headline = "trusted: " + strings.Join(passed, ", ") + " passed (no notaries configured)"
+	}
 	v.Reasons = append(append(deciding, others...), v.Reasons...)
 	v.Timings.Policy = time.Since(ps)
 
@@ -626,7 +705,7 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	// last vouched for it.
 	// A verdict on the SHA-256 alone (ConvergeSHA256) is not stored: the
 	// cache also answers lookups by SHA-1, which it would not know.
-	if c.cache != nil && result == Trusted && !v.FromCache && s1 != nil {
+	if c.cache != nil && result == Trusted && !v.FromCache && !noNotaries && s1 != nil {
 		if err := c.cache.Store(ctx, key, c.cfg.Now()); err != nil {
 			v.Reasons = append(v.Reasons, "could not remember this verdict: "+err.Error())
 		}
@@ -681,6 +760,8 @@ func sourceTitle(name string) string {
 		return "certificate transparency"
 	case "revocation":
 		return "the revocation check"
+	case "notary":
+		return "the cloud's notary"
 	}
 	return name
 }

@@ -4,17 +4,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pkies/ct"
+	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	"github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/probe"
 )
 
-// ProofOptions configure the proof-based sources (CT and revocation).
+// ProofOptions configure the proof-based sources (CT and revocation) that
+// fetch their proofs from a prover server over HTTP.
 type ProofOptions struct {
 	// ProverURL is the prover server's base URL, e.g. http://127.0.0.1:8093.
 	ProverURL string
@@ -40,21 +45,49 @@ type ProofOptions struct {
 
 // Defaults of ProofOptions.
 const (
-	DefaultProofMaxAge = time.Hour
-	DefaultMMD         = 24 * time.Hour
+	DefaultProofMaxAge = ct.DefaultMaxAge
+	DefaultMMD         = ct.DefaultMMD
 )
 
-type proofSource struct {
-	pkie   string
-	client *prover.Client
-	pin    prover.Pin
-	mmd    time.Duration
-	now    func() time.Time
+// NewCTSource returns the "ct" source: the ct enhancement's verifier
+// (package internal/pkies/ct) on proofs fetched from a prover server
+// (HTTPProofs). The leaf must be in the log's signed sorted tree (presence
+// proof), or absent with the log's SCT younger than the maximum merge delay
+// (the PEC paper, §5.1).
+func NewCTSource(o ProofOptions) (Source, error) {
+	o, err := o.defaults(prover.CT)
+	if err != nil {
+		return nil, err
+	}
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, MaxAge: ct.Duration(o.MaxAge), MMD: ct.Duration(o.MMD)})
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	return &verifierSource{name: prover.CT, v: v, proofs: &HTTPProofs{CT: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
 }
 
-func newProofSource(pkie string, o ProofOptions) (*proofSource, error) {
+// NewRevocationSource returns the "revocation" source: the revocation
+// enhancement's verifier on proofs fetched from a prover server. An absence
+// proof in the revocation authority's signed tree passes, a presence proof
+// (revoked) fails. The key a certificate is revoked under names its
+// issuer's key: taken from the leaf's authority key identifier, or, for a
+// leaf without one, from the issuer on the path the "ca" source verified
+// (VerifiedChains); with no such path the source answers Unknown.
+func NewRevocationSource(o ProofOptions) (Source, error) {
+	o, err := o.defaults(prover.Revocation)
+	if err != nil {
+		return nil, err
+	}
+	v, err := pkierev.NewVerifierFrom(pkierev.VerifierConfig{Key: o.TTPKey, MaxAge: pkierev.Duration(o.MaxAge)})
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	return &verifierSource{name: prover.Revocation, v: v, proofs: &HTTPProofs{Revocation: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
+}
+
+func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
 	if o.ProverURL == "" {
-		return nil, fmt.Errorf("check: %s source needs a prover URL", pkie)
+		return o, fmt.Errorf("check: %s source needs a prover URL", pkieName)
 	}
 	if o.MaxAge == 0 {
 		o.MaxAge = DefaultProofMaxAge
@@ -65,116 +98,100 @@ func newProofSource(pkie string, o ProofOptions) (*proofSource, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	pin, err := prover.ParsePin(o.TTPKey, o.MaxAge)
-	if err != nil {
-		return nil, fmt.Errorf("check: %s: %w", pkie, err)
-	}
-	return &proofSource{pkie: pkie, client: &prover.Client{Base: o.ProverURL, HTTP: o.HTTP}, pin: pin, mmd: o.MMD, now: o.Now}, nil
+	return o, nil
 }
 
-// NewCTSource returns the "ct" source: the leaf must be in the log's signed
-// sorted tree (presence proof), or absent with the log's SCT younger than
-// the maximum merge delay (the PEC paper, §5.1).
-func NewCTSource(o ProofOptions) (Source, error) { return newProofSource(prover.CT, o) }
-
-// NewRevocationSource returns the "revocation" source: an absence proof in
-// the revocation authority's signed tree passes, a presence proof
-// (revoked) fails. The key a certificate is revoked under names its
-// issuer's key: taken from the leaf's authority key identifier, or, for a
-// leaf without one, from the issuer on the path the "ca" source verified
-// (VerifiedChains); with no such path the source answers Unknown.
-func NewRevocationSource(o ProofOptions) (Source, error) {
-	return newProofSource(prover.Revocation, o)
+// HTTPProofs is a ProofSource on prover servers (`pkie prover serve`,
+// docs/api-proofs.md): it fetches the ct and revocation proofs over HTTP
+// and wraps each response into the enhancement's proof (package
+// internal/pkies/treeproof), so that the same verifiers judge them as judge
+// proofs from the PEC cloud. Other enhancements get no proof.
+type HTTPProofs struct {
+	CT         string       // the ct prover's base URL; "" for none
+	Revocation string       // the revocation prover's base URL; "" for none
+	HTTP       *http.Client // nil: a client with a 5 s timeout
 }
 
-// Name returns "ct" or "revocation".
-func (s *proofSource) Name() string { return s.pkie }
-
-// Assess fetches and verifies the proof for obs's leaf. An unreachable
-// prover is Unknown; a proof that does not verify (bad signature, stale or
-// future head, wrong origin, a head bound to a log checkpoint the pinned key
-// did not sign or that cannot hold the tree, a sorted-tree root in the old
-// checkpoint form, broken path) is Fail, since only an attacker or a broken
-// TTP produces one.
-func (s *proofSource) Assess(ctx context.Context, obs *probe.Observation) Assertion {
-	a := Assertion{Source: s.pkie, Status: Unknown}
+// Proofs fetches the requested proofs concurrently. The revocation key is
+// computed as the verifier computes it: from the leaf's authority key
+// identifier, or from the issuer on the path the "ca" source verified
+// (VerifiedChains(ctx)); a proof for any other key would fail anyway.
+func (h *HTTPProofs) Proofs(ctx context.Context, obs *probe.Observation, reqs []pkie.Request) map[pkie.ID]ProofResult {
+	out := make(map[pkie.ID]ProofResult, len(reqs))
 	if len(obs.Chain) == 0 {
-		a.Detail = "no certificate chain (only a fingerprint was given)"
-		return a
+		return out
 	}
-	leafDER := obs.Chain[0]
-	if s.pkie == prover.CT {
-		resp, err := s.client.CT(ctx, sha256.Sum256(leafDER))
-		if err != nil {
-			a.Detail = fmt.Sprintf("no proof from the CT prover: %v", err)
-			return a
-		}
-		res, err := prover.VerifyCT(leafDER, resp, s.pin, s.mmd, s.now())
-		if err != nil {
-			a.Status, a.Detail = Fail, err.Error()
-			return a
-		}
-		if res.Present {
-			a.Detail = fmt.Sprintf("in the log's sorted tree of %d certificates signed %s (built from the log's checkpoint of %d entries)", res.TreeSize, res.CheckpointTime.UTC().Format(time.RFC3339), res.LogSize)
-		} else {
-			a.Detail = fmt.Sprintf("not yet in the sorted tree; SCT of %s is within the %s merge delay", res.SCTTime.UTC().Format(time.RFC3339), s.mmd)
-		}
-		a.Status = Pass
-		return a
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := h.fetch(ctx, obs, r.ID)
+			mu.Lock()
+			out[r.ID] = res
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	return out
+}
+
+func (h *HTTPProofs) fetch(ctx context.Context, obs *probe.Observation, id pkie.ID) ProofResult {
+	var base string
+	switch id {
+	case pkie.CT:
+		base = h.CT
+	case pkie.Revocation:
+		base = h.Revocation
+	}
+	if base == "" {
+		return ProofResult{Err: fmt.Errorf("no HTTP prover for enhancement %s", id)}
+	}
+	res := ProofResult{From: "prover " + base}
+	c := &prover.Client{Base: base, HTTP: h.HTTP}
+	var resp *prover.Response
+	var err error
+	if id == pkie.CT {
+		resp, err = c.CT(ctx, sha256.Sum256(obs.Chain[0]))
+	} else {
+		var key [32]byte
+		if key, err = revocationKey(ctx, obs.Chain[0]); err != nil {
+			res.From, res.Err = "", err // nothing was asked: the reason is ours
+			return res
+		}
+		resp, err = c.Revocation(ctx, key)
+	}
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	b, err := treeproof.FromResponse(resp)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	body, err := b.MarshalBinary()
+	if err != nil {
+		// A response whose fields do not fit the body cannot verify:
+		// say so rather than drop it.
+		res.Err = fmt.Errorf("prover's response does not encode as a proof: %w", err)
+		return res
+	}
+	res.Proof = &pkie.Proof{ID: id, Version: treeproof.Version, Body: body}
+	return res
+}
+
+// revocationKey computes the revocation key of leafDER from the verified
+// path in ctx.
+func revocationKey(ctx context.Context, leafDER []byte) ([32]byte, error) {
 	leaf, err := x509.ParseCertificate(leafDER)
 	if err != nil {
-		a.Status, a.Detail = Fail, fmt.Sprintf("leaf certificate does not parse: %v", err)
-		return a
+		return [32]byte{}, fmt.Errorf("leaf certificate does not parse: %w", err)
 	}
-	issuer, err := verifiedIssuer(ctx, leaf)
+	issuer, err := pkierev.VerifiedIssuer(leaf, VerifiedChains(ctx))
 	if err != nil {
-		a.Detail = err.Error()
-		return a
+		return [32]byte{}, err
 	}
-	key, err := revocation.CertKey(leaf, issuer)
-	if err != nil {
-		a.Detail = err.Error()
-		return a
-	}
-	resp, err := s.client.Revocation(ctx, key)
-	if err != nil {
-		a.Detail = fmt.Sprintf("no proof from the revocation prover: %v", err)
-		return a
-	}
-	res, err := prover.VerifyRevocation(key, resp, s.pin, s.now())
-	if err != nil {
-		a.Status, a.Detail = Fail, err.Error()
-		return a
-	}
-	signed := res.CheckpointTime.UTC().Format(time.RFC3339)
-	if res.Revoked {
-		a.Status, a.Detail = Fail, fmt.Sprintf("revoked: listed in the authority's tree of %d revocations signed %s", res.TreeSize, signed)
-		return a
-	}
-	a.Status, a.Detail = Pass, fmt.Sprintf("not revoked as of %s (absent from %d revocations)", signed, res.TreeSize)
-	return a
-}
-
-// verifiedIssuer returns the certificate that issued leaf, as the revocation
-// key needs it: nil when leaf names its issuer's key itself (authority key
-// identifier), else the issuer on a path the "ca" source verified. Without
-// such a path the issuer cannot be established: the certificate a server
-// sends after the leaf may be unrelated, and even one whose key did sign
-// the leaf asserts its own key identifier unchecked, so either would let a
-// server choose the key a revoked leaf is looked up under.
-func verifiedIssuer(ctx context.Context, leaf *x509.Certificate) (*x509.Certificate, error) {
-	if len(leaf.AuthorityKeyId) > 0 {
-		return nil, nil
-	}
-	for _, chain := range VerifiedChains(ctx) {
-		if len(chain) == 0 || !chain[0].Equal(leaf) {
-			continue
-		}
-		if len(chain) == 1 {
-			return leaf, nil // the leaf is itself a trusted root
-		}
-		return chain[1], nil
-	}
-	return nil, errors.New("the leaf has no authority key identifier and its issuer cannot be established without a verified path to a trusted root (CA validation did not pass), so its revocation status cannot be looked up")
+	return revocation.CertKey(leaf, issuer)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/internal/pkies/builtin"
+	"github.com/pkie/pkie/pec"
 	"github.com/pkie/pkie/probe"
 
 	// When the system has no root store (minimal containers), CA
@@ -24,7 +26,8 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "check", "[flags] HOST[:PORT]\n\n"+
 		"Probes HOST along this machine's path, asks the notaries whether they see the same\n"+
 		"certificate, validates the chain against the CA roots and decides; the verdict's\n"+
-		"headline names the evidence that decided it. Exit status: 0 trusted, 1 untrusted or\n"+
+		"headline names the evidence that decided it. With --cloud BUNDLE a PEC cloud proves\n"+
+		"the chain (ct, revocation, its notary). Exit status: 0 trusted, 1 untrusted or\n"+
 		"inconclusive (unless --fail-open), 2 usage or operational error.")
 	notaries := fs.String("notaries", "", "directory of Convergence .notary bundles, or one bundle file (default $XDG_CONFIG_HOME/pkie/notaries)")
 	agility := fs.Bool("trust-agility", false, "Convergence-style trust without CAs: trust what the notaries agree on even if CA validation fails (default: CA validation is required too)")
@@ -33,7 +36,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	unreachFail := fs.Bool("unreachable-is-failure", false, "count notaries that cannot be reached or cannot reach the site as no votes")
 	failOpen := fs.Bool("fail-open", false, "exit 0 on an inconclusive verdict (default: inconclusive is not trusted)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA path validation (default: the system's roots)")
-	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries and CA validation (available: ct, revocation; ca is required unless --trust-agility)")
+	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries and CA validation (available: ct, revocation, and notary with --cloud; ca is required unless --trust-agility)")
 	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/cache.db)")
 	cacheMaxAge := fs.Duration("cache-max-age", check.DefaultCacheMaxAge, "a cached acceptance older than this goes back to the notaries")
 	noCache := fs.Bool("no-cache", false, "neither read nor write the local cache")
@@ -49,6 +52,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	resolve := addResolveFlags(fs, "a site or a notary host", true)
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	proofs := addProofFlags(fs)
+	cloud := addCloudFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -83,13 +87,19 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 			return usageError("%v; pass --notaries DIR", err)
 		}
 	}
+	// With --cloud the notary enhancement is the cloud's: notaries of
+	// one's own are asked too only if they are there.
+	withCloud := len(cloud.clouds) > 0
 	if cfg.Notaries, err = check.LoadNotaries(dir); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		switch {
+		case withCloud && *notaries == "" && errors.Is(err, os.ErrNotExist):
+		case errors.Is(err, os.ErrNotExist):
 			return usageError("no notaries: %s does not exist; put Convergence .notary bundles there or pass --notaries DIR", dir)
+		default:
+			return usageError("%v", err)
 		}
-		return usageError("%v", err)
 	}
-	if len(cfg.Notaries) == 0 {
+	if len(cfg.Notaries) == 0 && !withCloud {
 		return usageError("no notaries: %s holds no .notary bundles", dir)
 	}
 	if *bounceVia != "" {
@@ -104,7 +114,22 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	}
 	// Further evidence sources plug in here: append to cfg.Sources and list
 	// their names in --require's help.
-	if cfg.Sources, err = proofs.sources(); err != nil {
+	if withCloud {
+		// The cloud proves; the TTP keys stay the client's own pins.
+		if *proofs.ctProver != "" || *proofs.revProver != "" {
+			return usageError("--cloud proves ct and revocation itself: drop --ct-prover and --revocation-prover")
+		}
+		cl, bundles, err := cloud.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cfg.Registry = builtin.Registry()
+		if cfg.Verifiers, err = cloudVerifiers(env.Stderr, cfg.Registry, bundles, *proofs.ctKey, *proofs.revKey, *proofs.maxAge, *proofs.mmd); err != nil {
+			return err
+		}
+		cfg.Proofs = &pec.CloudProofs{Cloud: cl, Budget: *cloud.budget}
+	} else if cfg.Sources, err = proofs.sources(); err != nil {
 		return err
 	}
 	if *require != "" {
@@ -197,9 +222,12 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 	if v.SHA1 != "" {
 		fmt.Fprintf(w, "  sha1     %s\n", v.SHA1)
 	}
-	if v.FromCache {
+	switch {
+	case v.FromCache:
 		fmt.Fprintf(w, "  notaries not asked: accepted %s ago (local cache)\n", v.CacheAge.Round(time.Second))
-	} else {
+	case len(v.Notaries) == 0:
+		fmt.Fprintln(w, "  notaries: none configured")
+	default:
 		fmt.Fprintln(w, "  notaries:")
 		for _, a := range v.Notaries {
 			status := "-"

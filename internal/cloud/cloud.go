@@ -54,8 +54,9 @@ const (
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultMaxClients       = 1 << 16
 	DefaultMaxSessionsAddr  = 1024
-	DefaultMaxPending       = 64
+	DefaultMaxPending       = 256
 	DefaultMaxJobs          = 4096
+	DefaultMaxJobsPerClient = 64
 	DefaultMaxProverCalls   = 1024
 	DefaultMaxBudget        = 10 * time.Second
 	// maxDone bounds how many completed submissions a session remembers
@@ -107,6 +108,11 @@ type Config struct {
 	// MaxJobsPerAddr is one submitter address's share of MaxJobs
 	// (default MaxJobs/8).
 	MaxJobsPerAddr int
+	// MaxJobsPerClient bounds the submissions being proved for one
+	// registered client, whoever submits them: enough for a browser's
+	// burst of connections, and a bound on what submitters that know a
+	// client's identifier can push at it.
+	MaxJobsPerClient int
 	// MaxProverCalls bounds the calls in flight to each prover; past it
 	// the enhancement's outcome is ProofBusy at once.
 	MaxProverCalls int
@@ -137,6 +143,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxPending, DefaultMaxPending)
 	def(&c.MaxJobs, DefaultMaxJobs)
 	def(&c.MaxJobsPerAddr, max(1, c.MaxJobs/8))
+	def(&c.MaxJobsPerClient, DefaultMaxJobsPerClient)
 	def(&c.MaxProverCalls, DefaultMaxProverCalls)
 	defD(&c.MaxBudget, DefaultMaxBudget)
 	if c.MaxFrame > pecwire.MaxFrameLimit {
@@ -299,19 +306,28 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 func (c *Cloud) ServeTCP(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("cloud: tcp accept: %w", err)
 			}
-			return fmt.Errorf("cloud: tcp accept: %w", err)
+			// Out of file descriptors and the like pass; a listener that
+			// gave up would take the replica down with it.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			c.log.Warn("tcp accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		addr := addrKey(nc.RemoteAddr())
 		if why := c.admit(addr); why != "" {
 			c.m.refused.WithLabelValues(why).Inc()

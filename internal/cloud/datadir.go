@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math/big"
@@ -203,15 +204,27 @@ func Load(dir string) (*DataDir, error) {
 // each with <data>/pkies/<name> as its state directory. An enhancement
 // named twice, unknown to reg, or without a prover half is an error, as is
 // a configuration its Kind refuses.
-func (d *DataDir) BuildProvers(ctx context.Context, reg *pkie.Registry, pkies []PKIEConfig, hc *http.Client, log *slog.Logger) ([]pkie.Prover, error) {
+//
+// A prover that is an io.Closer is closed if a later one fails to build;
+// otherwise closing them is the caller's.
+func (d *DataDir) BuildProvers(ctx context.Context, reg *pkie.Registry, pkies []PKIEConfig, hc *http.Client, log *slog.Logger) (ps []pkie.Prover, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
+	defer func() {
+		if err != nil {
+			for _, p := range ps {
+				if c, ok := p.(io.Closer); ok {
+					c.Close()
+				}
+			}
+			ps = nil
+		}
+	}()
 	seen := map[string]bool{}
-	var ps []pkie.Prover
 	for _, pc := range pkies {
 		k, ok := reg.ByName(pc.Name)
 		if !ok {

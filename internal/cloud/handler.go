@@ -49,20 +49,30 @@ func keyOf(m *pecwire.Submit, serverName string) dupKey {
 	return k
 }
 
-// claim marks key as being proved for this client. It returns false when
-// the same submission is being proved or was proved within the cloud's
-// maximum budget: a duplicate.
-func (s *session) claim(key dupKey, window time.Duration) bool {
+// Results of claim.
+const (
+	claimed = iota
+	duplicate
+	clientFull
+)
+
+// claim marks key as being proved for this client. It reports a duplicate
+// when the same submission is being proved or was proved within window,
+// and clientFull when the client has limit submissions being proved.
+func (s *session) claim(key dupKey, window time.Duration, limit int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inflight[key] {
-		return false
+		return duplicate
 	}
 	if t, ok := s.done[key]; ok && time.Since(t) < window {
-		return false
+		return duplicate
+	}
+	if len(s.inflight) >= limit {
+		return clientFull
 	}
 	s.inflight[key] = true
-	return true
+	return claimed
 }
 
 // unclaim forgets a claim whose submission was refused, so that a later
@@ -123,9 +133,12 @@ func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	// differing only in case are one.
 	name := strings.ToLower(m.ServerName)
 	key := keyOf(m, name)
-	if !target.claim(key, c.cfg.MaxBudget) {
+	switch target.claim(key, c.cfg.MaxBudget, c.cfg.MaxJobsPerClient) {
+	case duplicate:
 		c.m.submissions.WithLabelValues("duplicate").Inc()
 		return true
+	case clientFull:
+		return reject(pecwire.RejectLimited, "this client has its share of submissions in flight")
 	}
 	if code := c.acquireJob(from.addr); code != 0 {
 		target.unclaim(key)

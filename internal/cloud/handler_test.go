@@ -558,3 +558,36 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestSharesPerClient: submissions for one client beyond its share are
+// refused (limited), whoever submits them, and another client is served
+// at once all the same.
+func TestSharesPerClient(t *testing.T) {
+	slow, fast := newSigner(idSlow), newSigner(idFast)
+	slow.gate = make(chan struct{})
+	slow.started = make(chan struct{}, 8)
+	tc := startCloud(t, Config{Provers: []pkie.Prover{slow, fast}, MaxJobsPerClient: 2})
+	victim, vid := tc.register(t, pecwire.QUIC)
+	server := tc.dial(t, pecwire.TCP)
+	chain := testChain(t, "example.com")
+	for range 2 {
+		send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow))
+		<-slow.started
+	}
+	third := submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast)
+	send(t, server, third)
+	if r := recvAs[*pecwire.Reject](t, server); r.Code != pecwire.RejectLimited || r.Nonce != third.Nonce {
+		t.Fatalf("third submission for one client: %v", r.Code)
+	}
+	other, oid := tc.register(t, pecwire.QUIC)
+	send(t, server, submitFor(oid, randomNonce(t), chain, 10*time.Second, idFast))
+	if p := recvAs[*pecwire.Proof](t, other); p.Status != pecwire.ProofOK {
+		t.Fatalf("other client: %v", p.Status)
+	}
+	close(slow.gate)
+	for range 2 {
+		if p := recvAs[*pecwire.Proof](t, victim); p.Status != pecwire.ProofOK {
+			t.Fatal(p.Status)
+		}
+	}
+}

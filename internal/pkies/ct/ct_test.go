@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 	"github.com/pkie/pkie/internal/testbed"
@@ -223,4 +224,29 @@ func TestConfigs(t *testing.T) {
 	if got != `{"key":"k","max_age":"1h30m0s"}` {
 		t.Errorf("VerifierConfig JSON %s", got)
 	}
+}
+
+// FuzzVerify: whatever body the cloud relays, the verifier does not panic
+// and passes nothing the pinned log did not sign.
+func FuzzVerify(f *testing.F) {
+	_, vkey, err := checkpoint.GenerateKey("pkie.test/log")
+	if err != nil {
+		f.Fatal(err)
+	}
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: vkey})
+	if err != nil {
+		f.Fatal(err)
+	}
+	root, _ := testbed.NewRootCA("Fuzz Root", testbed.ECDSAP256)
+	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
+	seed, _ := (&treeproof.Body{Head: []byte("pkie.test/log/sorted\npkie sorted-tree-head v1\n"), Proof: []byte{0, 0, 0, 0, 0, 0, 0, 1}}).MarshalBinary()
+	f.Add(seed)
+	f.Add([]byte{1, 2})
+	subj := subject(leaf)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a := v.Verify(context.Background(), &pkie.VerifyRequest{Subject: subj, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: body}})
+		if a.Status != pkie.Fail {
+			t.Fatalf("%s: %s", a.Status, a.Reason)
+		}
+	})
 }

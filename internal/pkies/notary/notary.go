@@ -265,7 +265,9 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 	}
 	switch {
 	case w.code == http.StatusOK:
-	case w.code == http.StatusServiceUnavailable || w.code == http.StatusTooManyRequests:
+	case w.code == http.StatusServiceUnavailable && w.header.Get("Retry-After") != "":
+		// Only an overloaded notary says when to retry; a 503 without it
+		// is a target the probe could not reach.
 		return nil, fmt.Errorf("%w: notary: %s", pkie.ErrBusy, errorText(w))
 	case w.code == http.StatusForbidden || w.code == http.StatusBadRequest:
 		return nil, fmt.Errorf("%w: notary: %s", pkie.ErrUnsupported, errorText(w))

@@ -27,7 +27,8 @@ type MirrorConfig struct {
 	URL      string // the TTP's base URL (its feed is URL/v1/sorted)
 	Key      string // the TTP's pinned note verifier key
 	Interval time.Duration
-	MaxAge   time.Duration // refuse heads older than this at sync
+	MaxAge   time.Duration    // refuse heads older than this at sync
+	Now      func() time.Time // nil: time.Now
 }
 
 // Prover is an enhancement's server half on a verified mirror of a TTP's
@@ -41,6 +42,7 @@ type Prover struct {
 	scts     prover.SCTSource
 	interval time.Duration
 	maxAge   time.Duration
+	now      func() time.Time
 	log      *slog.Logger
 }
 
@@ -59,6 +61,9 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultMaxAge
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Interval < 0 || c.MaxAge < 0 {
 		return nil, fmt.Errorf("%s prover: sync interval and maximum age must be positive", c.PKIE)
 	}
@@ -75,7 +80,7 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 		log = slog.New(slog.DiscardHandler)
 	}
 	base := strings.TrimSuffix(c.URL, "/")
-	cfg := prover.Config{PKIE: c.PKIE, Verifier: v, MaxAge: c.MaxAge, StateDir: env.DataDir,
+	cfg := prover.Config{PKIE: c.PKIE, Verifier: v, MaxAge: c.MaxAge, StateDir: env.DataDir, Now: c.Now,
 		Feed: &feed.Client{Base: base + "/v1/sorted", HTTP: hc}}
 	if c.PKIE == prover.CT {
 		cfg.LogConsistency = prover.LogConsistency(base, hc)
@@ -92,7 +97,7 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 		return nil, err
 	}
 	log.Info("synced", "pkie", c.PKIE, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
-	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.MaxAge, log: log}
+	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.MaxAge, now: c.Now, log: log}
 	if scts != nil {
 		tp.scts = scts(base, hc)
 	}
@@ -153,7 +158,7 @@ func (p *Prover) Health() error {
 		}
 		return fmt.Errorf("%s prover: not synced", st.PKIE)
 	}
-	if age := time.Since(st.CheckpointTime); age > p.maxAge {
+	if age := p.now().Sub(st.CheckpointTime); age > p.maxAge {
 		msg := fmt.Sprintf("%s prover: head of %s is %s old, over the %s maximum", st.PKIE,
 			st.CheckpointTime.UTC().Format(time.RFC3339), age.Round(time.Second), p.maxAge)
 		if st.LastError != "" {

@@ -1,0 +1,429 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/cloud"
+	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/pkies/builtin"
+	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
+)
+
+func runCloud(ctx context.Context, env *Env, args []string) error {
+	return cloudMain(ctx, env, args, builtin.Registry())
+}
+
+// cloudMain is runCloud with the registry the enhancements are looked up
+// in, so that tests can host one of their own beside the built-ins.
+func cloudMain(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
+	sub := map[string]func(context.Context, *Env, []string, *pkie.Registry) error{
+		"init": cloudInit, "serve": cloudServe, "bundle": cloudBundle,
+	}
+	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
+		return usageError("unknown subcommand %q; want init, serve or bundle (run \"pkie cloud -h\")", args[0])
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(env.Stderr, "Usage: pkie cloud init|serve|bundle [flags]\n\n"+
+			"  init     create a data directory: the cloud's TLS key and the enhancements it hosts\n"+
+			"  serve    serve PEC clients and servers over QUIC and TLS/TCP, /metrics and /healthz over HTTP\n"+
+			"  bundle   print the bundle clients pin the cloud by")
+		if len(args) > 0 && isHelp(args[0]) {
+			return nil
+		}
+		return usageError("want a subcommand: init, serve or bundle")
+	}
+	return sub[args[0]](ctx, env, args[1:], reg)
+}
+
+// pkieFlag is a repeatable NAME[=CONFIGFILE] flag.
+type pkieFlag []cloud.PKIEConfig
+
+func (p *pkieFlag) String() string {
+	var names []string
+	for _, c := range *p {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func (p *pkieFlag) Set(v string) error {
+	name, file, hasFile := strings.Cut(v, "=")
+	if name == "" {
+		return errors.New("want NAME or NAME=CONFIGFILE")
+	}
+	c := cloud.PKIEConfig{Name: name, Config: json.RawMessage("{}")}
+	if hasFile {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if !json.Valid(raw) {
+			return fmt.Errorf("%s is not JSON", file)
+		}
+		c.Config = json.RawMessage(strings.TrimSpace(string(raw)))
+	}
+	for _, o := range *p {
+		if o.Name == name {
+			return fmt.Errorf("%s given twice", name)
+		}
+	}
+	*p = append(*p, c)
+	return nil
+}
+
+// checkPKIEs resolves names against reg (ids and names both accepted) to
+// the registered names, and refuses enhancements without a prover.
+func checkPKIEs(reg *pkie.Registry, ps []cloud.PKIEConfig) ([]cloud.PKIEConfig, error) {
+	out := make([]cloud.PKIEConfig, 0, len(ps))
+	for _, p := range ps {
+		k, ok := reg.ByName(p.Name)
+		if !ok {
+			var names []string
+			for _, k := range reg.Kinds() {
+				if k.NewProver != nil {
+					names = append(names, k.Name)
+				}
+			}
+			return nil, usageError("--pkie %s: unknown enhancement; this pkie hosts %s", p.Name, strings.Join(names, ", "))
+		}
+		if k.NewProver == nil {
+			return nil, usageError("--pkie %s: the enhancement has no prover", p.Name)
+		}
+		p.Name = k.Name
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
+	fs := newFlags(env, "cloud init", "[--data DIR] [--name NAME] [--pkie NAME[=CONFIGFILE]]...")
+	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory")
+	name := fs.String("name", "", "the cloud's name, shown to clients in its bundle (default: the host name)")
+	var pkies pkieFlag
+	fs.Var(&pkies, "pkie", "enable an enhancement, with its prover configuration from a JSON file (repeatable; default: notary alone, with its defaults)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "pkie-cloud"
+		}
+		*name = h
+	}
+	if len(pkies) == 0 {
+		pkies = pkieFlag{{Name: pkienotary.Name, Config: json.RawMessage("{}")}}
+	}
+	ps, err := checkPKIEs(reg, pkies)
+	if err != nil {
+		return err
+	}
+	d, err := cloud.Init(*data, cloud.FileConfig{Name: *name, PKIEs: ps})
+	if err != nil {
+		return err
+	}
+	// The notary enhancement's key is the cloud's own: create it now, so
+	// that `pkie cloud bundle` can publish it before the first serve.
+	if hasPKIE(ps, pkienotary.Name) {
+		if _, err := notaryKey(ctx, d, ps); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"data": *data, "name": *name, "spki_sha256": d.SPKIHash(), "pkies": pkieNames(ps)})
+	}
+	fmt.Fprintf(env.Stdout, "cloud %q initialised in %s (key 0600), hosting %s\nnext: pkie cloud serve --data %s --quic :4433 --tcp :4433 --http localhost:9433\n",
+		*name, *data, strings.Join(pkieNames(ps), ", "), *data)
+	return nil
+}
+
+func hasPKIE(ps []cloud.PKIEConfig, name string) bool {
+	for _, p := range ps {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func pkieNames(ps []cloud.PKIEConfig) []string {
+	names := make([]string, 0, len(ps))
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// notaryKey returns the notary enhancement's v1 public key, creating the
+// notary's identity in its state directory if it has none yet.
+func notaryKey(ctx context.Context, d *cloud.DataDir, ps []cloud.PKIEConfig) (string, error) {
+	dir := d.ProverDir(pkienotary.Name)
+	if k, err := pkienotary.PublicKey(dir); err == nil {
+		return k, nil
+	}
+	var conf json.RawMessage
+	for _, p := range ps {
+		if p.Name == pkienotary.Name {
+			conf = p.Config
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	p, err := pkienotary.NewProver(ctx, pkie.ProverEnv{DataDir: dir}, conf)
+	if err != nil {
+		return "", err
+	}
+	if c, ok := p.(io.Closer); ok {
+		c.Close()
+	}
+	return pkienotary.PublicKey(dir)
+}
+
+// mergePKIEs returns base with each of over replacing the entry of its
+// name or added after them.
+func mergePKIEs(base, over []cloud.PKIEConfig) []cloud.PKIEConfig {
+	out := append([]cloud.PKIEConfig(nil), base...)
+next:
+	for _, o := range over {
+		for i := range out {
+			if out[i].Name == o.Name {
+				out[i] = o
+				continue next
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
+	fs := newFlags(env, "cloud serve", "[--data DIR] [--quic ADDR] [--tcp ADDR] [--http ADDR] [--pkie NAME=CONFIGFILE]... [flags]")
+	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory (from pkie cloud init)")
+	quicAddr := fs.String("quic", ":4433", "UDP address of the QUIC listener (empty: none)")
+	tcpAddr := fs.String("tcp", ":4433", "TCP address of the TLS listener, the fallback where UDP is blocked (empty: none)")
+	httpAddr := fs.String("http", "localhost:9433", "address of the plain-HTTP listener for /metrics and /healthz (empty: none)")
+	var over pkieFlag
+	fs.Var(&over, "pkie", "enable an enhancement with the prover configuration in a JSON file, replacing the data directory's configuration of that name (repeatable)")
+	keepalive := fs.Duration("keepalive", cloud.DefaultKeepalive, "ping interval announced to clients")
+	missed := fs.Int("missed-pings", cloud.DefaultMissedPings, "intervals a session may stay silent before it is dropped and its client identifier freed")
+	handshake := fs.Duration("handshake-timeout", cloud.DefaultHandshakeTimeout, "time for a TLS or QUIC handshake and a session's first message")
+	writeTimeout := fs.Duration("write-timeout", cloud.DefaultWriteTimeout, "time for a session to take one message; a session slower than that is dropped")
+	maxClients := fs.Int("max-clients", cloud.DefaultMaxClients, "registered clients at most")
+	maxSessions := fs.Int("max-sessions", 0, "sessions at most, registered or submitting (default max-clients + max-clients/4)")
+	perAddrSessions := fs.Int("max-sessions-per-addr", cloud.DefaultMaxSessionsAddr, "sessions per client address (IPv6: per /64)")
+	maxFrame := fs.Int("max-frame", pecwire.DefaultMaxFrame, "largest message body accepted, bytes")
+	maxPending := fs.Int("max-pending", cloud.DefaultMaxPending, "messages queued for a session at most; a session that falls further behind is dropped")
+	maxJobs := fs.Int("max-jobs", cloud.DefaultMaxJobs, "submissions being proved at once; beyond it submissions are refused with busy at once")
+	perAddrJobs := fs.Int("max-jobs-per-addr", 0, "one submitter address's share of --max-jobs (default max-jobs/8)")
+	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client, whoever submits them")
+	maxCalls := fs.Int("max-prover-calls", cloud.DefaultMaxProverCalls, "calls in flight to each prover; beyond it that enhancement answers busy")
+	maxBudget := fs.Duration("max-budget", cloud.DefaultMaxBudget, "longest a submission may wait for its proofs; also the budget of a submission that names none")
+	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *quicAddr == "" && *tcpAddr == "" {
+		return usageError("--quic and --tcp are both empty: a cloud needs at least one listener")
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"--missed-pings", *missed}, {"--max-clients", *maxClients}, {"--max-sessions-per-addr", *perAddrSessions},
+		{"--max-frame", *maxFrame}, {"--max-pending", *maxPending}, {"--max-jobs", *maxJobs}, {"--max-jobs-per-client", *perClientJobs},
+		{"--max-prover-calls", *maxCalls}} {
+		if v.n <= 0 {
+			return usageError("%s must be positive", v.name)
+		}
+	}
+	if *maxSessions < 0 || *perAddrJobs < 0 {
+		return usageError("--max-sessions and --max-jobs-per-addr must not be negative")
+	}
+	if *maxFrame > pecwire.MaxFrameLimit || *maxFrame < 16<<10 {
+		return usageError("--max-frame must be between %d and %d", 16<<10, pecwire.MaxFrameLimit)
+	}
+	if *keepalive <= 0 || *handshake <= 0 || *writeTimeout <= 0 || *maxBudget <= 0 {
+		return usageError("--keepalive, --handshake-timeout, --write-timeout and --max-budget must be positive")
+	}
+	d, err := cloud.Load(*data)
+	if err != nil {
+		return err
+	}
+	ps, err := checkPKIEs(reg, mergePKIEs(d.Config.PKIEs, over))
+	if err != nil {
+		return err
+	}
+	// Bind first: a busy port is found before any prover syncs.
+	var pc net.PacketConn
+	var tl, hl net.Listener
+	defer func() {
+		if pc != nil {
+			pc.Close()
+		}
+		if tl != nil {
+			tl.Close()
+		}
+		if hl != nil {
+			hl.Close()
+		}
+	}()
+	if *quicAddr != "" {
+		if pc, err = net.ListenPacket("udp", *quicAddr); err != nil {
+			return fmt.Errorf("--quic: %w", err)
+		}
+	}
+	if *tcpAddr != "" {
+		if tl, err = net.Listen("tcp", *tcpAddr); err != nil {
+			return fmt.Errorf("--tcp: %w", err)
+		}
+	}
+	if *httpAddr != "" {
+		if hl, err = net.Listen("tcp", *httpAddr); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	provers, err := d.BuildProvers(ctx, reg, ps, &http.Client{Timeout: 30 * time.Second}, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range provers {
+			if c, ok := p.(io.Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	c, err := cloud.New(cloud.Config{
+		Certificate: d.Certificate, Provers: provers, Registry: reg, Logger: logger,
+		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
+		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
+		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
+		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget,
+	})
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 4)
+	n := 0
+	runDone := make(chan struct{})
+	go func() { c.Run(ctx); close(runDone) }()
+	addrs := map[string]string{}
+	if pc != nil {
+		addrs["quic"] = pc.LocalAddr().String()
+		n++
+		go func() { errc <- c.ServeQUIC(ctx, pc) }()
+	}
+	if tl != nil {
+		addrs["tcp"] = tl.Addr().String()
+		n++
+		go func() { errc <- c.ServeTCP(ctx, tl) }()
+	}
+	if hl != nil {
+		addrs["http"] = hl.Addr().String()
+		srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+		context.AfterFunc(ctx, func() { srv.Close() })
+		n++
+		go func() {
+			err := srv.Serve(hl)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			errc <- err
+		}()
+	}
+	logger.Info("cloud listening", "name", d.Config.Name, "quic", addrs["quic"], "tcp", addrs["tcp"], "http", addrs["http"],
+		"pkies", strings.Join(pkieNames(ps), ","), "spki_sha256", d.SPKIHash())
+	// The address lines let scripts and tests that pass port 0 find the
+	// ports.
+	if *asJSON {
+		writeJSON(env.Stdout, map[string]any{"name": d.Config.Name, "listening": addrs, "pkies": pkieNames(ps), "spki_sha256": d.SPKIHash()})
+	} else {
+		for _, k := range []string{"quic", "tcp", "http"} {
+			if a, ok := addrs[k]; ok {
+				fmt.Fprintf(env.Stdout, "listening %s %s\n", k, a)
+			}
+		}
+	}
+	var first error
+	for range n {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	cancel()
+	<-runDone
+	c.Wait()
+	return first
+}
+
+// pointFlag is a repeatable QUICADDR[,TCPADDR] flag.
+type pointFlag []pecwire.Point
+
+func (p *pointFlag) String() string { return fmt.Sprint(len(*p)) }
+
+func (p *pointFlag) Set(v string) error {
+	q, t, _ := strings.Cut(v, ",")
+	if q == "" && t == "" {
+		return errors.New("want QUICADDR[,TCPADDR] (,TCPADDR for TCP only)")
+	}
+	*p = append(*p, pecwire.Point{QUIC: q, TCP: t})
+	return nil
+}
+
+func cloudBundle(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
+	fs := newFlags(env, "cloud bundle", "--point QUICADDR[,TCPADDR]... [--data DIR] [--name NAME]")
+	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory")
+	var points pointFlag
+	fs.Var(&points, "point", "a point of presence: host:port of its QUIC listener, then optionally a comma and host:port of its TLS/TCP listener (\",HOST:PORT\": TCP only); repeatable, nearest first for most clients")
+	name := fs.String("name", "", "name in the bundle (default: the cloud's name)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(points) == 0 {
+		return usageError("at least one --point is required")
+	}
+	d, err := cloud.Load(*data)
+	if err != nil {
+		return err
+	}
+	if *name == "" {
+		*name = d.Config.Name
+	}
+	b := &pecwire.Bundle{Version: pecwire.BundleVersion, Name: *name, Points: points, SPKISHA256: d.SPKIHash()}
+	// The notary enhancement's trusted party is the cloud's own notary:
+	// its key travels in the bundle. Logs' and authorities' keys never do.
+	for _, p := range d.Config.PKIEs {
+		if k, ok := reg.ByName(p.Name); ok && k.ID == pkie.Notary {
+			key, err := notaryKey(ctx, d, d.Config.PKIEs)
+			if err != nil {
+				return err
+			}
+			b.Verifiers = map[string]json.RawMessage{pkienotary.Name: pkienotary.VerifierConfig{Key: key}.JSON()}
+		}
+	}
+	if err := b.Check(); err != nil {
+		return usageError("%v", err)
+	}
+	out, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = env.Stdout.Write(append(out, '\n'))
+	return err
+}

@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/cloud"
+	"github.com/pkie/pkie/internal/pecwire"
+	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// TestCloudInitBundle: init creates the key 0600, a certificate, the
+// configuration and the notary enhancement's key, and refuses to run twice;
+// bundle prints a bundle that parses, pins the cloud's key and carries the
+// notary's verifier key.
+func TestCloudInitBundle(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cloud")
+	if code, out, errs := runCLI(t, "cloud", "init", "--data", data, "--name", "pec.test", "--json"); code != 0 {
+		t.Fatalf("init: %d %s %s", code, out, errs)
+	}
+	fi, err := os.Stat(filepath.Join(data, cloud.FileKey))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key: %v %v", fi, err)
+	}
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--name", "other"); code != 2 || !strings.Contains(errs, "refusing to overwrite") {
+		t.Fatalf("second init: %d %s", code, errs)
+	}
+	code, out, errs := runCLI(t, "cloud", "bundle", "--data", data, "--point", "127.0.0.1:4433,127.0.0.1:4434", "--point", ",[::1]:443")
+	if code != 0 {
+		t.Fatalf("bundle: %d %s", code, errs)
+	}
+	b, err := pecwire.ParseBundle([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := cloud.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pecwire.Point{QUIC: "127.0.0.1:4433", TCP: "127.0.0.1:4434"}
+	if b.Name != "pec.test" || len(b.Points) != 2 || b.Points[0] != want || b.Points[1] != (pecwire.Point{TCP: "[::1]:443"}) || b.SPKISHA256 != d.SPKIHash() {
+		t.Fatalf("bundle %+v", b)
+	}
+	key, err := pkienotary.PublicKey(d.ProverDir("notary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vc pkienotary.VerifierConfig
+	if err := json.Unmarshal(b.Verifiers["notary"], &vc); err != nil || vc.Key != key {
+		t.Fatalf("notary verifier %s, want key %s", b.Verifiers["notary"], key)
+	}
+	if _, ok := b.Verifiers["ct"]; ok {
+		t.Fatal("a log's key in a cloud bundle")
+	}
+	for _, k := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cloud", "bundle", "--data", data}, "--point"},
+		{[]string{"cloud", "bundle", "--data", data, "--point", "nohost"}, "not host:port"},
+		{[]string{"cloud", "init", "--data", t.TempDir(), "--pkie", "nosuch"}, "unknown enhancement"},
+		{[]string{"cloud", "serve", "--data", data, "--quic", "", "--tcp", ""}, "at least one listener"},
+		{[]string{"cloud", "serve", "--data", filepath.Join(t.TempDir(), "none")}, "pkie cloud init"},
+		{[]string{"cloud", "frobnicate"}, "unknown subcommand"},
+	} {
+		if code, _, errs := runCLI(t, k.args...); code != 2 || !strings.Contains(errs, k.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: %d %q, want one line with %q", k.args, code, errs, k.want)
+		}
+	}
+}
+
+// TestCloudServe runs `pkie cloud serve` as a process with the built-in
+// notary enhancement probing a site on loopback, pins it from `pkie cloud
+// bundle`, and proves the site's chain over QUIC and over TCP: each proof
+// verifies under the notary key the bundle carries. /healthz and /metrics
+// answer on the HTTP listener.
+func TestCloudServe(t *testing.T) {
+	root, err := testbed.NewRootCA("Cloud Test Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := root.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err := testbed.StartSite("www.example.test", leaf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "cloud")
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--name", "pec.test"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	nconf := filepath.Join(dir, "notary.json")
+	conf := pkienotary.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"www.example.test:443": site.Addr.String()}}
+	if err := os.WriteFile(nconf, conf.JSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, "cloud", "serve", "--data", data, "--quic", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--pkie", "notary="+nconf)
+	quicAddr := strings.TrimPrefix(c.waitLine(t, "listening quic"), " ")
+	tcpAddr := c.waitLine(t, "listening tcp")
+	httpAddr := c.waitLine(t, "listening http")
+	code, out, errs := runCLI(t, "cloud", "bundle", "--data", data, "--point", quicAddr+","+tcpAddr)
+	if code != 0 {
+		t.Fatalf("bundle: %s", errs)
+	}
+	b, err := pecwire.ParseBundle([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := pkienotary.NewVerifier(b.Verifiers["notary"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, _ := b.Pin()
+	certs := make([]*x509.Certificate, len(leaf.Chain))
+	for i, der := range leaf.Chain {
+		certs[i], _ = x509.ParseCertificate(der)
+	}
+	sub := pkie.Subject{ServerName: "www.example.test", Port: 443, Chain: leaf.Chain, Certs: certs}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tr := range []string{pecwire.QUIC, pecwire.TCP} {
+		var conn *pecwire.Conn
+		if tr == pecwire.QUIC {
+			conn, err = pecwire.DialQUIC(ctx, b.Points[0].QUIC, pecwire.ClientTLS(pin), nil)
+		} else {
+			conn, err = pecwire.DialTCP(ctx, b.Points[0].TCP, pecwire.ClientTLS(pin))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := conn.Send(&pecwire.Register{Version: pecwire.Version}, time.Now().Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := conn.Recv(time.Now().Add(20 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := m.(*pecwire.Registered)
+		if err := conn.Send(&pecwire.Submit{ClientID: reg.ClientID, Nonce: pecwire.Nonce{1}, Budget: 10 * time.Second,
+			ServerName: sub.ServerName, Port: 443, Requests: []pkie.Request{{ID: pkie.Notary}}, Chain: leaf.Chain}, time.Now().Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		m, err = conn.Recv(time.Now().Add(20 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := m.(*pecwire.Proof)
+		if !ok || p.Status != pecwire.ProofOK {
+			t.Fatalf("%s: %+v", tr, m)
+		}
+		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: sub, Proof: p.Proof, Now: time.Now()})
+		if a.Status != pkie.Pass {
+			t.Fatalf("%s: notary proof: %s %s", tr, a.Status, a.Reason)
+		}
+	}
+	for path, want := range map[string]string{
+		"/healthz": `"notary":"ok"`,
+		"/metrics": `pkie_cloud_proofs_total{pkie="notary",status="ok"} 2`,
+	} {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("%s: %d, lacks %s", path, resp.StatusCode, want)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// pecWorld is a CT log, a revocation authority, a cloud with the built-in
+// provers and two sites, good.test (logged) and revoked.test (logged and
+// revoked), with the files a user of pkie pec get and pkie check --cloud
+// has: the cloud's bundle, the CA root, the TTPs' keys.
+type pecWorld struct {
+	bundle, roots, logKey, revKey string
+	port                          map[string]string
+}
+
+func newPECWorld(t *testing.T) *pecWorld {
+	t.Helper()
+	ctx := context.Background()
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
+	root, err := testbed.NewRootCA("PEC CLI Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := root.NewIntermediate("PEC CLI CA", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &pecWorld{port: map[string]string{}}
+	resolve := map[string]string{}
+	var revoked *testbed.Leaf
+	for _, name := range []string{"good.test", "revoked.test"} {
+		leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "revoked.test" {
+			revoked = leaf
+		}
+		s, err := testbed.StartSite(name, leaf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		_, w.port[name], _ = net.SplitHostPort(s.Addr.String())
+		resolve[name] = "127.0.0.1"
+		if _, err := ttp.LogChain(ctx, leaf.Chain); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ttp.Revoke(ctx, ca, revoked.Cert.SerialNumber); err != nil {
+		t.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := testbed.StartCloud(ctx, testbed.CloudOptions{TTPs: ttp, Notary: true, Resolve: resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	dir := t.TempDir()
+	w.bundle, w.roots = filepath.Join(dir, "pec.bundle"), filepath.Join(dir, "roots.pem")
+	b, err := json.Marshal(c.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.bundle, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, w.roots, "CERTIFICATE", root.Cert.Raw)
+	w.logKey, w.revKey = filepath.Join(dir, "log.pub"), filepath.Join(dir, "ra.pub")
+	os.WriteFile(w.logKey, []byte(ttp.LogKey+"\n"), 0o644)
+	os.WriteFile(w.revKey, []byte(ttp.RevocationKey+"\n"), 0o644)
+	return w
+}
+
+func (w *pecWorld) flags(extra ...string) []string {
+	return append([]string{"--cloud", w.bundle, "--ct-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
+		"--roots", w.roots, "--resolve", "good.test=127.0.0.1", "--resolve", "revoked.test=127.0.0.1"}, extra...)
+}
+
+func (w *pecWorld) url(site string) string { return "https://" + site + ":" + w.port[site] + "/" }
+
+func TestPECGet(t *testing.T) {
+	w := newPECWorld(t)
+
+	code, out, errs := runCLI(t, append([]string{"pec", "get"}, w.flags(w.url("good.test"))...)...)
+	if code != 0 {
+		t.Fatalf("pec get good.test: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{w.url("good.test") + "  TRUSTED", "ca           pass     required", "ct           pass     required",
+		"revocation   pass     required", "notary       pass     required", "timings  connect", "first proof", "last proof",
+		"verification", "response", "HTTP/1.1 200 OK", "<h1>good.test</h1>"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// -o FILE takes the body; --json the rest.
+	body := filepath.Join(t.TempDir(), "body.html")
+	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--json", "-o", body, w.url("good.test"))...)...)
+	if code != 0 {
+		t.Fatalf("pec get --json: exit %d %s", code, errs)
+	}
+	var res struct {
+		Verdict struct {
+			Result  string `json:"verdict"`
+			Sources []struct {
+				Source, Status string
+			} `json:"sources"`
+		} `json:"verdict"`
+		Timings map[string]int64 `json:"timings"`
+		Status  int              `json:"status"`
+		Body    int64            `json:"body_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	page, _ := os.ReadFile(body)
+	if res.Verdict.Result != "trusted" || res.Status != 200 || res.Body != int64(len(page)) || !strings.Contains(string(page), "good.test") {
+		t.Fatalf("json %+v, body %q", res, page)
+	}
+	if len(res.Verdict.Sources) != 4 {
+		t.Errorf("sources %+v", res.Verdict.Sources)
+	}
+	for _, k := range []string{"handshake_ns", "first_proof_ns", "last_proof_ns", "verification_ns", "total_ns", "response_ns"} {
+		if res.Timings[k] <= 0 {
+			t.Errorf("timing %s = %d", k, res.Timings[k])
+		}
+	}
+
+	// A revoked certificate: refused before the request, exit 1, the
+	// verdict says why.
+	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags(w.url("revoked.test"))...)...)
+	if code != 1 || !strings.Contains(out, "UNTRUSTED") || !strings.Contains(out, "revoked") || strings.Contains(out, "HTTP/1.1") {
+		t.Fatalf("pec get revoked.test: exit %d\n%s\n%s", code, out, errs)
+	}
+	// --require names what must pass; the rest is reported.
+	code, out, _ = runCLI(t, append([]string{"pec", "get"}, w.flags("--require", "ca,ct,notary", w.url("revoked.test"))...)...)
+	if code != 0 || !strings.Contains(out, "revocation   fail     reported") {
+		t.Fatalf("pec get --require ca,ct,notary revoked.test: exit %d\n%s", code, out)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pec", "get", "https://good.test/"}, "--cloud BUNDLE is required"},
+		{[]string{"pec", "get", "--cloud", w.bundle, "http://good.test/"}, "not an https URL"},
+		{[]string{"pec", "get", "--cloud", w.bundle, "--require", "ca,ct", "--roots", w.roots, w.url("good.test")}, "ct"},
+		{[]string{"pec", "nope"}, "unknown subcommand"},
+	} {
+		if code, _, errs := runCLI(t, tt.args...); code != 2 || !strings.Contains(errs, tt.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tt.args, code, errs, tt.want)
+		}
+	}
+}
+
+func TestCheckCloud(t *testing.T) {
+	w := newPECWorld(t)
+	base := (w.flags("--require", "ca,ct,revocation,notary", "--allow-private", "--no-cache", "--json"))
+	for _, tt := range []struct {
+		site   string
+		code   int
+		result string
+		failed string
+	}{
+		{"good.test", 0, "trusted", ""},
+		{"revoked.test", 1, "untrusted", "revocation"},
+	} {
+		code, out, errs := runCLI(t, append(append([]string{"check"}, base...), tt.site+":"+w.port[tt.site])...)
+		if code != tt.code {
+			t.Fatalf("check --cloud %s: exit %d\n%s\n%s", tt.site, code, out, errs)
+		}
+		var v struct {
+			Result  string `json:"verdict"`
+			Sources []struct {
+				Source   string `json:"source"`
+				Status   string `json:"status"`
+				Detail   string `json:"detail"`
+				Required bool   `json:"required"`
+			} `json:"sources"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if v.Result != tt.result {
+			t.Fatalf("%s: verdict %s", tt.site, out)
+		}
+		seen := map[string]bool{}
+		for _, s := range v.Sources {
+			seen[s.Source] = true
+			want := "pass"
+			if s.Source == tt.failed {
+				want = "fail"
+			}
+			if s.Status != want || !s.Required {
+				t.Errorf("%s: %s is %s (required %v), want %s: %s", tt.site, s.Source, s.Status, s.Required, want, s.Detail)
+			}
+			if s.Source == "ct" && !strings.Contains(s.Detail, "cloud") {
+				t.Errorf("%s: ct detail does not say the proof came from the cloud: %s", tt.site, s.Detail)
+			}
+		}
+		if len(seen) != 4 {
+			t.Errorf("%s: sources %v", tt.site, seen)
+		}
+	}
+	if code, _, errs := runCLI(t, append([]string{"check", "--ct-prover", "http://127.0.0.1:1"}, w.flags("good.test:"+w.port["good.test"])...)...); code != 2 || !strings.Contains(errs, "--cloud proves") {
+		t.Errorf("--ct-prover with --cloud: exit %d %s", code, errs)
+	}
+}

@@ -1,0 +1,121 @@
+package pecbench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// ThroughputRow is connections proved per second through the cloud beside
+// the echo ceiling, measured the same way in the same run.
+type ThroughputRow struct {
+	ChainBytes int `json:"chain_bytes"`
+	ChainCerts int `json:"chain_certs"`
+	// TreeSizes are the log's and the authority's trees (certificates
+	// logged, serials revoked).
+	TreeSizes [2]uint64   `json:"tree_sizes"`
+	Cloud     *Throughput `json:"cloud"`
+	Ceiling   *Throughput `json:"ceiling"`
+	// Ratio is Cloud.PerSecond / Ceiling.PerSecond.
+	Ratio           float64 `json:"ratio"`
+	PaperPerSecond  float64 `json:"paper_per_second"`
+	TargetPerSecond float64 `json:"target_per_second"`
+	TargetRatio     float64 `json:"target_ratio"`
+	// MetTarget says whether both targets were reached.
+	MetTarget bool `json:"met_target"`
+}
+
+// cloudProofs submits the site's chain once and returns the cloud's proofs,
+// after checking that they verify: a bench that counted proofs no client
+// would accept would measure nothing.
+func cloudProofs(ctx context.Context, w *world, c *testbed.Cloud) (map[pkie.ID]*pkie.Proof, error) {
+	pin, err := c.Bundle.Pin()
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	conn, reg, err := dialSession(dctx, Target{Name: "cloud", Addr: c.QUIC, Transport: pecwire.QUIC, Pin: pin}, clientQUIC())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	deadline, _ := dctx.Deadline()
+	sub := &pecwire.Submit{ClientID: reg.ClientID, Nonce: pecwire.Nonce{0xbe, 0x9c}, Budget: 10 * time.Second, ServerName: siteName, Port: 443,
+		Requests: commonCase(), Chain: w.leaf.Chain}
+	if err := conn.Send(sub, deadline); err != nil {
+		return nil, err
+	}
+	out := map[pkie.ID]*pkie.Proof{}
+	for len(out) < len(sub.Requests) {
+		m, err := conn.Recv(deadline)
+		if err != nil {
+			return nil, fmt.Errorf("pecbench: waiting for the cloud's proofs: %w", err)
+		}
+		p, ok := m.(*pecwire.Proof)
+		if !ok {
+			continue
+		}
+		if p.Status != pecwire.ProofOK {
+			return nil, fmt.Errorf("pecbench: the cloud's %s outcome is %s: %s", p.ID, p.Status, p.Text)
+		}
+		out[p.ID] = p.Proof
+	}
+	for _, v := range w.verifiers {
+		req := &pkie.VerifyRequest{Subject: w.subject(), Proof: out[v.ID()], Now: time.Now(), VerifiedChains: w.chains}
+		if a := v.Verify(ctx, req); a.Status != pkie.Pass {
+			return nil, fmt.Errorf("pecbench: the cloud's %s proof does not pass: %s", v.ID(), a.Reason)
+		}
+	}
+	return out, nil
+}
+
+func runThroughput(ctx context.Context, cfg *Config, w *world) (*ThroughputRow, error) {
+	cfg.logf("throughput: starting the cloud")
+	c, err := w.startCloud(ctx, "pec.bench", benchCloudConfig(cfg.Sessions))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	templates, err := cloudProofs(ctx, w, c)
+	if err != nil {
+		return nil, err
+	}
+	e, err := StartEcho(templates, c.QUICConfig())
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	cpin, err := c.Bundle.Pin()
+	if err != nil {
+		return nil, err
+	}
+	l := Load{Sessions: cfg.Sessions, Window: cfg.Window, Warmup: cfg.Warmup, Duration: cfg.Duration,
+		ServerName: siteName, Port: 443, Chain: w.leaf.Chain, Requests: commonCase(), Budget: 5 * time.Second}
+	cloudT := Target{Name: "cloud", Transport: cfg.Transport, Addr: c.QUIC, Pin: cpin}
+	echoT := Target{Name: "echo ceiling", Transport: cfg.Transport, Addr: e.QUIC, Pin: e.Pin}
+	if cfg.Transport == pecwire.TCP {
+		cloudT.Addr, echoT.Addr = c.TCP, e.TCP
+	}
+	row := &ThroughputRow{ChainBytes: ChainBytes(w.leaf.Chain), ChainCerts: len(w.leaf.Chain), TreeSizes: w.treeSizes(),
+		PaperPerSecond: PaperPerSecond, TargetPerSecond: TargetPerSecond, TargetRatio: TargetRatio}
+	cfg.logf("throughput: echo ceiling, %d sessions × %d in flight over %s, %v", cfg.Sessions, cfg.Window, cfg.Transport, cfg.Duration)
+	if row.Ceiling, err = RunLoad(ctx, echoT, l); err != nil {
+		return nil, err
+	}
+	cfg.logf("throughput: echo ceiling %.0f/s", row.Ceiling.PerSecond)
+	cfg.logf("throughput: cloud, same load")
+	if row.Cloud, err = RunLoad(ctx, cloudT, l); err != nil {
+		return nil, err
+	}
+	cfg.logf("throughput: cloud %.0f/s", row.Cloud.PerSecond)
+	if row.Ceiling.PerSecond > 0 {
+		row.Ratio = row.Cloud.PerSecond / row.Ceiling.PerSecond
+	}
+	row.MetTarget = row.Cloud.PerSecond >= TargetPerSecond && row.Ratio >= TargetRatio
+	return row, nil
+}
