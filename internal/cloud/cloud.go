@@ -95,7 +95,8 @@ type Config struct {
 	// MaxClients bounds registered clients.
 	MaxClients int
 	// MaxSessions bounds sessions, registered or submitting, including
-	// those still in their handshake (default MaxClients + MaxClients/4).
+	// those still in their handshake (default MaxClients plus a quarter
+	// of that, at least 64, for submitters).
 	MaxSessions int
 	// MaxSessionsPerAddr bounds one address's sessions (an IPv6 address
 	// counts per /64). Clients behind one NAT share it, which is why the
@@ -140,7 +141,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defD(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxClients, DefaultMaxClients)
-	def(&c.MaxSessions, c.MaxClients+c.MaxClients/4)
+	def(&c.MaxSessions, c.MaxClients+max(c.MaxClients/4, 64))
 	def(&c.MaxSessionsPerAddr, DefaultMaxSessionsAddr)
 	def(&c.MaxFrame, pecwire.DefaultMaxFrame)
 	def(&c.MaxPending, DefaultMaxPending)
