@@ -117,8 +117,10 @@ type ClientStatus struct {
 	// RTT is the round trip of the latest answered ping (of the
 	// registration until the first pong).
 	RTT time.Duration
-	// Keepalive is the ping interval in use.
+	// Keepalive is the ping interval in use, and LastPong when the latest
+	// answer to one arrived (zero: none yet on this session).
 	Keepalive time.Duration
+	LastPong  time.Time
 	// Failovers counts moves to another point of presence or cloud after
 	// the one in use died; LastFailover is how long the latest took, from
 	// the first missed pong deadline (or the connection's failure) to the
@@ -188,12 +190,13 @@ type session struct {
 	refs int
 	dead bool
 
-	pmu    sync.Mutex
-	sent   uint64
-	sentAt time.Time
-	ponged uint64
-	misses int
-	rtt    time.Duration
+	pmu      sync.Mutex
+	sent     uint64
+	sentAt   time.Time
+	ponged   uint64
+	misses   int
+	rtt      time.Duration
+	lastPong time.Time
 
 	closeOnce sync.Once
 }
@@ -626,6 +629,7 @@ func (s *session) pong(seq uint64) {
 	}
 	s.ponged = seq
 	s.misses = 0
+	s.lastPong = now
 	if seq == s.sent {
 		s.rtt = now.Sub(s.sentAt)
 	}
@@ -904,6 +908,7 @@ func (c *Client) Status() ClientStatus {
 	st.Keepalive = s.keepalive
 	s.pmu.Lock()
 	st.RTT = s.rtt
+	st.LastPong = s.lastPong
 	s.pmu.Unlock()
 	return st
 }

@@ -111,7 +111,7 @@ func TestRegisterAndProve(t *testing.T) {
 			}
 			// Pings are answered: the session stays up past several
 			// intervals and measures a round trip.
-			eventually(t, "a pong", func() bool { return c.Status().RTT > 0 })
+			eventually(t, "a pong", func() bool { st := c.Status(); return !st.LastPong.IsZero() && st.RTT > 0 && st.ClientID == c.ID() })
 		})
 	}
 }
@@ -185,7 +185,7 @@ func TestNearestFirst(t *testing.T) {
 	})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", key, far.point(), near.point())},
-		Keepalive: 50 * time.Millisecond, Transport: TransportQUIC,
+		Transport: TransportQUIC,
 	})
 	if st := c.Status(); st.Point != near.point().QUIC {
 		t.Fatalf("registered at %s, want the point that answered first, %s", st.Point, near.point().QUIC)
@@ -213,7 +213,7 @@ func TestFailoverMissedPings(t *testing.T) {
 	b := newPeer(t, keyB, peerBehaviour{})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", keyA, a.point()), bundleOf("beta", keyB, b.point())},
-		Keepalive: 50 * time.Millisecond, MissedPings: 3,
+		Keepalive: 100 * time.Millisecond, MissedPings: 3,
 	})
 	first := c.ID()
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT, pkie.Notary))
@@ -641,7 +641,7 @@ func TestBogusPongs(t *testing.T) {
 			key := newCloudKey(t)
 			a := newPeer(t, key, peerBehaviour{pongSeq: f})
 			b := newPeer(t, key, peerBehaviour{})
-			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 20 * time.Millisecond})
+			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 100 * time.Millisecond})
 			eventually(t, "failover", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
 			if st := c.Status(); st.Failovers != 1 || !strings.Contains(st.LastError, "pings unanswered") {
 				t.Fatalf("status %+v", st)
