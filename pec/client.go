@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -153,6 +154,9 @@ type Client struct {
 	// events carries the death of the current session to run.
 	events chan event
 	wg     sync.WaitGroup
+	// flaps counts sessions in a row that ended before the cloud answered
+	// anything on them; only run touches it.
+	flaps int
 
 	mu      sync.Mutex
 	closed  bool
@@ -189,6 +193,10 @@ type session struct {
 	aux  bool
 	refs int
 	dead bool
+
+	// answered is set once the cloud answered a ping or delivered an
+	// outcome on this session.
+	answered atomic.Bool
 
 	pmu      sync.Mutex
 	sent     uint64
@@ -629,6 +637,7 @@ func (s *session) pong(seq uint64) {
 	}
 	s.ponged = seq
 	s.misses = 0
+	s.answered.Store(true)
 	s.lastPong = now
 	if seq == s.sent {
 		s.rtt = now.Sub(s.sentAt)
@@ -764,6 +773,23 @@ func (c *Client) planLocked(t target, again bool) []stage {
 }
 
 func (c *Client) failover(ev event) {
+	// A cloud that registers the client and drops it before answering
+	// anything would otherwise have it reconnecting in a tight loop: after
+	// the second such session in a row, wait Retry (doubling) first.
+	if ev.s.answered.Load() {
+		c.flaps = 0
+	} else {
+		c.flaps++
+	}
+	if c.flaps >= 2 {
+		wait := min(c.cfg.Retry<<min(c.flaps-2, 16), maxRetry)
+		c.log.Warn("pec: sessions end before answering anything; waiting before registering again", "wait", wait, "cloud", ev.s.label)
+		select {
+		case <-c.base.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 	if !ev.reregister {
 		// The dead point goes last in its cloud's order.
 		c.mu.Lock()
@@ -1220,6 +1246,7 @@ func (c *Client) onProof(s *session, m *pecwire.Proof) {
 		c.log.Debug("pec: outcome dropped", "cloud", s.label, "nonce", m.Nonce, "id", m.ID, "client", m.ClientID)
 		return
 	}
+	s.answered.Store(true)
 	c.deliverLocked(p, Outcome{ID: m.ID, Status: m.Status, Proof: m.Proof, Text: m.Text, Received: now, Cloud: s.label})
 }
 

@@ -673,3 +673,21 @@ func TestProofFromRefusingCloudDropped(t *testing.T) {
 	open()
 	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
 }
+
+// TestFlappingCloud: a cloud that registers the client and drops the
+// session at once, every time. After the second such session in a row the
+// client waits Retry before registering again instead of reconnecting in a
+// loop (Retry is an hour here: no third registration).
+func TestFlappingCloud(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{dropAfterRegistered: true})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}, Transport: TransportTCP, Retry: time.Hour})
+	eventually(t, "the second registration", func() bool { return a.registrations() >= 2 })
+	time.Sleep(300 * time.Millisecond)
+	if n := a.registrations(); n != 2 {
+		t.Fatalf("%d registrations with a cloud that drops every session at once, want 2", n)
+	}
+	if st := c.Status(); st.Connected || st.Failovers != 1 || !strings.Contains(st.LastError, "go away") {
+		t.Fatalf("status %+v", st)
+	}
+}
