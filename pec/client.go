@@ -94,9 +94,11 @@ type ClientConfig struct {
 	// MaxPending bounds the submissions and expectations pending at once.
 	// Default DefaultMaxPending.
 	MaxPending int
-	// Retry is how long the client waits after every point of every cloud
-	// failed to register during a failover before it tries them all again,
-	// doubling each round up to 30s. Default DefaultRetry.
+	// Retry is how long the client waits before trying again after every
+	// point of every cloud failed to register during a failover, and
+	// before registering again after the second session in a row that a
+	// cloud ended before answering anything; it doubles each time, up to
+	// 30s. Default DefaultRetry.
 	Retry time.Duration
 }
 
