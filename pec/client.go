@@ -1345,6 +1345,9 @@ func (c *Client) retryElsewhere(p *Pending, from target, why string) {
 	}
 	c.mu.Lock()
 	p.retrying = false
+	if !fresh && s != nil && s.dead {
+		s, err = nil, errors.New("the session chosen for the retry ended")
+	}
 	switch {
 	case p.done || c.closed:
 		c.mu.Unlock()
