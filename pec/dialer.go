@@ -207,7 +207,10 @@ func (e *VerdictError) Error() string {
 	return b.String()
 }
 
-func (d *Dialer) init() error {
+// Init checks the Dialer's configuration and builds its checker. Dial
+// calls it; calling it first reports a configuration error before any
+// connection is made.
+func (d *Dialer) Init() error {
 	d.initOnce.Do(func() { d.initErr = d.doInit() })
 	return d.initErr
 }
@@ -311,7 +314,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 // refused connection is closed and its error is a *VerdictError; other
 // errors are failures to connect or to check at all.
 func (d *Dialer) Dial(ctx context.Context, network, addr string) (*Conn, error) {
-	if err := d.init(); err != nil {
+	if err := d.Init(); err != nil {
 		return nil, err
 	}
 	host, portStr, err := net.SplitHostPort(addr)

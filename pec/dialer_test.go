@@ -416,3 +416,38 @@ func FuzzDecodeEvidence(f *testing.F) {
 		ev.usable(time.Now(), [][]byte{b}, time.Hour)
 	})
 }
+
+// TestDialerConcurrent: one Dialer, many dials at once over one cloud
+// session, each proved by its own submission and each trusted.
+func TestDialerConcurrent(t *testing.T) {
+	s := newGateSetup(t, pecwire.QUIC, 0)
+	s.prover.open()
+	s.d.TLSConfig.SessionTicketsDisabled = true // every dial a full handshake
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c, err := s.d.Dial(ctx, "tcp", s.srv.addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			if v := c.Verdict(); v.Result != check.Trusted || !c.Evidence().Submitted {
+				errs <- errors.New(v.Headline)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.prover.calls.Load(); got != n {
+		t.Fatalf("%d submissions proved for %d dials", got, n)
+	}
+}

@@ -159,7 +159,7 @@ func TestPECGet(t *testing.T) {
 	}{
 		{[]string{"pec", "get", "https://good.test/"}, "--cloud BUNDLE is required"},
 		{[]string{"pec", "get", "--cloud", w.bundle, "http://good.test/"}, "not an https URL"},
-		{[]string{"pec", "get", "--cloud", w.bundle, "--require", "ca,ct", "--roots", w.roots, w.url("good.test")}, "ct"},
+		{[]string{"pec", "get", "--cloud", w.bundle, "--require", "ca,ct", "--roots", w.roots, w.url("good.test")}, `required source "ct" is not configured`},
 		{[]string{"pec", "nope"}, "unknown subcommand"},
 	} {
 		if code, _, errs := runCLI(t, tt.args...); code != 2 || !strings.Contains(errs, tt.want) {
