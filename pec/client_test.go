@@ -303,12 +303,15 @@ func TestBusy(t *testing.T) {
 			b := newPeer(t, key, ob)
 			release := make(chan struct{})
 			b.b.beforeRegistered = func() { <-release }
+			var once sync.Once
+			open := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(open)
 			// b registers only once the client is on a: a stays primary.
 			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point(), b.point())}, OnBusy: tc.policy, Transport: TransportTCP})
 			if c.Status().Point != a.point().TCP {
 				t.Fatal("not on the first point")
 			}
-			close(release)
+			open()
 			eventually(t, "the other point's registration", func() bool { return b.registrations() == 1 })
 			pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT, pkie.Revocation))
 			if err != nil {
@@ -645,4 +648,28 @@ func TestBogusPongs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProofFromRefusingCloudDropped: a cloud that refuses a submission as
+// busy and then pushes a proof for it anyway is not where the submission
+// is any more: only the proof from the point that took it is delivered.
+func TestProofFromRefusingCloudDropped(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy})
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
+	}})
+	release := make(chan struct{})
+	b := newPeer(t, key, peerBehaviour{beforeRegistered: func() { <-release }})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}})
+	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the forged proof's arrival", func() bool { return c.Status().Dropped == 1 })
+	open()
+	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
 }

@@ -25,6 +25,13 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	dir := fs.String("dir", "", "client cost: directory for the temporary tree files (default: the system temp dir)")
 	logFill := fs.Int("log-fill", 4095, "certificates logged besides the site's, so CT proofs have realistic depth")
 	revokedFill := fs.Int("revoked-fill", pecbench.PaperRevokedLeaves, "serials revoked (the PEC paper's CRL: 53,164)")
+	serverRTTs := fs.String("server-rtts", "10ms,50ms,100ms", "latency: client–server round trips")
+	cloudRTTs := fs.String("cloud-rtts", "10ms,50ms,100ms", "latency: client–cloud round trips")
+	handshakes := fs.Int("handshakes", 20, "latency: handshakes with and without PEC per placement")
+	trials := fs.Int("trials", 10, "failover and blocked: trials per case")
+	loss := fs.Float64("loss", 0.2, "loss: fraction of datagrams dropped each way")
+	lossSamples := fs.Int("loss-samples", 200, "loss: submissions timed with and without loss")
+	plot := fs.String("plot", "", "write the latency and loss plots to PREFIX-latency.svg/.png and PREFIX-loss.svg/.png")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
@@ -60,6 +67,22 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	if err := cfg.Check(); err != nil {
 		return usageError("%v", err)
 	}
+	if *handshakes < 1 || *trials < 1 || *lossSamples < 1 {
+		return usageError("--handshakes, --trials and --loss-samples must be at least 1")
+	}
+	if *loss <= 0 || *loss >= 1 {
+		return usageError("--loss must be above 0 and below 1")
+	}
+	if cfg.ServerRTTs, err = parseDurations("--server-rtts", *serverRTTs); err != nil {
+		return err
+	}
+	if cfg.CloudRTTs, err = parseDurations("--cloud-rtts", *cloudRTTs); err != nil {
+		return err
+	}
+	cfg.Handshakes, cfg.Trials, cfg.Loss, cfg.LossSamples = *handshakes, *trials, *loss, *lossSamples
+	if err := checkOutput("--plot", *plot); err != nil {
+		return err
+	}
 	if err := checkOutput("--cpuprofile", *cpuprofile); err != nil {
 		return err
 	}
@@ -78,10 +101,34 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Results first: a plot that cannot be written must not lose the run.
 	if *asJSON {
-		return writeJSON(env.Stdout, r)
+		err = writeJSON(env.Stdout, r)
+	} else {
+		r.WriteText(env.Stdout)
 	}
-	r.WriteText(env.Stdout)
-	fmt.Fprintln(env.Stdout)
+	if err != nil || *plot == "" {
+		return err
+	}
+	files, err := r.SavePlots(*plot)
+	if err != nil {
+		return fmt.Errorf("--plot: %w (the results above are complete)", err)
+	}
+	for _, f := range files {
+		fmt.Fprintf(env.Stderr, "bench pec: wrote %s\n", f)
+	}
 	return nil
+}
+
+// parseDurations parses a comma-separated list of positive durations.
+func parseDurations(flag, s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 || d > time.Minute {
+			return nil, usageError("%s: %q is not a duration between 0 and 1m", flag, f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }

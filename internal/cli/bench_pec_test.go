@@ -11,7 +11,7 @@ import (
 func TestBenchPECClientJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
-	code := Main(context.Background(), env, []string{"bench", "pec", "--rows", "client", "--ct-leaves", "3000", "--revoked", "600",
+	code := Main(context.Background(), env, []string{"bench", "pec", "--rows", "client", "--ct-leaves", "64", "--revoked", "16",
 		"--log-fill", "10", "--revoked-fill", "10", "--dir", t.TempDir(), "--json"})
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -25,7 +25,7 @@ func TestBenchPECClientJSON(t *testing.T) {
 		t.Fatalf("not one JSON object: %v\n%s", err, out.String())
 	}
 	c := m.ClientCost
-	if c == nil || c["ct_leaves"] != 3000.0 || c["revoked_leaves"] != 600.0 || c["ct_depth"] != 12.0 || c["revoked_depth"] != 10.0 {
+	if c == nil || c["ct_leaves"] != 64.0 || c["revoked_leaves"] != 16.0 || c["ct_depth"] != 6.0 || c["revoked_depth"] != 4.0 {
 		t.Fatalf("client_cost = %v", c)
 	}
 	warm, cold, ceil := c["warm_us_p50"].(float64), c["cold_us_p50"].(float64), c["ceiling_sha256_us_p50"].(float64)
@@ -56,6 +56,8 @@ func TestBenchPECUsage(t *testing.T) {
 		{[]string{"bench", "pec", "--sessions", "0"}, "--sessions"},
 		{[]string{"bench", "pec", "extra"}, "unexpected argument"},
 		{[]string{"bench", "pec", "--log-fill", "-1"}, "--log-fill"},
+		{[]string{"bench", "pec", "--server-rtts", "10ms,x"}, "--server-rtts"},
+		{[]string{"bench", "pec", "--loss", "1"}, "--loss"},
 	} {
 		var out, errb bytes.Buffer
 		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}

@@ -36,9 +36,12 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 
 func printDemo(env *Env, rs []demo.SiteResult) {
 	w := env.Stdout
-	fmt.Fprintln(w, "\npkie demo: a client checks four sites through three notaries; a MitM on the")
-	fmt.Fprintln(w, "client's path intercepts bank.test with a forged chain from a rogue intermediate")
-	fmt.Fprintln(w, "that chains to the trusted root, so CA validation alone accepts it.")
+	fmt.Fprintln(w, "\npkie demo: a client checks six sites through three notaries and a PEC cloud that")
+	fmt.Fprintln(w, "proves each certificate logged (CT) and not revoked against a log and a revocation")
+	fmt.Fprintln(w, "authority. A MitM on the client's path intercepts bank.test with a forged chain from")
+	fmt.Fprintln(w, "a rogue intermediate that chains to the trusted root, so CA validation alone accepts")
+	fmt.Fprintln(w, "it; revoked.test's certificate was revoked and unlogged.test's never logged, which")
+	fmt.Fprintln(w, "neither CA validation nor the notaries can tell.")
 	visit := 0
 	for _, r := range rs {
 		if r.Visit != visit {
@@ -65,11 +68,12 @@ func printDemo(env *Env, rs []demo.SiteResult) {
 		for _, n := range r.Notaries {
 			fmt.Fprintf(w, "     %-20s %-11s %7.1f ms  %s\n", n.Name, n.Vote, n.RoundTripMS, n.Detail)
 		}
+
 		for _, reason := range r.Reasons {
 			fmt.Fprintf(w, "     - %s\n", reason)
 		}
 	}
 	if demo.Caught(rs) {
-		fmt.Fprintln(w, "\nResult: the intercepted site was caught; every other site was trusted.")
+		fmt.Fprintln(w, "\nResult: the intercepted, the revoked and the unlogged site were caught; every other site was trusted.")
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -18,13 +19,19 @@ func TestDemoJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rs); err != nil {
 		t.Fatalf("output is not the documented JSON: %v\n%s", err, out)
 	}
-	want := map[string]string{"bank.test": "untrusted", "mail.test": "trusted", "news.test": "trusted", "shop.test": "trusted"}
+	want := map[string]string{"bank.test": "untrusted", "mail.test": "trusted", "news.test": "trusted", "shop.test": "trusted",
+		"revoked.test": "untrusted", "unlogged.test": "untrusted"}
 	if len(rs) != len(want) {
 		t.Fatalf("%d sites, want %d", len(rs), len(want))
 	}
+	// Why, in the reasons: the cloud's proofs.
+	why := map[string]string{"revoked.test": "revocation (required) failed", "unlogged.test": "ct (required) failed"}
 	for _, r := range rs {
 		if want[r.Site] != r.Verdict || len(r.Reasons) == 0 {
 			t.Errorf("%s: %s %v", r.Site, r.Verdict, r.Reasons)
+		}
+		if w := why[r.Site]; w != "" && !strings.Contains(strings.Join(r.Reasons, "\n"), w) {
+			t.Errorf("%s: reasons %q lack %q", r.Site, r.Reasons, w)
 		}
 	}
 }

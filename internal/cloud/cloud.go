@@ -171,7 +171,8 @@ func (h *hosted) release() { <-h.sem }
 
 // Cloud is one replica of the PEC cloud service. It is safe for concurrent
 // use; serve it with ServeQUIC and ServeTCP, and its HTTP endpoints with
-// Handler.
+// Handler, and call Run so that provers with background work (syncing
+// from their TTPs) do it.
 type Cloud struct {
 	cfg     Config
 	log     *slog.Logger

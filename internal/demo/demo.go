@@ -1,10 +1,14 @@
 // Package demo runs pkie's main job offline: an in-process world of TLS
-// sites, three notaries (one at global distance) and a man in the middle on
-// the client's path, and a client that checks every site the way
-// "pkie check" does. The intercepted site is presented with a forged
-// certificate that chains to a trusted root, so classic CA validation
-// accepts it; the notaries, who see the real certificate from their own
-// paths, do not.
+// sites, three notaries (one at global distance), a CT log, a revocation
+// authority, a PEC cloud proving against both, and a man in the middle on
+// the client's path; and a client that checks every site the way
+// "pkie check --cloud" does, requiring CA validation, the notaries, and CT
+// and revocation proofs delivered by the cloud. The intercepted site is
+// presented with a forged certificate that chains to a trusted root, so
+// classic CA validation accepts it; the notaries, who see the real
+// certificate from their own paths, do not, and the log never saw it. Two
+// more sites serve genuine certificates that the notaries see too: one
+// was revoked and one was never logged, and the cloud's proofs show it.
 package demo
 
 import (
@@ -17,7 +21,16 @@ import (
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/pec"
 	"github.com/pkie/pkie/probe"
+)
+
+// The sites the demo adds to testbed.DemoTopology: genuine certificates
+// from the legitimate issuing CA, served on every path, that only the
+// cloud's proofs catch.
+const (
+	RevokedSite  = "revoked.test"  // logged, then revoked by its CA
+	UnloggedSite = "unlogged.test" // never submitted to the log
 )
 
 // SiteResult is what the client concluded about one site.
@@ -27,11 +40,24 @@ type SiteResult struct {
 	Headline    string         `json:"headline"` // what decided the verdict
 	Reasons     []string       `json:"reasons"`
 	Intercepted bool           `json:"intercepted"` // ground truth: the MitM was on the client's path
+	Revoked     bool           `json:"revoked"`     // ground truth: its certificate is revoked
+	Unlogged    bool           `json:"unlogged"`    // ground truth: its certificate was never logged
 	CA          string         `json:"ca"`          // what CA validation alone said
 	Visit       int            `json:"visit"`       // 1: first visit; 2: return visit (local cache)
 	FromCache   bool           `json:"from_cache"`
 	Timings     check.Timings  `json:"timings"`
 	Notaries    []NotaryResult `json:"notaries"`
+	// Proofs are the verifiers' findings on the cloud's proofs (ct,
+	// revocation).
+	Proofs []ProofResult `json:"proofs"`
+}
+
+// ProofResult is one enhancement's finding on the proof the cloud
+// delivered.
+type ProofResult struct {
+	PKIE   string `json:"pkie"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
 }
 
 // NotaryResult is one notary's answer as the client saw it.
@@ -57,18 +83,48 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 		progress = io.Discard
 	}
 	opts := testbed.DemoTopology()
-	fmt.Fprintf(progress, "starting %d sites, %d notaries and a MitM on the client's path …\n", len(opts.Sites), len(opts.Notaries))
+	fmt.Fprintf(progress, "starting %d sites, %d notaries and a MitM on the client's path …\n", len(opts.Sites)+2, len(opts.Notaries))
 	tp, err := testbed.StartTopology(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer tp.Close()
+	// tp.Close stops the added sites too.
+	if err := addSites(tp); err != nil {
+		return nil, err
+	}
 
 	dir, err := os.MkdirTemp("", "pkie-demo-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+
+	fmt.Fprintf(progress, "starting a CT log, a revocation authority and a PEC cloud proving against both …\n")
+	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Dir: filepath.Join(dir, "ttps")})
+	if err != nil {
+		return nil, err
+	}
+	defer ttps.Close()
+	if err := publish(ctx, tp, ttps); err != nil {
+		return nil, err
+	}
+	cloud, err := testbed.StartCloud(ctx, testbed.CloudOptions{Name: "pec.demo", TTPs: ttps, DataDir: filepath.Join(dir, "cloud")})
+	if err != nil {
+		return nil, err
+	}
+	defer cloud.Close()
+	client, err := pec.Dial(ctx, pec.ClientConfig{Clouds: []*pec.Bundle{cloud.Bundle}})
+	if err != nil {
+		return nil, fmt.Errorf("demo: registering with the cloud: %w", err)
+	}
+	defer client.Close()
+	// The TTP keys come from the TTPs themselves, never from the cloud.
+	verifiers, err := ttps.ClientVerifiers()
+	if err != nil {
+		return nil, err
+	}
+
 	var bundles []*check.Bundle
 	for _, n := range tp.Notaries {
 		raw, err := n.Bundle.MarshalIndent()
@@ -87,12 +143,17 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 		AllowPrivate: true,
 		Roots:        tp.Root.Pool(),
 		CachePath:    filepath.Join(dir, "cache.db"),
+		Verifiers:    verifiers,
+		Proofs:       &pec.CloudProofs{Cloud: client},
+		Require:      []string{"ca", "ct", "revocation"},
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 
+	sites := append([]string{}, siteNames(opts)...)
+	sites = append(sites, RevokedSite, UnloggedSite)
 	intercepted := map[string]bool{}
 	for _, name := range opts.Intercept {
 		intercepted[name] = true
@@ -103,18 +164,24 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	}
 	var out []SiteResult
 	for visit := 1; visit <= visits; visit++ {
-		for _, s := range opts.Sites {
-			fmt.Fprintf(progress, "visit %d: checking %s …\n", visit, s.Name)
-			v, err := c.Check(ctx, probe.Target{Host: s.Name, Port: 443})
+		for _, name := range sites {
+			fmt.Fprintf(progress, "visit %d: checking %s …\n", visit, name)
+			v, err := c.Check(ctx, probe.Target{Host: name, Port: 443})
 			if err != nil {
-				return nil, fmt.Errorf("demo: checking %s: %w", s.Name, err)
+				return nil, fmt.Errorf("demo: checking %s: %w", name, err)
 			}
 			r := SiteResult{
-				Site: s.Name, Verdict: string(v.Result), Headline: v.Headline, Reasons: v.Reasons, Intercepted: intercepted[s.Name],
+				Site: name, Verdict: string(v.Result), Headline: v.Headline, Reasons: v.Reasons, Intercepted: intercepted[name],
+				Revoked: name == RevokedSite, Unlogged: name == UnloggedSite,
 				Visit: visit, FromCache: v.FromCache, Timings: v.Timings,
 			}
 			if a, ok := v.Source("ca"); ok {
 				r.CA = string(a.Status)
+			}
+			for _, id := range []string{"ct", "revocation"} {
+				if a, ok := v.Source(id); ok {
+					r.Proofs = append(r.Proofs, ProofResult{PKIE: id, Status: string(a.Status), Detail: a.Detail})
+				}
 			}
 			for _, a := range v.Notaries {
 				r.Notaries = append(r.Notaries, NotaryResult{Name: a.Notary, Vote: a.Vote.String(), Detail: a.Reason, RoundTripMS: float64(a.RoundTrip) / 1e6})
@@ -126,15 +193,65 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 }
 
 // Caught reports whether the results show the demo's point: every
-// intercepted site untrusted, every other site trusted.
+// intercepted, revoked or unlogged site untrusted, every other site
+// trusted.
 func Caught(rs []SiteResult) bool {
 	for _, r := range rs {
-		if r.Intercepted != (r.Verdict == string(check.Untrusted)) {
+		bad := r.Intercepted || r.Revoked || r.Unlogged
+		if bad != (r.Verdict == string(check.Untrusted)) {
 			return false
 		}
-		if !r.Intercepted && r.Verdict != string(check.Trusted) {
+		if !bad && r.Verdict != string(check.Trusted) {
 			return false
 		}
 	}
 	return len(rs) > 0
+}
+
+func siteNames(o testbed.TopologyOptions) []string {
+	var out []string
+	for _, s := range o.Sites {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// addSites starts the revoked and the unlogged site, reachable on every
+// path: the MitM intercepts neither, so the notaries agree with the
+// client about both.
+func addSites(tp *testbed.Topology) error {
+	for _, name := range []string{RevokedSite, UnloggedSite} {
+		leaf, err := tp.Issuing.Issue(testbed.LeafOptions{DNSNames: []string{name}, Alg: testbed.ECDSAP256})
+		if err != nil {
+			return err
+		}
+		s, err := testbed.StartSite(name, leaf, nil)
+		if err != nil {
+			return err
+		}
+		tp.Sites = append(tp.Sites, s)
+		tp.NotaryPath.Set(name, s.Addr)
+		tp.ClientPath.Set(name, s.Addr)
+	}
+	return nil
+}
+
+// publish logs every genuine site's chain but the unlogged one's, revokes
+// the revoked site's certificate through a CRL from its CA, and has the
+// log and the authority sign their trees, so the cloud's provers sync
+// them as they start.
+func publish(ctx context.Context, tp *testbed.Topology, ttps *testbed.TTPs) error {
+	for _, s := range tp.Sites {
+		if s.Name == UnloggedSite {
+			continue
+		}
+		if _, err := ttps.LogChain(ctx, s.Leaf().Chain); err != nil {
+			return fmt.Errorf("demo: logging %s: %w", s.Name, err)
+		}
+	}
+	rs := tp.Site(RevokedSite)
+	if err := ttps.Revoke(ctx, tp.Issuing, rs.Leaf().Cert.SerialNumber); err != nil {
+		return fmt.Errorf("demo: revoking %s: %w", RevokedSite, err)
+	}
+	return ttps.Refresh(ctx)
 }

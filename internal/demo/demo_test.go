@@ -2,13 +2,15 @@ package demo
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
 // TestMitMCaught is the end-to-end test of pkie's main job: a MitM whose
-// forged chain passes CA validation is caught by the notaries, every other
-// site is trusted, and return visits come from the local cache except for
-// the site that was never accepted.
+// forged chain passes CA validation is caught by the notaries and by the
+// log that never saw it, a revoked and an unlogged certificate are caught
+// by the cloud's proofs, every other site is trusted, and return visits
+// come from the local cache except for the sites never accepted.
 func TestMitMCaught(t *testing.T) {
 	rs, err := Run(context.Background(), Options{Revisit: true})
 	if err != nil {
@@ -17,14 +19,39 @@ func TestMitMCaught(t *testing.T) {
 	if !Caught(rs) {
 		t.Fatalf("not caught: %+v", rs)
 	}
-	if len(rs) != 8 {
-		t.Fatalf("%d results, want 8 (4 sites × 2 visits)", len(rs))
+	if len(rs) != 12 {
+		t.Fatalf("%d results, want 12 (6 sites × 2 visits)", len(rs))
 	}
 	for _, r := range rs {
 		if r.CA != "pass" {
 			t.Errorf("%s: CA validation %q; the demo's forged chain must pass it", r.Site, r.CA)
 		}
-		wantCache := r.Visit == 2 && !r.Intercepted
+		// What the cloud's proofs must show, and the reason that says so.
+		want := map[string]string{"ct": "pass", "revocation": "pass"}
+		reason := ""
+		switch {
+		case r.Intercepted:
+			want["ct"] = "fail" // the forged certificate was never logged
+			reason = "ct (required) failed"
+		case r.Revoked:
+			want["revocation"] = "fail"
+			reason = "revocation (required) failed"
+		case r.Unlogged:
+			want["ct"] = "fail"
+			reason = "ct (required) failed"
+		}
+		if len(r.Proofs) != 2 {
+			t.Errorf("%s: proofs %+v", r.Site, r.Proofs)
+		}
+		for _, p := range r.Proofs {
+			if p.Status != want[p.PKIE] {
+				t.Errorf("%s visit %d: %s %s (%s), want %s", r.Site, r.Visit, p.PKIE, p.Status, p.Detail, want[p.PKIE])
+			}
+		}
+		if reason != "" && !strings.Contains(strings.Join(r.Reasons, "\n"), reason) {
+			t.Errorf("%s: reasons %q lack %q", r.Site, r.Reasons, reason)
+		}
+		wantCache := r.Visit == 2 && !r.Intercepted && !r.Revoked && !r.Unlogged
 		if r.FromCache != wantCache {
 			t.Errorf("%s visit %d: from cache %v, want %v", r.Site, r.Visit, r.FromCache, wantCache)
 		}
@@ -48,6 +75,9 @@ func TestCaught(t *testing.T) {
 		{"missed", []SiteResult{{Verdict: "trusted", Intercepted: true}}, false},
 		{"false alarm", []SiteResult{{Verdict: "untrusted"}}, false},
 		{"inconclusive", []SiteResult{{Verdict: "inconclusive"}}, false},
+		{"revoked caught", []SiteResult{{Verdict: "untrusted", Revoked: true}, {Verdict: "untrusted", Unlogged: true}}, true},
+		{"revoked missed", []SiteResult{{Verdict: "trusted", Revoked: true}}, false},
+		{"unlogged missed", []SiteResult{{Verdict: "inconclusive", Unlogged: true}}, false},
 	}
 	for _, tc := range tests {
 		if got := Caught(tc.rs); got != tc.want {

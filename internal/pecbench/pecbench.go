@@ -40,7 +40,7 @@ const (
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowThroughput, RowClient}
+var AllRows = []string{RowThroughput, RowClient, RowLatency, RowFailover, RowLoss, RowBlocked}
 
 // Paper figures and the issue's targets.
 const (
@@ -89,9 +89,12 @@ type Config struct {
 	CloudRTTs  []time.Duration
 	Handshakes int
 
-	// Failover, loss and blocked: trials per row and the loss fraction.
-	Trials int
-	Loss   float64
+	// Failover and blocked: trials per row. Loss: the fraction of
+	// datagrams dropped each way and the submissions timed with and
+	// without it.
+	Trials      int
+	Loss        float64
+	LossSamples int
 }
 
 func (c *Config) defaults() {
@@ -146,6 +149,9 @@ func (c *Config) defaults() {
 	if c.Loss == 0 {
 		c.Loss = 0.2
 	}
+	if c.LossSamples <= 0 {
+		c.LossSamples = 200
+	}
 }
 
 // Check reports what is wrong with c before anything runs.
@@ -185,6 +191,10 @@ type Report struct {
 	Seconds    float64        `json:"seconds"`
 	Throughput *ThroughputRow `json:"throughput,omitempty"`
 	ClientCost *ClientCost    `json:"client_cost,omitempty"`
+	Latency    *LatencyRow    `json:"latency,omitempty"`
+	Failover   *FailoverRow   `json:"failover,omitempty"`
+	Loss       *LossRow       `json:"loss,omitempty"`
+	Blocked    *BlockedRow    `json:"blocked,omitempty"`
 }
 
 func (c *Config) logf(format string, a ...any) {
@@ -233,6 +243,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		if rep.ClientCost.Verifier, err = verifierCost(ctx, w, proofs, cfg.Samples); err != nil {
+			return nil, err
+		}
+	}
+	if want(RowLatency) {
+		if rep.Latency, err = runLatency(ctx, &cfg, w); err != nil {
+			return nil, err
+		}
+	}
+	if want(RowFailover) {
+		if rep.Failover, err = runFailover(ctx, &cfg, w); err != nil {
+			return nil, err
+		}
+	}
+	if want(RowLoss) {
+		if rep.Loss, err = runLoss(ctx, &cfg, w); err != nil {
+			return nil, err
+		}
+	}
+	if want(RowBlocked) {
+		if rep.Blocked, err = runBlocked(ctx, &cfg, w); err != nil {
 			return nil, err
 		}
 	}

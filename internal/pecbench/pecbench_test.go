@@ -3,19 +3,23 @@ package pecbench
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie"
 )
 
-// TestRunCloudRows runs the throughput and client-cost rows at toy scale
-// and checks that every figure is filled in and consistent.
-func TestRunCloudRows(t *testing.T) {
+// TestRunThroughput runs the throughput row at toy scale and checks that
+// every figure is filled in and consistent. (The client-cost row's tree
+// part is proofbench's, tested there and through the CLI.)
+func TestRunThroughput(t *testing.T) {
 	var progress bytes.Buffer
 	r, err := Run(context.Background(), Config{
-		Rows: []string{RowThroughput, RowClient}, Progress: &progress,
+		Rows: []string{RowThroughput}, Progress: &progress,
 		Sessions: 4, Window: 2, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond,
-		CTLeaves: 3000, RevokedLeaves: 500, Samples: 1000, Dir: t.TempDir(),
 		LogFill: 20, RevokedFill: 100,
 	})
 	if err != nil {
@@ -45,24 +49,111 @@ func TestRunCloudRows(t *testing.T) {
 	if tp.Ratio <= 0 || tp.PaperPerSecond != 1900 {
 		t.Errorf("ratio %v, paper %v", tp.Ratio, tp.PaperPerSecond)
 	}
-	c := r.ClientCost
-	if c == nil || c.Verifier == nil {
-		t.Fatalf("client cost %+v", c)
-	}
-	if c.Verifier.Depths != [2]int{5, 7} {
-		t.Errorf("verifier depths %v", c.Verifier.Depths)
-	}
-	if !(c.Verifier.WarmUsP50 > 0 && c.Verifier.ColdUsP50 > c.Verifier.WarmUsP50) {
-		t.Errorf("verifiers: warm %v, cold %v", c.Verifier.WarmUsP50, c.Verifier.ColdUsP50)
-	}
 	var text bytes.Buffer
 	r.WriteText(&text)
-	for _, want := range []string{"echo ceiling", "cloud / ceiling", "paper: 1900/s", "client verifiers"} {
+	for _, want := range []string{"echo ceiling", "cloud / ceiling", "paper: 1900/s"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
 	}
 	if !strings.Contains(progress.String(), "throughput: cloud") {
 		t.Errorf("progress: %s", progress.String())
+	}
+}
+
+// TestRunNetworkRows runs the latency, failover, loss and blocked rows at
+// toy scale. The timing checks are lower bounds the proxies and the
+// protocols guarantee (a delay proxy never delivers early, a silent cloud
+// is declared dead only after its missed pings), never upper bounds.
+func TestRunNetworkRows(t *testing.T) {
+	const srtt, crtt = 20 * time.Millisecond, 10 * time.Millisecond
+	r, err := Run(context.Background(), Config{
+		Rows:       []string{RowLatency, RowFailover, RowLoss, RowBlocked},
+		ServerRTTs: []time.Duration{srtt}, CloudRTTs: []time.Duration{crtt}, Handshakes: 2,
+		Trials: 1, Loss: 0.2, LossSamples: 10, LogFill: 5, RevokedFill: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.Latency
+	if l == nil || len(l.Points) != 1 {
+		t.Fatalf("latency %+v", l)
+	}
+	p := l.Points[0]
+	if p.Without.N != 2 || p.With.N != 2 || p.Without.P50ms < 20 || p.With.P50ms < 30 || p.Expected != 0.5 {
+		t.Errorf("latency point %+v", p)
+	}
+	f := r.Failover
+	if f == nil || f.Stopped.N != 1 || f.Silent.N != 1 {
+		t.Fatalf("failover %+v", f)
+	}
+	// Declared dead after 3 pings 100 ms apart went unanswered: at
+	// least two intervals after the path went silent.
+	if f.Silent.P50ms < 200 {
+		t.Errorf("silent primary replaced after %.1f ms, before its pings could be missed", f.Silent.P50ms)
+	}
+	lo := r.Loss
+	if lo == nil || lo.Clean.N != 10 || lo.Lossy.N+lo.Failed != 10 || lo.Dropped == 0 || lo.Datagrams <= lo.Dropped {
+		t.Fatalf("loss %+v", lo)
+	}
+	if lo.Clean.P50ms < 10 {
+		t.Errorf("delivery over a 10 ms path in %.1f ms", lo.Clean.P50ms)
+	}
+	b := r.Blocked
+	if b == nil || len(b.Transports) != 1 || b.Transports[0] != "tcp" || b.Register.N != 1 || b.OpenRegister.N != 1 {
+		t.Fatalf("blocked %+v", b)
+	}
+	// TCP starts only when QUIC has not registered by the fallback delay.
+	if b.Register.P50ms < b.FallbackDelayMS {
+		t.Errorf("registered over TCP after %.1f ms, before the %.0f ms fallback delay", b.Register.P50ms, b.FallbackDelayMS)
+	}
+	files, err := r.SavePlots(filepath.Join(t.TempDir(), "pec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 4 {
+		t.Errorf("plots %v", files)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("plot %s: %v", f, err)
+		}
+	}
+}
+
+// TestVerifierCost times the client's verifiers on the cloud's proofs:
+// both must pass, and opening two signed heads per connection (four
+// Ed25519 verifications) must cost more than checking two cached ones.
+func TestVerifierCost(t *testing.T) {
+	ctx := context.Background()
+	w, err := newWorld(ctx, 20, 100, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	c, err := w.startCloud(ctx, "pec.test", benchCloudConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proofs, err := cloudProofs(ctx, w, c)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verifierCost(ctx, w, proofs, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Samples != 100 || v.Depths != [2]int{5, 7} {
+		t.Errorf("%+v", v)
+	}
+	if !(v.WarmUsP50 > 0 && v.ColdUsP50 > v.WarmUsP50) {
+		t.Errorf("warm %v µs, cold %v µs", v.WarmUsP50, v.ColdUsP50)
+	}
+	// A proof for another certificate does not pass: the bench refuses
+	// to time verifications that fail.
+	other := map[pkie.ID]*pkie.Proof{pkie.CT: proofs[pkie.Revocation], pkie.Revocation: proofs[pkie.CT]}
+	if _, err := verifierCost(ctx, w, other, 10); err == nil {
+		t.Error("swapped proofs were timed as passing")
 	}
 }

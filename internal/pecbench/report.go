@@ -43,4 +43,43 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  Ed25519 verify here %.1f us; proofs %.0f bytes per connection + a %d-byte signed head once per root\n",
 			c.Ed25519UsP50, c.ProofBytes, c.HeadBytes)
 	}
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(w, "\nlatency, client-only PEC over loopback delay proxies: time to a usable connection, %d full handshakes per point\n", l.Handshakes)
+		fmt.Fprintf(w, "  %9s %9s %12s %12s %12s %12s %10s %8s\n", "server", "cloud", "without p50", "without p99", "with p50", "with p99", "inflation", "expected")
+		for _, p := range l.Points {
+			fmt.Fprintf(w, "  %6.0f ms %6.0f ms %9.1f ms %9.1f ms %9.1f ms %9.1f ms %9.0f%% %7.0f%%\n", p.ServerRTTms, p.CloudRTTms,
+				p.Without.P50ms, p.Without.P99ms, p.With.P50ms, p.With.P99ms, 100*p.Inflation, 100*p.Expected)
+		}
+		fmt.Fprintf(w, "  paper, Figure 5: client-only inflation under 1%% for 85%% of placements with the nearest cloud (smart selection)\n")
+	}
+	if f := r.Failover; f != nil {
+		fmt.Fprintf(w, "\nfailover to the second cloud, %d trials; pings every %.0f ms, %d missed = dead\n", f.Trials, f.KeepaliveMS, f.MissedPings)
+		fmt.Fprintf(w, "  %-44s %9s %9s %9s\n", "", "p50 ms", "p99 ms", "max ms")
+		for _, x := range []struct {
+			name string
+			d    Dist
+		}{{"primary stopped: failure to proofs delivered", f.Stopped}, {"  client's own failover time", f.StoppedClient},
+			{"primary silent: failure to proofs delivered", f.Silent}, {"  client's own failover time", f.SilentClient}} {
+			fmt.Fprintf(w, "  %-44s %9.1f %9.1f %9.1f\n", x.name, x.d.P50ms, x.d.P99ms, x.d.MaxMS)
+		}
+	}
+	if l := r.Loss; l != nil {
+		fmt.Fprintf(w, "\nproof delivery over QUIC, %.0f ms RTT, %.0f%% of datagrams dropped each way (%d of %d dropped)\n",
+			l.RTTms, 100*l.Loss, l.Dropped, l.Datagrams)
+		fmt.Fprintf(w, "  %-12s %6s %9s %9s %9s\n", "", "n", "p50 ms", "p99 ms", "max ms")
+		fmt.Fprintf(w, "  %-12s %6d %9.1f %9.1f %9.1f\n", "no loss", l.Clean.N, l.Clean.P50ms, l.Clean.P99ms, l.Clean.MaxMS)
+		fmt.Fprintf(w, "  %-12s %6d %9.1f %9.1f %9.1f\n", "loss", l.Lossy.N, l.Lossy.P50ms, l.Lossy.P99ms, l.Lossy.MaxMS)
+		fmt.Fprintf(w, "  added: p50 %+.1f ms, p99 %+.1f ms; not delivered within the budget: %d\n", l.AddedP50, l.AddedP99, l.Failed)
+	}
+	if b := r.Blocked; b != nil {
+		fmt.Fprintf(w, "\nUDP blocked: auto transport (TCP raced after %.0f ms), %d trials, registered over %v\n", b.FallbackDelayMS, b.Trials, b.Transports)
+		fmt.Fprintf(w, "  %-36s %9s %9s %9s\n", "", "p50 ms", "p99 ms", "max ms")
+		for _, x := range []struct {
+			name string
+			d    Dist
+		}{{"UDP blocked: registered (TCP)", b.Register}, {"UDP blocked: first proofs delivered", b.Deliver},
+			{"UDP open: registered (QUIC)", b.OpenRegister}, {"UDP open: first proofs delivered", b.OpenDeliver}} {
+			fmt.Fprintf(w, "  %-36s %9.1f %9.1f %9.1f\n", x.name, x.d.P50ms, x.d.P99ms, x.d.MaxMS)
+		}
+	}
 }
