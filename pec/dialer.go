@@ -560,10 +560,12 @@ func (st *dialState) collect() (map[pkie.ID]check.ProofResult, []string, time.Du
 		return nil, nil, 0, fmt.Errorf("pec: waiting for proofs: %w", st.ctx.Err())
 	}
 	if sub.err != nil {
+		var missing []string
 		for _, r := range d.requests {
 			results[r.ID] = check.ProofResult{Err: fmt.Errorf("not submitted to the cloud: %w", sub.err)}
+			missing = append(missing, d.names[r.ID])
 		}
-		return results, nil, time.Since(submittedAt), nil
+		return results, missing, time.Since(submittedAt), nil
 	}
 	want := make(map[pkie.ID]bool, len(d.requests))
 	for _, r := range d.requests {
