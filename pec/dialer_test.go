@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -222,6 +223,13 @@ func TestDialerFailsClosed(t *testing.T) {
 				}
 				if sc.handshakeAt.IsZero() {
 					t.Error("the server did not complete the handshake")
+				}
+				// Closed with close_notify: the server read a clean end.
+				sc.mu.Lock()
+				end := sc.err
+				sc.mu.Unlock()
+				if !errors.Is(end, io.EOF) {
+					t.Errorf("the server's connection ended with %v, want EOF", end)
 				}
 			}
 			if v.Result != tt.want {
