@@ -289,8 +289,17 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 	if err != nil {
 		return fmt.Errorf("cloud: quic listen: %w", err)
 	}
-	defer tr.Close()
-	defer ln.Close()
+	// Closing the transport destroys its connections without a word, so
+	// the sessions are ended first, each with a CONNECTION_CLOSE that tells
+	// its client to fail over now rather than after missed pings.
+	ctx, cancel := context.WithCancel(ctx)
+	var sessions sync.WaitGroup
+	defer func() {
+		cancel()
+		ln.Close()
+		sessions.Wait()
+		tr.Close()
+	}()
 	for {
 		qc, err := ln.Accept(ctx)
 		if err != nil {
@@ -305,10 +314,12 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "cloud busy: "+why)
 			continue
 		}
+		sessions.Add(1)
 		c.wg.Go(func() {
-			hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+			defer sessions.Done()
+			hctx, hcancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 			conn, err := pecwire.AcceptQUIC(hctx, qc, c.cfg.MaxFrame)
-			cancel()
+			hcancel()
 			if err != nil {
 				c.leave(addr)
 				c.log.Debug("quic session not opened", "remote", qc.RemoteAddr().String(), "err", err)
