@@ -111,7 +111,7 @@ func TestRegisterAndProve(t *testing.T) {
 			}
 			// Pings are answered: the session stays up past several
 			// intervals and measures a round trip.
-			eventually(t, "a pong", func() bool { return c.Status().RTT > 0 })
+			eventually(t, "a pong", func() bool { st := c.Status(); return !st.LastPong.IsZero() && st.RTT > 0 && st.ClientID == c.ID() })
 		})
 	}
 }
@@ -185,7 +185,7 @@ func TestNearestFirst(t *testing.T) {
 	})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", key, far.point(), near.point())},
-		Keepalive: 50 * time.Millisecond, Transport: TransportQUIC,
+		Transport: TransportQUIC,
 	})
 	if st := c.Status(); st.Point != near.point().QUIC {
 		t.Fatalf("registered at %s, want the point that answered first, %s", st.Point, near.point().QUIC)
@@ -213,7 +213,7 @@ func TestFailoverMissedPings(t *testing.T) {
 	b := newPeer(t, keyB, peerBehaviour{})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", keyA, a.point()), bundleOf("beta", keyB, b.point())},
-		Keepalive: 50 * time.Millisecond, MissedPings: 3,
+		Keepalive: 100 * time.Millisecond, MissedPings: 3,
 	})
 	first := c.ID()
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT, pkie.Notary))
@@ -641,7 +641,7 @@ func TestBogusPongs(t *testing.T) {
 			key := newCloudKey(t)
 			a := newPeer(t, key, peerBehaviour{pongSeq: f})
 			b := newPeer(t, key, peerBehaviour{})
-			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 20 * time.Millisecond})
+			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 100 * time.Millisecond})
 			eventually(t, "failover", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
 			if st := c.Status(); st.Failovers != 1 || !strings.Contains(st.LastError, "pings unanswered") {
 				t.Fatalf("status %+v", st)
@@ -672,4 +672,22 @@ func TestProofFromRefusingCloudDropped(t *testing.T) {
 	eventually(t, "the forged proof's arrival", func() bool { return c.Status().Dropped == 1 })
 	open()
 	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
+}
+
+// TestFlappingCloud: a cloud that registers the client and drops the
+// session at once, every time. After the second such session in a row the
+// client waits Retry before registering again instead of reconnecting in a
+// loop (Retry is an hour here: no third registration).
+func TestFlappingCloud(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{dropAfterRegistered: true})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}, Transport: TransportTCP, Retry: time.Hour})
+	eventually(t, "the second registration", func() bool { return a.registrations() >= 2 })
+	time.Sleep(300 * time.Millisecond)
+	if n := a.registrations(); n != 2 {
+		t.Fatalf("%d registrations with a cloud that drops every session at once, want 2", n)
+	}
+	if st := c.Status(); st.Connected || st.Failovers != 1 || !strings.Contains(st.LastError, "go away") {
+		t.Fatalf("status %+v", st)
+	}
 }

@@ -69,7 +69,7 @@ func TestRealCloudUDPBlockedMidSession(t *testing.T) {
 	px := proxied(t, rc.pt.QUIC, testbed.UDPProxyConfig{})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{{Version: pecwire.BundleVersion, Name: "real", Points: []Point{{QUIC: px.Addr.String(), TCP: rc.pt.TCP}}, SPKISHA256: pin}},
-		Keepalive: 50 * time.Millisecond, FallbackDelay: 50 * time.Millisecond,
+		Keepalive: 100 * time.Millisecond, FallbackDelay: 50 * time.Millisecond,
 	})
 	if st := c.Status(); st.Transport != "quic" {
 		t.Fatalf("status %+v", st)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/builtin"
@@ -55,12 +56,12 @@ func TestBundleVerifiers(t *testing.T) {
 // anyVerifier passes a proof under any pinned cloud's key, and only those.
 func TestAnyVerifier(t *testing.T) {
 	keys := []ed25519.PrivateKey{newEd25519(t), newEd25519(t), newEd25519(t)}
-	av := anyVerifier{gateVerifier{keys[0].Public().(ed25519.PublicKey)}, gateVerifier{keys[1].Public().(ed25519.PublicKey)}}
+	av := anyVerifier{gateVerifier{pub: keys[0].Public().(ed25519.PublicKey)}, gateVerifier{pub: keys[1].Public().(ed25519.PublicKey)}}
 	pki := newTestPKI(t)
 	req := func(k ed25519.PrivateKey) *pkie.VerifyRequest {
 		r := &pkie.VerifyRequest{Subject: pkie.Subject{ServerName: "site.test", Port: 443, Chain: pki.leaf.Chain}}
 		if k != nil {
-			r.Proof = &pkie.Proof{ID: gateID, Version: 1, Body: ed25519.Sign(k, gateMessage("site.test", 443, pki.leaf.Chain[0]))}
+			r.Proof = &pkie.Proof{ID: gateID, Version: 1, Body: gateBody(k, "site.test", 443, pki.leaf.Chain[0], time.Now())}
 		}
 		return r
 	}

@@ -15,7 +15,7 @@ var benchmarks = map[string]struct {
 	run     func(ctx context.Context, env *Env, args []string) error
 }{
 	"notary": {"notary throughput (cached, uncached) and client latency (Forced Perspectives, IMC 2014, Tables 1-4)", runBenchNotary},
-	"pec":    {"the PEC cloud and client: throughput against an echo ceiling, client verification cost (the PEC paper, ASIA CCS 2018, §6)", runBenchPEC},
+	"pec":    {"the PEC cloud and client: throughput against an echo ceiling, verification cost, latency inflation, failover, loss, UDP blocked (the PEC paper, ASIA CCS 2018, §6)", runBenchPEC},
 	"proofs": {"sorted-tree proofs: build, generate, verify, sizes (the PEC paper, ASIA CCS 2018, Tables 1-2)", runBenchProofs},
 	"scan":   {"scan throughput against raw TLS handshakes on a synthetic web", runBenchScan},
 	"roots":  {"pkie roots over a million generated scan records: time and peak RSS", runBenchRoots},

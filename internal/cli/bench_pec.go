@@ -16,9 +16,10 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(pecbench.AllRows, ", "))
 	sessions := fs.Int("sessions", 64, "throughput: concurrent client sessions")
 	window := fs.Int("window", 8, "throughput: submissions in flight per session")
-	duration := fs.Duration("duration", 5*time.Second, "throughput: counted length of each run (cloud, then echo ceiling)")
+	duration := fs.Duration("duration", 5*time.Second, "throughput: counted length of each run")
 	warmup := fs.Duration("warmup", time.Second, "throughput: uncounted start of each run")
 	transport := fs.String("transport", "quic", "throughput: quic or tcp")
+	rounds := fs.Int("rounds", 2, "throughput: runs of each of the ceiling and the cloud, alternating; the best of each is reported")
 	ctLeaves := fs.Uint64("ct-leaves", pecbench.PaperCTLeaves, "client cost: keys in the CT-scale tree (the PEC paper's log: 2,129,920)")
 	revoked := fs.Uint64("revoked", pecbench.PaperRevokedLeaves, "client cost: keys in the revocation-scale tree (the PEC paper's CRL: 53,164)")
 	keys := fs.Int("keys", 1000, "client cost: random keys proved per tree (>= 1000)")
@@ -41,15 +42,15 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 	if len(pos) > 0 {
 		return usageError("unexpected argument %q", pos[0])
 	}
-	cfg := pecbench.Config{Sessions: *sessions, Window: *window, Duration: *duration, Warmup: *warmup, Transport: *transport,
+	cfg := pecbench.Config{Sessions: *sessions, Window: *window, Duration: *duration, Warmup: *warmup, Transport: *transport, Rounds: *rounds,
 		CTLeaves: *ctLeaves, RevokedLeaves: *revoked, Samples: *keys, Dir: *dir, LogFill: *logFill, RevokedFill: *revokedFill, Progress: prefixWriter{env, "bench pec: "}}
 	if *rows != "all" {
 		for _, r := range strings.Split(*rows, ",") {
 			cfg.Rows = append(cfg.Rows, strings.TrimSpace(r))
 		}
 	}
-	if *sessions < 1 || *window < 1 || *duration <= 0 || *warmup < 0 {
-		return usageError("--sessions and --window must be at least 1, --duration positive")
+	if *sessions < 1 || *window < 1 || *rounds < 1 || *duration <= 0 || *warmup < 0 {
+		return usageError("--sessions, --window and --rounds must be at least 1, --duration positive")
 	}
 	if *ctLeaves == 0 || *revoked == 0 {
 		return usageError("--ct-leaves and --revoked must be at least 1")

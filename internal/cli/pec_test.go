@@ -221,3 +221,17 @@ func TestCheckCloud(t *testing.T) {
 		t.Errorf("--ct-prover with --cloud: exit %d %s", code, errs)
 	}
 }
+
+// With no time to wait for the proofs, pkie pec get fails closed and names
+// what is missing; with --warn it fetches and says so.
+func TestPECGetDeadline(t *testing.T) {
+	w := newPECWorld(t)
+	code, out, errs := runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", w.url("good.test"))...)...)
+	if code != 1 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "missing  no answer from the cloud for: ct, revocation, notary") || strings.Contains(out, "HTTP/1.1") {
+		t.Fatalf("pec get with no time for proofs: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", "--warn", w.url("good.test"))...)...)
+	if code != 0 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") || !strings.Contains(errs, "fetched anyway because of --warn") {
+		t.Fatalf("pec get --warn: exit %d\n%s\n%s", code, out, errs)
+	}
+}

@@ -155,7 +155,7 @@ func (e *EchoServer) serve(ctx context.Context, c *pecwire.Conn) {
 // Close stops the server and ends its sessions.
 func (e *EchoServer) Close() error {
 	e.cancel()
-	err := errors.Join(e.ln.Close())
+	err := e.ln.Close()
 	e.wg.Wait()
 	return errors.Join(err, e.pc.Close())
 }

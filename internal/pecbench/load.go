@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -61,6 +62,14 @@ type Throughput struct {
 	// SessionErrors counts sessions that ended early.
 	SessionErrors int    `json:"session_errors"`
 	FirstError    string `json:"first_error,omitempty"`
+	// CPUSeconds is the CPU time this process (the load generator and the
+	// server under test together) used in the counted window, and
+	// CPUCores that over the window's length: on a shared machine, how
+	// much of it the run actually had. PerCPUSecond is Proved over
+	// CPUSeconds.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	CPUCores     float64 `json:"cpu_cores"`
+	PerCPUSecond float64 `json:"per_cpu_second"`
 	// SubmitBytes is one Submit frame; ProofBytes the Proof frames that
 	// answer it, together.
 	SubmitBytes int `json:"submit_bytes"`
@@ -165,15 +174,22 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 	start := time.Now()
 	countFrom := start.Add(l.Warmup)
 	end := countFrom.Add(l.Duration)
-	var proved, notOK, busy, proofBytes atomic.Uint64
+	var proved, notOK, busy, proofBytes, sized atomic.Uint64
 	var lmu sync.Mutex
 	var lat []time.Duration
 	var serr []error
+	cpu := make(chan float64, 1)
+	go func() {
+		time.Sleep(time.Until(countFrom))
+		a := processCPU()
+		time.Sleep(time.Until(end))
+		cpu <- processCPU() - a
+	}()
 	for i := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ls, err := runSession(ctx, conns[i], regs[i], uint32(i), sub, l, countFrom, end, &proved, &notOK, &busy, &proofBytes)
+			ls, err := runSession(ctx, conns[i], regs[i], uint32(i), sub, l, countFrom, end, &proved, &notOK, &busy, &proofBytes, &sized)
 			lmu.Lock()
 			defer lmu.Unlock()
 			lat = append(lat, ls...)
@@ -187,23 +203,33 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 		return nil, err
 	}
 	res.Seconds = l.Duration.Seconds()
+	res.CPUSeconds = <-cpu
+	res.CPUCores = res.CPUSeconds / res.Seconds
 	res.Proved, res.NotOK, res.Busy = proved.Load(), notOK.Load(), busy.Load()
 	res.PerSecond = float64(res.Proved) / res.Seconds
 	res.SessionErrors = len(serr)
 	if len(serr) > 0 {
 		res.FirstError = serr[0].Error()
 	}
-	if n := res.Proved + res.NotOK; n > 0 {
+	if n := sized.Load(); n > 0 {
 		res.ProofBytes = int(proofBytes.Load() / n)
 	}
 	res.P50ms, res.P99ms = quantileMS(lat, 0.50), quantileMS(lat, 0.99)
+	if res.CPUSeconds > 0 {
+		res.PerCPUSecond = float64(res.Proved) / res.CPUSeconds
+	}
 	return res, nil
 }
 
 // runSession keeps l.Window submissions in flight on c until end, counting
 // the connections completed in [countFrom, end).
 func runSession(ctx context.Context, c *pecwire.Conn, reg *pecwire.Registered, session uint32, tmpl *pecwire.Submit, l Load,
-	countFrom, end time.Time, proved, notOK, busy, proofBytes *atomic.Uint64) ([]time.Duration, error) {
+	countFrom, end time.Time, proved, notOK, busy, proofBytes, sized *atomic.Uint64) ([]time.Duration, error) {
+	// The answers' sizes are taken from the first few connections of each
+	// session only: re-encoding every frame to measure it would spend the
+	// generator's CPU, which the server under test shares.
+	const sizeSamples = 8
+	sampled := 0
 	type pending struct {
 		sent  time.Time
 		left  int
@@ -243,8 +269,10 @@ func runSession(ctx context.Context, c *pecwire.Conn, reg *pecwire.Registered, s
 			switch m := m.(type) {
 			case *pecwire.Proof:
 				n, status = m.Nonce, m.Status
-				if b, err := pecwire.Marshal(m); err == nil {
-					size = len(b)
+				if sampled < sizeSamples {
+					if b, err := pecwire.Marshal(m); err == nil {
+						size = len(b)
+					}
 				}
 			case *pecwire.Reject:
 				n, whole = m.Nonce, true
@@ -276,7 +304,11 @@ func runSession(ctx context.Context, c *pecwire.Conn, reg *pecwire.Registered, s
 			}
 			delete(inflight, n)
 			if !p.sent.Before(countFrom) && now.Before(end) {
-				proofBytes.Add(uint64(p.bytes))
+				if sampled < sizeSamples && p.ok {
+					sampled++
+					sized.Add(1)
+					proofBytes.Add(uint64(p.bytes))
+				}
 				switch {
 				case p.ok:
 					proved.Add(1)
@@ -369,4 +401,13 @@ func quantileMS(ds []time.Duration, q float64) float64 {
 		i = len(s) - 1
 	}
 	return float64(s[i].Nanoseconds()) / 1e6
+}
+
+// processCPU returns the user and system CPU seconds this process has used.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -68,6 +68,9 @@ type Config struct {
 	Warmup    time.Duration
 	Duration  time.Duration
 	Transport string
+	// Rounds is how many times each of the ceiling and the cloud is
+	// run, alternating (default 2).
+	Rounds int
 
 	// Client cost: tree sizes (the paper's by default), samples per
 	// tree (at least 1000) and where the tree files go.
@@ -115,6 +118,9 @@ func (c *Config) defaults() {
 	}
 	if c.Duration <= 0 {
 		c.Duration = 5 * time.Second
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 2
 	}
 	if c.Transport == "" {
 		c.Transport = "quic"

@@ -19,15 +19,21 @@ func TestRunThroughput(t *testing.T) {
 	var progress bytes.Buffer
 	r, err := Run(context.Background(), Config{
 		Rows: []string{RowThroughput}, Progress: &progress,
-		Sessions: 4, Window: 2, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond,
+		Sessions: 4, Window: 2, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Rounds: 2,
 		LogFill: 20, RevokedFill: 100,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tp := r.Throughput
-	if tp == nil || tp.Cloud == nil || tp.Ceiling == nil {
+	if tp == nil || tp.Cloud == nil || tp.Ceiling == nil || len(tp.Runs) != 4 {
 		t.Fatalf("throughput row %+v", tp)
+	}
+	// ABBA: ceiling, cloud, cloud, ceiling.
+	for i, want := range []string{"echo ceiling", "cloud", "cloud", "echo ceiling"} {
+		if tp.Runs[i].Name != want {
+			t.Errorf("run %d is %q, want %q", i, tp.Runs[i].Name, want)
+		}
 	}
 	if tp.ChainBytes < PaperFlightBytes || tp.ChainCerts != 3 {
 		t.Errorf("chain of %d bytes, %d certificates", tp.ChainBytes, tp.ChainCerts)
@@ -37,7 +43,7 @@ func TestRunThroughput(t *testing.T) {
 		t.Errorf("tree sizes %v", tp.TreeSizes)
 	}
 	for _, x := range []*Throughput{tp.Cloud, tp.Ceiling} {
-		if x.Proved == 0 || x.NotOK != 0 || x.SessionErrors != 0 || x.P50ms <= 0 {
+		if x.Proved == 0 || x.NotOK != 0 || x.SessionErrors != 0 || x.P50ms <= 0 || x.CPUSeconds <= 0 || x.PerCPUSecond <= 0 {
 			t.Errorf("%s: %+v", x.Name, x)
 		}
 	}
@@ -46,7 +52,7 @@ func TestRunThroughput(t *testing.T) {
 		t.Errorf("cloud and ceiling exchanged different frames: %d/%d vs %d/%d bytes",
 			tp.Cloud.SubmitBytes, tp.Cloud.ProofBytes, tp.Ceiling.SubmitBytes, tp.Ceiling.ProofBytes)
 	}
-	if tp.Ratio <= 0 || tp.PaperPerSecond != 1900 {
+	if tp.Ratio <= 0 || tp.RatioPerCPU <= 0 || tp.PaperPerSecond != 1900 {
 		t.Errorf("ratio %v, paper %v", tp.Ratio, tp.PaperPerSecond)
 	}
 	var text bytes.Buffer

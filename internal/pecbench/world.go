@@ -31,8 +31,8 @@ const siteName = "site.test"
 // newWorld builds the world: logFill other certificates in the log and
 // revokedFill other serials revoked, so that the trees, and with them the
 // proofs, have realistic depths.
-func newWorld(ctx context.Context, logFill, revokedFill int, progress func(string, ...any)) (w *world, err error) {
-	w = &world{}
+func newWorld(ctx context.Context, logFill, revokedFill int, progress func(string, ...any)) (_ *world, err error) {
+	w := &world{} // not the named result, which an error return sets to nil before the cleanup runs
 	defer func() {
 		if err != nil {
 			w.close()

@@ -67,20 +67,22 @@ type Cloud struct {
 	Provers []pkie.Prover
 
 	cancel  context.CancelFunc
+	pc      net.PacketConn
 	wg      sync.WaitGroup
 	http    *http.Server
 	tempDir string
 	closers []func() error
 	once    sync.Once
-	stopped chan struct{}
 }
 
 // StartCloud starts a cloud as o says.
-func StartCloud(ctx context.Context, o CloudOptions) (c *Cloud, err error) {
+func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 	if o.Name == "" {
 		o.Name = "pec.test"
 	}
-	c = &Cloud{stopped: make(chan struct{})}
+	// c, not the named result: an error return sets that to nil before
+	// the deferred cleanup runs.
+	c := &Cloud{}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -166,7 +168,10 @@ func StartCloud(ctx context.Context, o CloudOptions) (c *Cloud, err error) {
 	c.cancel = cancel
 	c.wg.Add(4)
 	go func() { defer c.wg.Done(); c.Cloud.Run(sctx) }()
-	go func() { defer c.wg.Done(); c.Cloud.ServeQUIC(sctx, pc); pc.Close() }()
+	// The socket outlives ServeQUIC until every session has ended
+	// (Stop), so the sessions' CONNECTION_CLOSE frames still go out.
+	c.pc = pc
+	go func() { defer c.wg.Done(); c.Cloud.ServeQUIC(sctx, pc) }()
 	go func() { defer c.wg.Done(); c.Cloud.ServeTCP(sctx, ln) }()
 	go func() { defer c.wg.Done(); c.http.Serve(hln) }()
 	c.Bundle = &pecwire.Bundle{Version: pecwire.BundleVersion, Name: o.Name, Points: []pecwire.Point{{QUIC: c.QUIC, TCP: c.TCP}},
@@ -177,9 +182,11 @@ func StartCloud(ctx context.Context, o CloudOptions) (c *Cloud, err error) {
 	return c, nil
 }
 
-// Stop stops serving at once, as a cloud whose process ends does: its
-// listeners close and its sessions end. It waits for every session and
-// submission to finish.
+// Stop stops serving at once, as a cloud shut down by its operator does:
+// its listeners close and its sessions end, each with a close the client
+// sees (QUIC's CONNECTION_CLOSE, TCP's FIN). It waits for every session
+// and submission to finish. (A cloud that vanishes without a word is a
+// UDPProxy in front of it, blocked.)
 func (c *Cloud) Stop() {
 	c.once.Do(func() {
 		if c.cancel != nil {
@@ -192,7 +199,9 @@ func (c *Cloud) Stop() {
 		if c.Cloud != nil {
 			c.Cloud.Wait()
 		}
-		close(c.stopped)
+		if c.pc != nil {
+			c.pc.Close()
+		}
 	})
 }
 

@@ -234,3 +234,18 @@ func TestStartCloudNotary(t *testing.T) {
 		t.Errorf("notary on a forged certificate: %s %s", a.Status, a.Reason)
 	}
 }
+
+// TestStartCloudError: a cloud whose provers cannot sync does not start,
+// and what it had started is cleaned up.
+func TestStartCloudError(t *testing.T) {
+	ttps, err := StartTTPs(TTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttps.Close() // unreachable: the provers' first sync fails
+	dir := t.TempDir()
+	if c, err := StartCloud(context.Background(), CloudOptions{TTPs: ttps, DataDir: dir}); err == nil {
+		c.Close()
+		t.Fatal("a cloud started on unreachable TTPs")
+	}
+}
