@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -93,9 +94,11 @@ type ClientConfig struct {
 	// MaxPending bounds the submissions and expectations pending at once.
 	// Default DefaultMaxPending.
 	MaxPending int
-	// Retry is how long the client waits after every point of every cloud
-	// failed to register during a failover before it tries them all again,
-	// doubling each round up to 30s. Default DefaultRetry.
+	// Retry is how long the client waits before trying again after every
+	// point of every cloud failed to register during a failover, and
+	// before registering again after the second session in a row that a
+	// cloud ended before answering anything; it doubles each time, up to
+	// 30s. Default DefaultRetry.
 	Retry time.Duration
 }
 
@@ -117,8 +120,10 @@ type ClientStatus struct {
 	// RTT is the round trip of the latest answered ping (of the
 	// registration until the first pong).
 	RTT time.Duration
-	// Keepalive is the ping interval in use.
+	// Keepalive is the ping interval in use, and LastPong when the latest
+	// answer to one arrived (zero: none yet on this session).
 	Keepalive time.Duration
+	LastPong  time.Time
 	// Failovers counts moves to another point of presence or cloud after
 	// the one in use died; LastFailover is how long the latest took, from
 	// the first missed pong deadline (or the connection's failure) to the
@@ -151,6 +156,9 @@ type Client struct {
 	// events carries the death of the current session to run.
 	events chan event
 	wg     sync.WaitGroup
+	// flaps counts sessions in a row that ended before the cloud answered
+	// anything on them; only run touches it.
+	flaps int
 
 	mu      sync.Mutex
 	closed  bool
@@ -188,12 +196,17 @@ type session struct {
 	refs int
 	dead bool
 
-	pmu    sync.Mutex
-	sent   uint64
-	sentAt time.Time
-	ponged uint64
-	misses int
-	rtt    time.Duration
+	// answered is set once the cloud answered a ping or delivered an
+	// outcome on this session.
+	answered atomic.Bool
+
+	pmu      sync.Mutex
+	sent     uint64
+	sentAt   time.Time
+	ponged   uint64
+	misses   int
+	rtt      time.Duration
+	lastPong time.Time
 
 	closeOnce sync.Once
 }
@@ -626,6 +639,8 @@ func (s *session) pong(seq uint64) {
 	}
 	s.ponged = seq
 	s.misses = 0
+	s.answered.Store(true)
+	s.lastPong = now
 	if seq == s.sent {
 		s.rtt = now.Sub(s.sentAt)
 	}
@@ -760,6 +775,23 @@ func (c *Client) planLocked(t target, again bool) []stage {
 }
 
 func (c *Client) failover(ev event) {
+	// A cloud that registers the client and drops it before answering
+	// anything would otherwise have it reconnecting in a tight loop: after
+	// the second such session in a row, wait Retry (doubling) first.
+	if ev.s.answered.Load() {
+		c.flaps = 0
+	} else {
+		c.flaps++
+	}
+	if c.flaps >= 2 {
+		wait := min(c.cfg.Retry<<min(c.flaps-2, 16), maxRetry)
+		c.log.Warn("pec: sessions end before answering anything; waiting before registering again", "wait", wait, "cloud", ev.s.label)
+		select {
+		case <-c.base.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 	if !ev.reregister {
 		// The dead point goes last in its cloud's order.
 		c.mu.Lock()
@@ -904,6 +936,7 @@ func (c *Client) Status() ClientStatus {
 	st.Keepalive = s.keepalive
 	s.pmu.Lock()
 	st.RTT = s.rtt
+	st.LastPong = s.lastPong
 	s.pmu.Unlock()
 	return st
 }
@@ -1215,6 +1248,7 @@ func (c *Client) onProof(s *session, m *pecwire.Proof) {
 		c.log.Debug("pec: outcome dropped", "cloud", s.label, "nonce", m.Nonce, "id", m.ID, "client", m.ClientID)
 		return
 	}
+	s.answered.Store(true)
 	c.deliverLocked(p, Outcome{ID: m.ID, Status: m.Status, Proof: m.Proof, Text: m.Text, Received: now, Cloud: s.label})
 }
 
@@ -1311,6 +1345,9 @@ func (c *Client) retryElsewhere(p *Pending, from target, why string) {
 	}
 	c.mu.Lock()
 	p.retrying = false
+	if !fresh && s != nil && s.dead {
+		s, err = nil, errors.New("the session chosen for the retry ended")
+	}
 	switch {
 	case p.done || c.closed:
 		c.mu.Unlock()

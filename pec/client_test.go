@@ -111,7 +111,7 @@ func TestRegisterAndProve(t *testing.T) {
 			}
 			// Pings are answered: the session stays up past several
 			// intervals and measures a round trip.
-			eventually(t, "a pong", func() bool { return c.Status().RTT > 0 })
+			eventually(t, "a pong", func() bool { st := c.Status(); return !st.LastPong.IsZero() && st.RTT > 0 && st.ClientID == c.ID() })
 		})
 	}
 }
@@ -185,7 +185,7 @@ func TestNearestFirst(t *testing.T) {
 	})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", key, far.point(), near.point())},
-		Keepalive: 50 * time.Millisecond, Transport: TransportQUIC,
+		Transport: TransportQUIC,
 	})
 	if st := c.Status(); st.Point != near.point().QUIC {
 		t.Fatalf("registered at %s, want the point that answered first, %s", st.Point, near.point().QUIC)
@@ -213,7 +213,7 @@ func TestFailoverMissedPings(t *testing.T) {
 	b := newPeer(t, keyB, peerBehaviour{})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", keyA, a.point()), bundleOf("beta", keyB, b.point())},
-		Keepalive: 50 * time.Millisecond, MissedPings: 3,
+		Keepalive: 100 * time.Millisecond, MissedPings: 3,
 	})
 	first := c.ID()
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT, pkie.Notary))
@@ -303,12 +303,15 @@ func TestBusy(t *testing.T) {
 			b := newPeer(t, key, ob)
 			release := make(chan struct{})
 			b.b.beforeRegistered = func() { <-release }
+			var once sync.Once
+			open := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(open)
 			// b registers only once the client is on a: a stays primary.
 			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point(), b.point())}, OnBusy: tc.policy, Transport: TransportTCP})
 			if c.Status().Point != a.point().TCP {
 				t.Fatal("not on the first point")
 			}
-			close(release)
+			open()
 			eventually(t, "the other point's registration", func() bool { return b.registrations() == 1 })
 			pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT, pkie.Revocation))
 			if err != nil {
@@ -638,11 +641,53 @@ func TestBogusPongs(t *testing.T) {
 			key := newCloudKey(t)
 			a := newPeer(t, key, peerBehaviour{pongSeq: f})
 			b := newPeer(t, key, peerBehaviour{})
-			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 20 * time.Millisecond})
+			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 100 * time.Millisecond})
 			eventually(t, "failover", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
 			if st := c.Status(); st.Failovers != 1 || !strings.Contains(st.LastError, "pings unanswered") {
 				t.Fatalf("status %+v", st)
 			}
 		})
+	}
+}
+
+// TestProofFromRefusingCloudDropped: a cloud that refuses a submission as
+// busy and then pushes a proof for it anyway is not where the submission
+// is any more: only the proof from the point that took it is delivered.
+func TestProofFromRefusingCloudDropped(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy})
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
+	}})
+	release := make(chan struct{})
+	b := newPeer(t, key, peerBehaviour{beforeRegistered: func() { <-release }})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}})
+	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the forged proof's arrival", func() bool { return c.Status().Dropped == 1 })
+	open()
+	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
+}
+
+// TestFlappingCloud: a cloud that registers the client and drops the
+// session at once, every time. After the second such session in a row the
+// client waits Retry before registering again instead of reconnecting in a
+// loop (Retry is an hour here: no third registration).
+func TestFlappingCloud(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{dropAfterRegistered: true})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}, Transport: TransportTCP, Retry: time.Hour})
+	eventually(t, "the second registration", func() bool { return a.registrations() >= 2 })
+	time.Sleep(300 * time.Millisecond)
+	if n := a.registrations(); n != 2 {
+		t.Fatalf("%d registrations with a cloud that drops every session at once, want 2", n)
+	}
+	if st := c.Status(); st.Connected || st.Failovers != 1 || !strings.Contains(st.LastError, "go away") {
+		t.Fatalf("status %+v", st)
 	}
 }

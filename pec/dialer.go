@@ -207,7 +207,10 @@ func (e *VerdictError) Error() string {
 	return b.String()
 }
 
-func (d *Dialer) init() error {
+// Init checks the Dialer's configuration and builds its checker. Dial
+// calls it; calling it first reports a configuration error before any
+// connection is made.
+func (d *Dialer) Init() error {
 	d.initOnce.Do(func() { d.initErr = d.doInit() })
 	return d.initErr
 }
@@ -311,7 +314,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 // refused connection is closed and its error is a *VerdictError; other
 // errors are failures to connect or to check at all.
 func (d *Dialer) Dial(ctx context.Context, network, addr string) (*Conn, error) {
-	if err := d.init(); err != nil {
+	if err := d.Init(); err != nil {
 		return nil, err
 	}
 	host, portStr, err := net.SplitHostPort(addr)
@@ -415,15 +418,16 @@ type dialState struct {
 
 	mu sync.Mutex
 	// Set by onCertificate, in the handshake.
-	certAt  time.Time
 	chain   [][]byte
 	version uint16
 	suite   uint16
 	resumed bool
 	// reuse is the resumed session's evidence, when the policy reuses it.
 	reuse *sessionEvidence
-	// submitted receives the submission's Pending (or error), once.
-	submitted chan submission
+	// submitted receives the submission's Pending (or error), once;
+	// submittedAt is when the chain was handed over.
+	submitted   chan submission
+	submittedAt time.Time
 	// offered is the evidence stored with the session the cache offered.
 	offered *sessionEvidence
 	// Session cache state: decided once the verdict is known; held is a
@@ -436,10 +440,8 @@ type dialState struct {
 }
 
 type submission struct {
-	p    *Pending
-	err  error
-	at   time.Time
-	wait time.Duration
+	p   *Pending
+	err error
 }
 
 // onCertificate runs inside the handshake as soon as the server's
@@ -449,7 +451,6 @@ func (st *dialState) onCertificate(cs tls.ConnectionState) {
 	now := time.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.certAt = now
 	st.chain = make([][]byte, len(cs.PeerCertificates))
 	for i, c := range cs.PeerCertificates {
 		st.chain[i] = c.Raw
@@ -469,6 +470,7 @@ func (st *dialState) submitLocked(now time.Time) {
 		return
 	}
 	st.timings.Certificate = now.Sub(st.start)
+	st.submittedAt = now
 	ch := make(chan submission, 1)
 	st.submitted = ch
 	s := Submission{ServerName: st.sni, Port: st.port, Chain: st.chain,
@@ -478,7 +480,7 @@ func (st *dialState) submitLocked(now time.Time) {
 	}
 	go func() {
 		p, err := st.d.Cloud.Submit(st.ctx, s)
-		ch <- submission{p: p, err: err, at: now}
+		ch <- submission{p: p, err: err}
 	}()
 }
 
@@ -537,14 +539,14 @@ func (st *dialState) decide() (*Conn, error) {
 }
 
 // collect waits for the submission's outcomes until every requested one
-// arrived or the deadline (ProofTimeout after the certificate) passed.
+// arrived or the deadline (ProofTimeout after the submission) passed.
 func (st *dialState) collect() (map[pkie.ID]check.ProofResult, []string, time.Duration, error) {
 	d := st.d
 	st.mu.Lock()
-	ch, certAt := st.submitted, st.certAt
+	ch, submittedAt := st.submitted, st.submittedAt
 	st.mu.Unlock()
 	timeout := d.proofTimeout()
-	deadline := certAt.Add(timeout)
+	deadline := submittedAt.Add(timeout)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 
@@ -558,10 +560,12 @@ func (st *dialState) collect() (map[pkie.ID]check.ProofResult, []string, time.Du
 		return nil, nil, 0, fmt.Errorf("pec: waiting for proofs: %w", st.ctx.Err())
 	}
 	if sub.err != nil {
+		var missing []string
 		for _, r := range d.requests {
 			results[r.ID] = check.ProofResult{Err: fmt.Errorf("not submitted to the cloud: %w", sub.err)}
+			missing = append(missing, d.names[r.ID])
 		}
-		return results, nil, time.Since(certAt), nil
+		return results, missing, time.Since(submittedAt), nil
 	}
 	want := make(map[pkie.ID]bool, len(d.requests))
 	for _, r := range d.requests {
@@ -610,7 +614,7 @@ wait:
 		}
 		missing = append(missing, d.names[r.ID])
 	}
-	return results, missing, time.Since(certAt), nil
+	return results, missing, time.Since(submittedAt), nil
 }
 
 // outcomeResult turns what the cloud delivered into what check consumes.

@@ -45,6 +45,8 @@ type gateProver struct {
 	// another connection).
 	busy      bool
 	otherLeaf []byte
+	// now is the TTP's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func newGateProver(key ed25519.PrivateKey) *gateProver {
@@ -55,12 +57,20 @@ func (g *gateProver) ID() pkie.ID { return gateID }
 
 func (g *gateProver) open() { close(g.gate) }
 
-func gateMessage(name string, port int, leaf []byte) []byte {
+func gateMessage(name string, port int, leaf []byte, at int64) []byte {
 	h := sha256.Sum256(leaf)
 	m := append([]byte("pkie-test-gate/1\x00"), byte(len(name)))
 	m = append(m, name...)
 	m = binary.BigEndian.AppendUint16(m, uint16(port))
+	m = binary.BigEndian.AppendUint64(m, uint64(at))
 	return append(m, h[:]...)
+}
+
+// gateBody is a gate proof's body: the signing time (Unix seconds) and the
+// signature over gateMessage.
+func gateBody(key ed25519.PrivateKey, name string, port int, leaf []byte, at time.Time) []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(at.Unix()))
+	return append(b, ed25519.Sign(key, gateMessage(name, port, leaf, at.Unix()))...)
 }
 
 func (g *gateProver) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
@@ -83,11 +93,19 @@ func (g *gateProver) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.P
 	if g.otherLeaf != nil {
 		leaf = g.otherLeaf
 	}
-	return &pkie.Proof{ID: gateID, Version: 1, Body: ed25519.Sign(g.key, gateMessage(req.ServerName, req.Port, leaf))}, nil
+	now := time.Now()
+	if g.now != nil {
+		now = g.now()
+	}
+	return &pkie.Proof{ID: gateID, Version: 1, Body: gateBody(g.key, req.ServerName, req.Port, leaf, now)}, nil
 }
 
-// gateVerifier checks a gate proof against the TTP key the client pinned.
-type gateVerifier struct{ pub ed25519.PublicKey }
+// gateVerifier checks a gate proof against the TTP key the client pinned
+// and, with maxAge, that it was signed recently.
+type gateVerifier struct {
+	pub    ed25519.PublicKey
+	maxAge time.Duration
+}
 
 func (v gateVerifier) ID() pkie.ID { return gateID }
 
@@ -95,12 +113,18 @@ func (v gateVerifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.As
 	switch {
 	case req.Proof == nil:
 		return pkie.Assertion{Status: pkie.Unknown, Reason: "no gate proof"}
-	case req.Proof.ID != gateID || req.Proof.Version != 1:
+	case req.Proof.ID != gateID || req.Proof.Version != 1 || len(req.Proof.Body) != 8+ed25519.SignatureSize:
 		return pkie.Assertion{Status: pkie.Fail, Reason: "not a gate proof of version 1"}
-	case len(req.Chain) == 0 || !ed25519.Verify(v.pub, gateMessage(req.ServerName, req.Port, req.Chain[0]), req.Proof.Body):
+	}
+	at := int64(binary.BigEndian.Uint64(req.Proof.Body))
+	if len(req.Chain) == 0 || !ed25519.Verify(v.pub, gateMessage(req.ServerName, req.Port, req.Chain[0], at), req.Proof.Body[8:]) {
 		return pkie.Assertion{Status: pkie.Fail, Reason: "gate signature does not verify under the pinned key"}
 	}
-	return pkie.Assertion{Status: pkie.Pass, Reason: "signed by the gate TTP"}
+	signed := time.Unix(at, 0)
+	if v.maxAge > 0 && req.Now.Sub(signed) > v.maxAge {
+		return pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("gate proof signed %s ago, older than %s", req.Now.Sub(signed), v.maxAge), Time: signed}
+	}
+	return pkie.Assertion{Status: pkie.Pass, Reason: "signed by the gate TTP", Time: signed}
 }
 
 // testRegistry is the built-in enhancements plus the gate.

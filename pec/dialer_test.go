@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -223,6 +224,13 @@ func TestDialerFailsClosed(t *testing.T) {
 				if sc.handshakeAt.IsZero() {
 					t.Error("the server did not complete the handshake")
 				}
+				// Closed with close_notify: the server read a clean end.
+				sc.mu.Lock()
+				end := sc.err
+				sc.mu.Unlock()
+				if !errors.Is(end, io.EOF) {
+					t.Errorf("the server's connection ended with %v, want EOF", end)
+				}
 			}
 			if v.Result != tt.want {
 				t.Fatalf("verdict %s (%s), want %s", v.Result, v.Headline, tt.want)
@@ -249,14 +257,19 @@ func TestDialerFailsClosed(t *testing.T) {
 func TestDialerResumption(t *testing.T) {
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		for _, tt := range []struct {
-			name   string
-			policy string
-			age    time.Duration // how far the clock moves between the dials
-			submit bool
+			name        string
+			policy      string
+			age         time.Duration // how far the clock moves between the dials
+			proofMaxAge time.Duration // the gate verifier's freshness limit
+			submit      bool
 		}{
 			{name: "reuse", policy: "", submit: false},
 			{name: "fresh", policy: ResumeFresh, submit: true},
 			{name: "reuse/too-old", policy: ResumeReuse, age: DefaultReuseMaxAge + time.Minute, submit: true},
+			// The session's evidence is young enough, but its proof no
+			// longer passes the verifier's own freshness limit: asked
+			// afresh.
+			{name: "reuse/stale-proof", policy: ResumeReuse, age: 5 * time.Minute, proofMaxAge: 2 * time.Minute, submit: true},
 		} {
 			t.Run(versionName(version)+"/"+tt.name, func(t *testing.T) {
 				s := newGateSetup(t, pecwire.TCP, version)
@@ -264,6 +277,8 @@ func TestDialerResumption(t *testing.T) {
 				var mu sync.Mutex
 				now := time.Now()
 				s.d.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+				s.prover.now = s.d.Now
+				s.d.Verifiers[0] = gateVerifier{pub: s.prover.key.Public().(ed25519.PublicKey), maxAge: tt.proofMaxAge}
 				s.d.Resumption = tt.policy
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
@@ -415,4 +430,39 @@ func FuzzDecodeEvidence(f *testing.F) {
 		}
 		ev.usable(time.Now(), [][]byte{b}, time.Hour)
 	})
+}
+
+// TestDialerConcurrent: one Dialer, many dials at once over one cloud
+// session, each proved by its own submission and each trusted.
+func TestDialerConcurrent(t *testing.T) {
+	s := newGateSetup(t, pecwire.QUIC, 0)
+	s.prover.open()
+	s.d.TLSConfig.SessionTicketsDisabled = true // every dial a full handshake
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c, err := s.d.Dial(ctx, "tcp", s.srv.addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			if v := c.Verdict(); v.Result != check.Trusted || !c.Evidence().Submitted {
+				errs <- errors.New(v.Headline)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.prover.calls.Load(); got != n {
+		t.Fatalf("%d submissions proved for %d dials", got, n)
+	}
 }

@@ -12,11 +12,17 @@
 // a [Pending] that delivers one [Outcome] per requested enhancement by the
 // caller's budget.
 //
-// The client verifies nothing: a cloud is an untrusted relay, and an
+// A [Dialer] is what an application uses in place of tls.Dial: it runs the
+// handshake, submits the server's chain through a Client the moment it
+// arrives, and returns the connection only once the required proofs have
+// arrived and verified.
+//
+// The Client verifies nothing: a cloud is an untrusted relay, and an
 // Outcome's proof is only as good as its verification by the
 // enhancement's [pkie.Verifier] against the trusted third party's key the
-// caller pinned (package check does that). What the bundle's pin buys is a
-// session with the cloud's operator and no one else, so a network attacker
-// can neither read the chains a client submits nor drop its proofs without
-// the client noticing.
+// caller pinned (the Dialer and package check do that). What the bundle's
+// pin buys is a session with the cloud's operator and no one else, so a
+// network attacker can neither read the chains a client submits nor forge
+// the cloud's answers, and a cloud that stops answering is noticed within
+// MissedPings keepalive intervals.
 package pec

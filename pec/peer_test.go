@@ -59,6 +59,8 @@ type peerBehaviour struct {
 	keepalive time.Duration
 	// beforeRegistered runs before Registered is sent; it may block.
 	beforeRegistered func()
+	// dropAfterRegistered ends each session right after Registered.
+	dropAfterRegistered bool
 	// pongSeq, when set, is the sequence number a Pong carries for a Ping.
 	pongSeq func(seq uint64) uint64
 	// onSubmit answers a submission; the default proves each request.
@@ -201,6 +203,10 @@ func (p *peer) serve(conn *pecwire.Conn) {
 			p.regs++
 			p.mu.Unlock()
 			ps.send(&pecwire.Registered{Version: pecwire.Version, ClientID: ps.id, Keepalive: p.b.keepalive, MaxFrame: pecwire.DefaultMaxFrame})
+			if p.b.dropAfterRegistered {
+				ps.send(&pecwire.Error{Code: pecwire.RejectInvalid, Text: "go away"})
+				return
+			}
 		case *pecwire.Ping:
 			if !p.silent.Load() {
 				seq := m.Seq

@@ -183,3 +183,51 @@ func TestCloudServe(t *testing.T) {
 		}
 	}
 }
+
+// TestCloudServeJSON: with --json, serve prints one object naming what it
+// listens on once it serves, and only the listeners asked for.
+func TestCloudServeJSON(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cloud")
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--name", "pec.test"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	d, err := cloud.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, "cloud", "serve", "--data", data, "--quic", "127.0.0.1:0", "--tcp", "", "--http", "", "--json")
+	var out struct {
+		Name       string            `json:"name"`
+		Listening  map[string]string `json:"listening"`
+		PKIEs      []string          `json:"pkies"`
+		SPKISHA256 string            `json:"spki_sha256"`
+	}
+	decoded := make(chan error, 1)
+	go func() { decoded <- json.NewDecoder(c.stdout).Decode(&out) }()
+	select {
+	case err := <-decoded:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no JSON from serve within 30 s")
+	}
+	if out.Name != "pec.test" || len(out.Listening) != 1 || out.Listening["quic"] == "" || strings.Join(out.PKIEs, ",") != "notary" || out.SPKISHA256 != d.SPKIHash() {
+		t.Fatalf("serve --json printed %+v", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pecwire.DialQUIC(ctx, out.Listening["quic"], pecwire.ClientTLS(pecwire.SPKIHash(d.Leaf)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Send(&pecwire.Register{Version: pecwire.Version}, time.Now().Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := conn.Recv(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*pecwire.Registered); !ok {
+		t.Fatalf("got %T", m)
+	}
+}

@@ -230,6 +230,9 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	if len(d.Verifiers) == 0 {
 		return usageError("no enhancement to check: pin --ct-key or --revocation-key, or use a cloud bundle with a notary key")
 	}
+	if err := d.Init(); err != nil {
+		return usageError("%v", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pec: "), "check: "))
+	}
 
 	// The transport dials through the PEC dialer; the connection it made
 	// carries the verdict.

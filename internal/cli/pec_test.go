@@ -159,7 +159,7 @@ func TestPECGet(t *testing.T) {
 	}{
 		{[]string{"pec", "get", "https://good.test/"}, "--cloud BUNDLE is required"},
 		{[]string{"pec", "get", "--cloud", w.bundle, "http://good.test/"}, "not an https URL"},
-		{[]string{"pec", "get", "--cloud", w.bundle, "--require", "ca,ct", "--roots", w.roots, w.url("good.test")}, "ct"},
+		{[]string{"pec", "get", "--cloud", w.bundle, "--require", "ca,ct", "--roots", w.roots, w.url("good.test")}, `required source "ct" is not configured`},
 		{[]string{"pec", "nope"}, "unknown subcommand"},
 	} {
 		if code, _, errs := runCLI(t, tt.args...); code != 2 || !strings.Contains(errs, tt.want) {
@@ -219,5 +219,19 @@ func TestCheckCloud(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, append([]string{"check", "--ct-prover", "http://127.0.0.1:1"}, w.flags("good.test:"+w.port["good.test"])...)...); code != 2 || !strings.Contains(errs, "--cloud proves") {
 		t.Errorf("--ct-prover with --cloud: exit %d %s", code, errs)
+	}
+}
+
+// With no time to wait for the proofs, pkie pec get fails closed and names
+// what is missing; with --warn it fetches and says so.
+func TestPECGetDeadline(t *testing.T) {
+	w := newPECWorld(t)
+	code, out, errs := runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", w.url("good.test"))...)...)
+	if code != 1 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "missing  no answer from the cloud for: ct, revocation, notary") || strings.Contains(out, "HTTP/1.1") {
+		t.Fatalf("pec get with no time for proofs: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", "--warn", w.url("good.test"))...)...)
+	if code != 0 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") || !strings.Contains(errs, "fetched anyway because of --warn") {
+		t.Fatalf("pec get --warn: exit %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -29,8 +29,11 @@ package cloud
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,7 +95,8 @@ type Config struct {
 	// MaxClients bounds registered clients.
 	MaxClients int
 	// MaxSessions bounds sessions, registered or submitting, including
-	// those still in their handshake (default MaxClients + MaxClients/4).
+	// those still in their handshake (default MaxClients plus a quarter
+	// of that, at least 64, for submitters).
 	MaxSessions int
 	// MaxSessionsPerAddr bounds one address's sessions (an IPv6 address
 	// counts per /64). Clients behind one NAT share it, which is why the
@@ -137,7 +141,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defD(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxClients, DefaultMaxClients)
-	def(&c.MaxSessions, c.MaxClients+c.MaxClients/4)
+	def(&c.MaxSessions, c.MaxClients+max(c.MaxClients/4, 64))
 	def(&c.MaxSessionsPerAddr, DefaultMaxSessionsAddr)
 	def(&c.MaxFrame, pecwire.DefaultMaxFrame)
 	def(&c.MaxPending, DefaultMaxPending)
@@ -171,7 +175,8 @@ func (h *hosted) release() { <-h.sem }
 
 // Cloud is one replica of the PEC cloud service. It is safe for concurrent
 // use; serve it with ServeQUIC and ServeTCP, and its HTTP endpoints with
-// Handler.
+// Handler, and call Run so that provers with background work (syncing
+// from their TTPs) do it.
 type Cloud struct {
 	cfg     Config
 	log     *slog.Logger
@@ -179,6 +184,8 @@ type Cloud struct {
 	provers map[pkie.ID]*hosted
 	ids     []pkie.ID // hosted identifiers, sorted
 	m       *metrics
+
+	resetKey *quic.StatelessResetKey
 
 	mu          sync.Mutex
 	clients     map[pecwire.ClientID]*session
@@ -210,6 +217,10 @@ func New(cfg Config) (*Cloud, error) {
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
 		provers: map[pkie.ID]*hosted{}, m: newMetrics(),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
+	}
+	var err error
+	if c.resetKey, err = statelessResetKey(cfg.Certificate); err != nil {
+		return nil, err
 	}
 	for _, p := range cfg.Provers {
 		id := p.ID()
@@ -266,13 +277,30 @@ func (c *Cloud) QUICConfig() *quic.Config {
 }
 
 // ServeQUIC serves sessions over QUIC on pc until ctx ends, then closes
-// every QUIC session and returns nil.
+// every QUIC session and returns nil. It does not close pc.
+//
+// The QUIC stateless reset key is derived from the cloud's TLS key, so a
+// replica that restarts with its data directory, or another replica with a
+// copy of it, answers packets of a connection it does not know with a
+// stateless reset (RFC 9000 §10.3): the client learns at its next packet
+// that its session is gone, instead of after its idle timeout.
 func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
-	ln, err := quic.Listen(pc, c.tls, c.QUICConfig())
+	tr := &quic.Transport{Conn: pc, StatelessResetKey: c.resetKey}
+	ln, err := tr.Listen(c.tls, c.QUICConfig())
 	if err != nil {
 		return fmt.Errorf("cloud: quic listen: %w", err)
 	}
-	defer ln.Close()
+	// Closing the transport destroys its connections without a word, so
+	// the sessions are ended first, each with a CONNECTION_CLOSE that tells
+	// its client to fail over now rather than after missed pings.
+	ctx, cancel := context.WithCancel(ctx)
+	var sessions sync.WaitGroup
+	defer func() {
+		cancel()
+		ln.Close()
+		sessions.Wait()
+		tr.Close()
+	}()
 	for {
 		qc, err := ln.Accept(ctx)
 		if err != nil {
@@ -287,10 +315,12 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "cloud busy: "+why)
 			continue
 		}
+		sessions.Add(1)
 		c.wg.Go(func() {
-			hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+			defer sessions.Done()
+			hctx, hcancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 			conn, err := pecwire.AcceptQUIC(hctx, qc, c.cfg.MaxFrame)
-			cancel()
+			hcancel()
 			if err != nil {
 				c.leave(addr)
 				c.log.Debug("quic session not opened", "remote", qc.RemoteAddr().String(), "err", err)
@@ -486,6 +516,21 @@ func addrKey(a net.Addr) string {
 		return ip4.String()
 	}
 	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// statelessResetKey derives the QUIC stateless reset key from the TLS
+// private key: the same for every process holding that key, unknown to
+// anyone else.
+func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("cloud: TLS key: %w", err)
+	}
+	mac := hmac.New(sha256.New, der)
+	mac.Write([]byte("pkie cloud: QUIC stateless reset key, v1"))
+	var k quic.StatelessResetKey
+	copy(k[:], mac.Sum(nil))
+	return &k, nil
 }
 
 // Handler serves /healthz and /metrics.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -263,7 +264,10 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	}
 	// Same nonce, another chain: a submission of its own.
 	other := *m
-	other.Chain = testChain(t, "example.com")
+	// Of the same length, so that only the bytes tell the chains apart.
+	for other.Chain = testChain(t, "example.com"); len(other.Chain[0]) != len(chain[0]); {
+		other.Chain = testChain(t, "example.com")
+	}
 	send(t, server, &other)
 	p = recvAs[*pecwire.Proof](t, client)
 	if p.Status != pecwire.ProofOK || s.calls.Load() != 2 {
@@ -274,7 +278,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	}
 	// Same nonce and chain, another name: also its own.
 	renamed := *m
-	renamed.ServerName = "evil.example"
+	renamed.ServerName = "evilxyz.com" // the same length as the original
 	send(t, server, &renamed)
 	if p := recvAs[*pecwire.Proof](t, client); p.Status != pecwire.ProofOK || s.calls.Load() != 3 {
 		t.Fatalf("other name: %v after %d calls", p.Status, s.calls.Load())
@@ -589,5 +593,37 @@ func TestSharesPerClient(t *testing.T) {
 		if p := recvAs[*pecwire.Proof](t, victim); p.Status != pecwire.ProofOK {
 			t.Fatal(p.Status)
 		}
+	}
+}
+
+// TestSlowReaderDropped: a client that submits but does not read its
+// proofs is dropped once MaxPending messages wait for it, instead of the
+// cloud buffering without bound; the cloud serves others meanwhile.
+func TestSlowReaderDropped(t *testing.T) {
+	big := newSigner(idFast)
+	big.pad = 30 << 10
+	tc := startCloud(t, Config{Provers: []pkie.Prover{big}, MaxPending: 8, MaxJobs: 1 << 12, MaxJobsPerAddr: 1 << 12, MaxJobsPerClient: 1 << 12})
+	r := dialFrom(t, tc, "127.0.0.1")
+	r.NetConn().(*net.TCPConn).SetReadBuffer(4096)
+	r.send(t, &pecwire.Register{Version: pecwire.Version})
+	id := r.recv(t).(*pecwire.Registered).ClientID
+	chain := testChain(t, "example.com")
+	// Up to 1,000 proofs of 30 KiB, 30 MiB, more than the socket buffers
+	// hold; the session must end well before.
+	go func() {
+		for i := range 1000 {
+			b, _ := pecwire.Marshal(submitFor(id, pecwire.Nonce{byte(i >> 8), byte(i)}, chain, 10*time.Second, idFast))
+			if _, err := r.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	slow := tc.m.sessionsClosed.WithLabelValues("slow_reader")
+	eventually(t, "slow reader dropped", func() bool { return counterValue(t, slow) == 1 })
+	eventually(t, "its registration freed", func() bool { return tc.Clients() == 0 })
+	c, id2 := tc.register(t, pecwire.QUIC)
+	send(t, c, submitFor(id2, randomNonce(t), chain, 5*time.Second, idFast))
+	if p := recvAs[*pecwire.Proof](t, c); p.Status != pecwire.ProofOK {
+		t.Fatal(p.Status)
 	}
 }

@@ -36,6 +36,9 @@ type signer struct {
 	calls atomic.Int64
 	// started, when set, receives one value per call as it starts.
 	started chan struct{}
+	// pad lengthens each proof by this many zero bytes after the
+	// signature (a large proof).
+	pad int
 }
 
 func newSigner(id pkie.ID) *signer {
@@ -77,7 +80,8 @@ func (s *signer) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 	if req.Leaf() == nil {
 		return nil, errors.New("no parsed leaf")
 	}
-	return &pkie.Proof{ID: s.id, Version: 1, Body: ed25519.Sign(s.key, signedMessage(&req.Subject, req.Params))}, nil
+	sig := ed25519.Sign(s.key, signedMessage(&req.Subject, req.Params))
+	return &pkie.Proof{ID: s.id, Version: 1, Body: append(sig, make([]byte, s.pad)...)}, nil
 }
 
 // verify checks a proof as a client would.
@@ -85,7 +89,7 @@ func (s *signer) verify(sub *pkie.Subject, params []byte, p *pkie.Proof) error {
 	if p == nil || p.ID != s.id || p.Version != 1 {
 		return fmt.Errorf("not a proof of %s: %+v", s.id, p)
 	}
-	if !ed25519.Verify(s.key.Public().(ed25519.PublicKey), signedMessage(sub, params), p.Body) {
+	if len(p.Body) != ed25519.SignatureSize+s.pad || !ed25519.Verify(s.key.Public().(ed25519.PublicKey), signedMessage(sub, params), p.Body[:ed25519.SignatureSize]) {
 		return errors.New("signature does not verify")
 	}
 	return nil
