@@ -60,7 +60,8 @@ type Duration = conf.Duration
 // notary's keys and history live in the host's data directory.
 type ProverConfig struct {
 	// Name is the notary's name, signed into each answer; empty means
-	// "pkie cloud notary".
+	// "pkie cloud notary". Init writes it into the notary's certificate,
+	// which names the notary from then on.
 	Name string `json:"name,omitempty"`
 	// MaxAge is the notary's freshness window (notary.Config.MaxAge);
 	// zero means 24h.
@@ -117,9 +118,10 @@ type Prover struct {
 }
 
 // NewProver builds the notary prover from a ProverConfig in JSON. Its
-// identity (an Ed25519 v1 key and the RSA key the notary format carries,
-// files 0600) is created in env.DataDir on first use and read from there
-// afterwards; its history is SQLite in the same directory.
+// identity is read from env.DataDir, where Init created it; a missing or
+// unreadable identity is an error, never replaced. Its history is SQLite in
+// the same directory: a cache of observations, so a history that vanished
+// is started again empty (CheckHistory logs the loss at error level).
 func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) (pkie.Prover, error) {
 	var c ProverConfig
 	if err := conf.Decode(config, &c); err != nil {
@@ -140,9 +142,9 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	id, err := loadOrCreate(env.DataDir, c.Name)
+	id, err := load(env.DataDir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("notary prover: %w", err)
 	}
 	popts := probe.Options{Timeout: c.ProbeTimeout.D(), AllowPrivate: c.AllowPrivate, Vantage: id.Name}
 	if len(c.Resolve) > 0 {
@@ -192,35 +194,77 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	return &Prover{n: n, handler: n.Handler(), hist: h, log: log}, nil
 }
 
-// loadOrCreate reads the notary identity in dir, or creates and saves one.
-func loadOrCreate(dir, name string) (*notary.Identity, error) {
+// Init creates the notary's identity in dir, the prover's state directory:
+// an Ed25519 v1 key and the RSA key and certificate the notary format
+// carries (key files 0600), named by the configuration's Name. It returns
+// the v1 public key in base64, as the bundle carries it. It refuses a
+// directory that already holds any of the keys: replacing them would make
+// every client that pinned the old key fail every notary proof.
+//
+// Init is the only way the notary's keys come into being (`pkie cloud
+// init` calls it); NewProver and PublicKey refuse a directory without them.
+func Init(dir string, config json.RawMessage) (string, error) {
+	var c ProverConfig
+	if len(bytes.TrimSpace(config)) > 0 {
+		if err := conf.Decode(config, &c); err != nil {
+			return "", fmt.Errorf("notary prover configuration: %w", err)
+		}
+	}
+	if dir == "" {
+		return "", errors.New("notary: a state directory is required for its keys")
+	}
+	name := c.Name
+	if name == "" {
+		name = "pkie cloud notary"
+	}
+	id, err := notary.NewIdentity(name, []string{"localhost"})
+	if err != nil {
+		return "", fmt.Errorf("notary: %w", err)
+	}
+	if err := id.Save(dir); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(id.V1.Public().(ed25519.PublicKey)), nil
+}
+
+// load reads the notary identity in dir. A missing or unreadable identity
+// is an error that says how to recover, never a reason to make a new one:
+// clients pinned the old v1 key from the cloud's bundle, and a new key
+// would turn every site they check UNTRUSTED.
+func load(dir string) (*notary.Identity, error) {
 	id, err := notary.LoadIdentity(dir)
 	if err == nil {
 		return id, nil
 	}
-	if _, serr := os.Stat(filepath.Join(dir, "v1.key")); !errors.Is(serr, os.ErrNotExist) {
-		return nil, fmt.Errorf("notary prover: %w", err) // keys there but unreadable: never replace them
+	// The files notary.Identity.Save writes.
+	files := []string{"v1.key", "notary.key", "notary.crt"}
+	var missing []string
+	for _, f := range files {
+		if _, serr := os.Stat(filepath.Join(dir, f)); errors.Is(serr, os.ErrNotExist) {
+			missing = append(missing, f)
+		}
 	}
-	if name == "" {
-		name = "pkie cloud notary"
+	const republish = "and republish the cloud's bundle (`pkie cloud bundle`): clients that pinned the old bundle fail every notary proof until they take the new one"
+	switch {
+	case len(missing) == len(files):
+		return nil, fmt.Errorf("no notary keys in %s: the directory was lost, or this data directory was not made by `pkie cloud init`, the only command that creates them. "+
+			"Restore the directory from a backup of the cloud's data directory. Only if the keys are lost for good, create new ones with `pkie cloud init --data DATA --new-notary-key` "+republish, dir)
+	case len(missing) > 0:
+		return nil, fmt.Errorf("the notary keys in %s are incomplete (%s missing). Restore the directory from a backup of the cloud's data directory. Only if the keys are lost for good, "+
+			"move the rest aside, create new ones with `pkie cloud init --data DATA --new-notary-key` "+republish, dir, strings.Join(missing, ", "))
 	}
-	id, err = notary.NewIdentity(name, []string{"localhost"})
-	if err != nil {
-		return nil, fmt.Errorf("notary prover: %w", err)
-	}
-	if err := id.Save(dir); err != nil {
-		return nil, fmt.Errorf("notary prover: %w", err)
-	}
-	return id, nil
+	return nil, fmt.Errorf("the notary keys in %s cannot be used (%w). Restore the directory from a backup of the cloud's data directory. Only if the keys are lost for good, "+
+		"move them aside, create new ones with `pkie cloud init --data DATA --new-notary-key` "+republish, dir, err)
 }
 
 // PublicKey reads the v1 public key of the notary prover whose data
 // directory is dir, in base64 as bundles carry it: what `pkie cloud bundle`
-// puts in the verifier configuration (VerifierConfig.Key).
+// puts in the verifier configuration (VerifierConfig.Key). Keys missing or
+// unreadable are an error, as for NewProver.
 func PublicKey(dir string) (string, error) {
-	id, err := notary.LoadIdentity(dir)
+	id, err := load(dir)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("notary: %w", err)
 	}
 	return base64.StdEncoding.EncodeToString(id.V1.Public().(ed25519.PublicKey)), nil
 }
