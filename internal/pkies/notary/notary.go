@@ -72,6 +72,12 @@ type ProverConfig struct {
 	// MaxProbes bounds probes in flight; zero means 64. Further requests
 	// queue up to 4× that, then get busy at once.
 	MaxProbes int `json:"max_probes,omitempty"`
+	// MaxProbesPerClient is one requester's share of MaxProbes, and of
+	// the queue in the same proportion: the requester is the submitter the
+	// cloud names (pkie.Requester: its address, IPv6 per /64), so that one
+	// submitter cannot take every probe. Zero means MaxProbes/8, at least
+	// 1; more than MaxProbes means MaxProbes.
+	MaxProbesPerClient int `json:"max_probes_per_client,omitempty"`
 	// Resolve maps "host:port" or "host" to "ip:port" or "ip", as `pkie
 	// notary serve --resolve` does: to try named sites on loopback.
 	Resolve map[string]string `json:"resolve,omitempty"`
@@ -135,8 +141,8 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	if env.DataDir == "" {
 		return nil, errors.New("notary prover: a data directory is required (its keys and history)")
 	}
-	if c.MaxAge < 0 || c.ProbeTimeout < 0 || c.MaxProbes < 0 {
-		return nil, errors.New("notary prover: max_age, probe_timeout and max_probes must not be negative")
+	if c.MaxAge < 0 || c.ProbeTimeout < 0 || c.MaxProbes < 0 || c.MaxProbesPerClient < 0 {
+		return nil, errors.New("notary prover: max_age, probe_timeout, max_probes and max_probes_per_client must not be negative")
 	}
 	log := env.Log
 	if log == nil {
@@ -174,11 +180,14 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	n, err := notary.New(notary.Config{
 		Identity: id, History: h, Prober: probe.New(popts), MaxAge: c.MaxAge.D(),
 		MaxProbes: maxProbes,
-		// Every request comes from the cloud, one "client" to the notary:
-		// its share is the whole pool. The cloud bounds its own clients;
-		// the per-target share still keeps one target from taking every
-		// probe.
-		MaxProbesPerClient:   maxProbes,
+		// Each request is counted against its submitter's share (Prove
+		// sets the notary's client address from pkie.Requester), and the
+		// per-target share keeps one target from taking every probe.
+		MaxProbesPerClient: c.MaxProbesPerClient,
+		// The pool of requests in progress has no per-submitter share of
+		// its own: the cloud's per-address share of submissions
+		// (--max-jobs-per-addr) bounds each submitter's requests already,
+		// and the probes they need are shared out above.
 		MaxRequestsPerClient: 4096,
 		HistoryMarker:        filepath.Join(env.DataDir, notary.FileHistorySeen),
 		Logger:               log,
@@ -277,16 +286,41 @@ func (p *Prover) PublicKey() string {
 // ID returns pkie.Notary.
 func (p *Prover) ID() pkie.ID { return pkie.Notary }
 
-// cloudRemote is the address the notary's limits see for every request.
+// cloudRemote is the address the notary's limits see for a request that
+// names no requester: such requests share one client's share.
 const cloudRemote = "[::1]:1"
+
+// remoteOf is the address the notary's per-client shares (which key on
+// the request's address, IPv6 per /64) see for a request from requester
+// (pkie.Requester): the requester itself when it is an address, or the
+// /64 the cloud names IPv6 submitters by; any other key is mapped to a /64
+// of its own in fd00::/8, derived from its SHA-256.
+func remoteOf(requester string) string {
+	if requester == "" {
+		return cloudRemote
+	}
+	if a, err := netip.ParseAddr(requester); err == nil {
+		return netip.AddrPortFrom(a.WithZone(""), 0).String()
+	}
+	if p, err := netip.ParsePrefix(requester); err == nil {
+		return netip.AddrPortFrom(p.Masked().Addr(), 0).String()
+	}
+	sum := sha256.Sum256([]byte(requester))
+	var a [16]byte
+	a[0] = 0xfd
+	copy(a[1:8], sum[:7])
+	return netip.AddrPortFrom(netip.AddrFrom16(a), 0).String()
+}
 
 // maxAnswer bounds a notary answer kept as a proof.
 const maxAnswer = pkie.MaxProofBody
 
 // Prove asks the prover's notary about (ServerName, Port) with the leaf's
 // SHA-256, through the notary's own v1 handler, and returns its signed
-// response as the proof. A notary at capacity is pkie.ErrBusy; a target
-// the probe refuses (a private address) is pkie.ErrUnsupported.
+// response as the proof. The request counts against the share of
+// pkie.Requester(ctx) (all requests without one share a single share). A
+// notary at capacity, or a requester over its share, is pkie.ErrBusy; a
+// target the probe refuses (a private address) is pkie.ErrUnsupported.
 func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
 	if req.ServerName == "" || len(req.Chain) == 0 {
 		return nil, fmt.Errorf("%w: the notary needs a server name and the leaf", pkie.ErrUnsupported)
@@ -301,7 +335,7 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	hr.RemoteAddr = cloudRemote
+	hr.RemoteAddr = remoteOf(pkie.Requester(ctx))
 	w := &recorder{header: http.Header{}}
 	p.handler.ServeHTTP(w, hr)
 	if w.code == 0 {
