@@ -107,7 +107,7 @@ func checkPKIEs(reg *pkie.Registry, ps []cloud.PKIEConfig) ([]cloud.PKIEConfig, 
 }
 
 func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
-	fs := newFlags(env, "cloud init", "[--data DIR] [--name NAME] [--pkie NAME[=CONFIGFILE]]...")
+	fs := newFlags(env, "cloud init", "[--data DIR] [--name NAME] [--pkie NAME[=CONFIGFILE]]... | --data DIR --new-notary-key")
 	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory")
 	name := fs.String("name", "", "the cloud's name, shown to clients in its bundle (default: the host name)")
 	var pkies pkieFlag
