@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -689,5 +690,23 @@ func TestFlappingCloud(t *testing.T) {
 	}
 	if st := c.Status(); st.Connected || st.Failovers != 1 || !strings.Contains(st.LastError, "go away") {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestJoinErrors: failures of several attempts read as one line, and
+// errors.Is and errors.As still reach each.
+func TestJoinErrors(t *testing.T) {
+	busy := &pecwire.Error{Code: pecwire.RejectBusy, Text: "busy"}
+	err := fmt.Errorf("pec: no cloud registered: %w", joinErrors([]error{
+		fmt.Errorf("cloud a: %w", context.DeadlineExceeded), nil, fmt.Errorf("cloud b: %w", busy)}))
+	if got, want := err.Error(), "pec: no cloud registered: cloud a: context deadline exceeded; cloud b: cloud: busy: busy"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	var pe *pecwire.Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe != busy {
+		t.Errorf("errors.Is/As do not reach the parts of %v", err)
+	}
+	if joinErrors(nil) != nil || joinErrors([]error{nil}) != nil || joinErrors([]error{busy}) != error(busy) {
+		t.Error("joining none or one error is not nil or the error itself")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -233,5 +234,48 @@ func TestPECGetDeadline(t *testing.T) {
 	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", "--warn", w.url("good.test"))...)...)
 	if code != 0 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") || !strings.Contains(errs, "fetched anyway because of --warn") {
 		t.Fatalf("pec get --warn: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestPECGetCloudUnreachable: when no point of presence answers, pkie pec
+// get says so on one line (each point's failure joined into it) and exits
+// 2, the operational-error status; pkie check --cloud does the same.
+func TestPECGetCloudUnreachable(t *testing.T) {
+	// Two points, each a port that was just bound and released, so
+	// nothing listens on it over TCP or UDP.
+	var points []pecwire.Point
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		points = append(points, pecwire.Point{QUIC: addr, TCP: addr})
+	}
+	b, err := json.Marshal(pecwire.Bundle{Version: 1, Name: "closed", Points: points, SPKISHA256: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "closed.bundle")
+	if err := os.WriteFile(bundle, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"pec", "get", "--cloud", bundle, "https://good.test:1/"},
+		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", strings.Repeat("A", 44), "good.test:1"},
+	} {
+		code, out, errs := runCLI(t, args...)
+		if code != 2 || out != "" {
+			t.Errorf("%s: exit %d, stdout %q", args[0], code, out)
+		}
+		if !strings.HasPrefix(errs, "pkie "+args[0]+": reaching the cloud: ") || strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "\n") {
+			t.Errorf("%s: stderr is not one line naming the cloud:\n%s", args[0], errs)
+		}
+		for _, p := range points {
+			if !strings.Contains(errs, p.TCP) {
+				t.Errorf("%s: stderr does not name point %s: %s", args[0], p.TCP, errs)
+			}
+		}
 	}
 }
