@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -119,6 +121,74 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 }
 
 func runBenchPECCost(ctx context.Context, env *Env, args []string) error {
-	_ = time.Second
-	return usageError("--cost is not implemented yet")
+	fs := newFlags(env, "bench pec", "--cost [--from REPORT.json | --duration D --sessions N --window N] [--vcpus N] [--json]")
+	fs.Bool("cost", true, "recompute the PEC paper's Table 3 (§6.3.2) from a measured throughput row instead of running the rows")
+	from := fs.String("from", "", "take the throughput row from this `pkie bench pec --json` output instead of measuring it")
+	vcpus := fs.Int("vcpus", pecbench.PaperMachineVCPUs, "cores of the machine whose rate is costed (the paper's t2.medium: 2)")
+	sessions := fs.Int("sessions", 64, "throughput: concurrent client sessions")
+	window := fs.Int("window", 8, "throughput: submissions in flight per session")
+	duration := fs.Duration("duration", 5*time.Second, "throughput: counted length of each run")
+	warmup := fs.Duration("warmup", time.Second, "throughput: uncounted start of each run")
+	transport := fs.String("transport", "quic", "throughput: quic or tcp")
+	rounds := fs.Int("rounds", 2, "throughput: runs of each of the ceiling and the cloud, alternating; the best of each is used")
+	logFill := fs.Int("log-fill", 4095, "certificates logged besides the site's, so CT proofs have realistic depth")
+	revokedFill := fs.Int("revoked-fill", pecbench.PaperRevokedLeaves, "serials revoked (the PEC paper's CRL: 53,164)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("unexpected argument %q", pos[0])
+	}
+	if *vcpus < 1 || *vcpus > 1024 {
+		return usageError("--vcpus must be 1 to 1024")
+	}
+	var row *pecbench.ThroughputRow
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err != nil {
+			return usageError("--from: %v", err)
+		}
+		var rep pecbench.Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return usageError("--from %s: not a `pkie bench pec --json` report: %v", *from, err)
+		}
+		if rep.Throughput == nil {
+			return usageError("--from %s: the report has no throughput row (run `pkie bench pec --rows throughput --json`)", *from)
+		}
+		row = rep.Throughput
+	} else {
+		if *sessions < 1 || *window < 1 || *rounds < 1 || *duration <= 0 {
+			return usageError("--sessions, --window and --rounds must be at least 1, --duration positive")
+		}
+		if *logFill < 0 || *revokedFill < 0 || *logFill > 1<<20 || *revokedFill > 1<<24 {
+			return usageError("--log-fill must be 0 to %d and --revoked-fill 0 to %d", 1<<20, 1<<24)
+		}
+		cfg := pecbench.Config{Rows: []string{pecbench.RowThroughput}, Sessions: *sessions, Window: *window, Duration: *duration, Warmup: *warmup,
+			Transport: *transport, Rounds: *rounds, LogFill: *logFill, RevokedFill: *revokedFill, Progress: prefixWriter{env, "bench pec: "}}
+		if *logFill == 0 {
+			cfg.LogFill = -1
+		}
+		if *revokedFill == 0 {
+			cfg.RevokedFill = -1
+		}
+		if err := cfg.Check(); err != nil {
+			return usageError("%v", err)
+		}
+		rep, err := pecbench.Run(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		row = rep.Throughput
+	}
+	c, err := pecbench.CostModel(row, *vcpus)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, c)
+	}
+	c.WriteText(env.Stdout)
+	return nil
 }

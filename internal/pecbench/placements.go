@@ -188,6 +188,31 @@ type DeploymentRun struct {
 	// Model is what the round trips alone predict (no processing), as
 	// the paper's §6.3.1 simulation computes it.
 	Model float64 `json:"model"`
+	// Phases are the PEC dialer's own timings, means over the measured
+	// handshakes: where the time beyond the handshake went.
+	Phases *Phases `json:"phases,omitempty"`
+}
+
+// Phases are means of pec.Timings in milliseconds.
+type Phases struct {
+	CertificateMs  float64 `json:"certificate_ms"`
+	HandshakeMs    float64 `json:"handshake_ms"`
+	LastProofMs    float64 `json:"last_proof_ms"`
+	VerificationMs float64 `json:"verification_ms"`
+	TotalMs        float64 `json:"total_ms"`
+}
+
+func (p *Phases) add(t pec.Timings) {
+	p.CertificateMs += ms(t.Certificate)
+	p.HandshakeMs += ms(t.Handshake)
+	p.LastProofMs += ms(t.LastProof)
+	p.VerificationMs += ms(t.Verification)
+	p.TotalMs += ms(t.Total)
+}
+
+func (p *Phases) div(n int) {
+	f := float64(n)
+	p.CertificateMs, p.HandshakeMs, p.LastProofMs, p.VerificationMs, p.TotalMs = p.CertificateMs/f, p.HandshakeMs/f, p.LastProofMs/f, p.VerificationMs/f, p.TotalMs/f
 }
 
 // StudySummary is the distribution of one deployment's inflation over the
@@ -323,10 +348,14 @@ type rig struct {
 type deployment struct {
 	name string
 	// dialer prepares the deployment on a placement's rig and returns a
-	// function making one connection; cleanup is called after the
-	// placement.
-	dialer func(ctx context.Context, r *rig, version uint16) (dial func(context.Context) error, cleanup func(), err error)
+	// function making one connection and returning the PEC dialer's
+	// timings of it; cleanup is called after the placement.
+	dialer func(ctx context.Context, r *rig, version uint16) (dial dialFunc, cleanup func(), err error)
 }
+
+// dialFunc makes one connection and returns when the application may use
+// it, with the PEC dialer's timings (nil for plain TLS).
+type dialFunc func(context.Context) (*pec.Timings, error)
 
 // deployments are the PEC deployments the study measures, and the ones it
 // cannot, with the reason.
@@ -341,38 +370,39 @@ func baseTLS(w *world, version uint16) *tls.Config {
 	return &tls.Config{RootCAs: w.root.Pool(), ServerName: siteName, SessionTicketsDisabled: true, MinVersion: version, MaxVersion: version}
 }
 
-func plainDialer(r *rig, version uint16) func(context.Context) error {
-	return func(ctx context.Context) error {
+func plainDialer(r *rig, version uint16) dialFunc {
+	return func(ctx context.Context) (*pec.Timings, error) {
 		td := tls.Dialer{Config: baseTLS(r.w, version)}
 		conn, err := td.DialContext(ctx, "tcp", r.siteAddr)
 		if err != nil {
-			return fmt.Errorf("pecbench: TLS %s handshake: %w", versionName(version), err)
+			return nil, fmt.Errorf("pecbench: TLS %s handshake: %w", versionName(version), err)
 		}
+		defer conn.Close()
 		if v := conn.(*tls.Conn).ConnectionState().Version; v != version {
-			conn.Close()
-			return fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
+			return nil, fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
 		}
-		return conn.Close()
+		return nil, nil
 	}
 }
 
-func clientOnlyDialer(_ context.Context, r *rig, version uint16) (func(context.Context) error, func(), error) {
+func clientOnlyDialer(_ context.Context, r *rig, version uint16) (dialFunc, func(), error) {
 	addr := r.siteAddr
 	d := &pec.Dialer{Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: baseTLS(r.w, version), Resumption: pec.ResumeFresh,
 		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var nd net.Dialer
 			return nd.DialContext(ctx, network, addr)
 		}}
-	return func(ctx context.Context) error {
+	return func(ctx context.Context) (*pec.Timings, error) {
 		c, err := d.Dial(ctx, "tcp", net.JoinHostPort(siteName, "443"))
 		if err != nil {
-			return fmt.Errorf("pecbench: client-only PEC over TLS %s: %w", versionName(version), err)
+			return nil, fmt.Errorf("pecbench: client-only PEC over TLS %s: %w", versionName(version), err)
 		}
+		defer c.Close()
 		if v := c.ConnectionState().Version; v != version {
-			c.Close()
-			return fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
+			return nil, fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
 		}
-		return c.Close()
+		t := c.Timings()
+		return &t, nil
 	}, func() {}, nil
 }
 
@@ -471,7 +501,7 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 	for _, v := range cfg.Versions {
 		p := Placement{Footprint: t.footprint, Selection: t.selection, Client: m.Regions[t.client].Code, Server: m.Regions[t.server].Code, Cloud: cloud,
 			ServerRTTms: ms(cs), CloudRTTms: ms(cc), ServerCloudRTTms: ms(sc), TLS: versionName(v)}
-		dials := []func(context.Context) error{plainDialer(r, v)}
+		dials := []dialFunc{plainDialer(r, v)}
 		for _, d := range deps {
 			dial, cleanup, err := d.dialer(ctx, r, v)
 			if err != nil {
@@ -481,6 +511,7 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 			dials = append(dials, dial)
 		}
 		sums := make([]time.Duration, len(dials))
+		phases := make([]*Phases, len(dials))
 		// One unmeasured round first (first-use costs: the dialer's
 		// set-up, the verifiers' head caches), then Reps measured
 		// ones, the modes interleaved so that the machine's load falls
@@ -489,7 +520,7 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 			for i, dial := range dials {
 				hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				t0 := time.Now()
-				err := dial(hctx)
+				tm, err := dial(hctx)
 				d := time.Since(t0)
 				cancel()
 				if err != nil {
@@ -497,13 +528,22 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 				}
 				if rep > 0 {
 					sums[i] += d
+					if tm != nil {
+						if phases[i] == nil {
+							phases[i] = &Phases{}
+						}
+						phases[i].add(*tm)
+					}
 				}
 			}
 		}
 		mean := func(i int) float64 { return ms(sums[i]) / float64(cfg.Reps) }
 		p.BaselineMs = mean(0)
 		for i, d := range deps {
-			run := DeploymentRun{Deployment: d.name, MeanMs: mean(i + 1), Model: ModelInflation(d.name, v, cs, cc, sc)}
+			run := DeploymentRun{Deployment: d.name, MeanMs: mean(i + 1), Model: ModelInflation(d.name, v, cs, cc, sc), Phases: phases[i+1]}
+			if run.Phases != nil {
+				run.Phases.div(cfg.Reps)
+			}
 			if p.BaselineMs > 0 {
 				run.Inflation = (run.MeanMs - p.BaselineMs) / p.BaselineMs
 			}
