@@ -222,7 +222,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	handshake := fs.Duration("handshake-timeout", cloud.DefaultHandshakeTimeout, "time for a TLS or QUIC handshake and a session's first message")
 	writeTimeout := fs.Duration("write-timeout", cloud.DefaultWriteTimeout, "time for a session to take one message; a session slower than that is dropped")
 	maxClients := fs.Int("max-clients", cloud.DefaultMaxClients, "registered clients at most")
-	maxSessions := fs.Int("max-sessions", 0, "sessions at most, registered or submitting (default max-clients + max-clients/4)")
+	maxSessions := fs.Int("max-sessions", 0, "sessions at most, registered or submitting (default max-clients + max(max-clients/4, 64))")
 	perAddrSessions := fs.Int("max-sessions-per-addr", cloud.DefaultMaxSessionsAddr, "sessions per client address (IPv6: per /64)")
 	maxFrame := fs.Int("max-frame", pecwire.DefaultMaxFrame, "largest message body accepted, bytes")
 	maxPending := fs.Int("max-pending", cloud.DefaultMaxPending, "messages queued for a session at most; a session that falls further behind is dropped")

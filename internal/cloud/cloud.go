@@ -95,7 +95,8 @@ type Config struct {
 	// MaxClients bounds registered clients.
 	MaxClients int
 	// MaxSessions bounds sessions, registered or submitting, including
-	// those still in their handshake (default MaxClients + MaxClients/4).
+	// those still in their handshake (default MaxClients plus a quarter
+	// of that, at least 64, for submitters).
 	MaxSessions int
 	// MaxSessionsPerAddr bounds one address's sessions (an IPv6 address
 	// counts per /64). Clients behind one NAT share it, which is why the
@@ -140,7 +141,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defD(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxClients, DefaultMaxClients)
-	def(&c.MaxSessions, c.MaxClients+c.MaxClients/4)
+	def(&c.MaxSessions, c.MaxClients+max(c.MaxClients/4, 64))
 	def(&c.MaxSessionsPerAddr, DefaultMaxSessionsAddr)
 	def(&c.MaxFrame, pecwire.DefaultMaxFrame)
 	def(&c.MaxPending, DefaultMaxPending)
@@ -289,8 +290,17 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 	if err != nil {
 		return fmt.Errorf("cloud: quic listen: %w", err)
 	}
-	defer tr.Close()
-	defer ln.Close()
+	// Closing the transport destroys its connections without a word, so
+	// the sessions are ended first, each with a CONNECTION_CLOSE that tells
+	// its client to fail over now rather than after missed pings.
+	ctx, cancel := context.WithCancel(ctx)
+	var sessions sync.WaitGroup
+	defer func() {
+		cancel()
+		ln.Close()
+		sessions.Wait()
+		tr.Close()
+	}()
 	for {
 		qc, err := ln.Accept(ctx)
 		if err != nil {
@@ -305,10 +315,12 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "cloud busy: "+why)
 			continue
 		}
+		sessions.Add(1)
 		c.wg.Go(func() {
-			hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+			defer sessions.Done()
+			hctx, hcancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 			conn, err := pecwire.AcceptQUIC(hctx, qc, c.cfg.MaxFrame)
-			cancel()
+			hcancel()
 			if err != nil {
 				c.leave(addr)
 				c.log.Debug("quic session not opened", "remote", qc.RemoteAddr().String(), "err", err)

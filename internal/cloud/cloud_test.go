@@ -240,3 +240,63 @@ func TestStatelessResetAfterRestart(t *testing.T) {
 		t.Fatalf("after the restart the client got %v, want a stateless reset", err)
 	}
 }
+
+// TestShutdownTellsClients: when a replica stops, each client hears that
+// its session ended (a QUIC CONNECTION_CLOSE, a TCP close) and can fail
+// over at once, instead of waiting for missed pings.
+func TestShutdownTellsClients(t *testing.T) {
+	cert, _, _, err := NewCertificate("stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	c, err := New(Config{Certificate: cert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- c.ServeQUIC(ctx, pc) }()
+	go func() { done <- c.ServeTCP(ctx, ln) }()
+	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer dcancel()
+	pin := pecwire.ClientTLS(pecwire.SPKIHash(leaf))
+	qc, err := pecwire.DialQUIC(dctx, pc.LocalAddr().String(), pin, &quic.Config{MaxIdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.Close()
+	tcp, err := pecwire.DialTCP(dctx, ln.Addr().String(), pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	for _, conn := range []*pecwire.Conn{qc, tcp} {
+		send(t, conn, &pecwire.Register{Version: pecwire.Version})
+		recvAs[*pecwire.Registered](t, conn)
+	}
+	cancel()
+	<-done
+	<-done
+	c.Wait()
+	for _, conn := range []*pecwire.Conn{qc, tcp} {
+		_, err := conn.Recv(time.Now().Add(30 * time.Second))
+		var ne net.Error
+		if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+			t.Errorf("%s: after the shutdown the client got %v, want the session closed", conn.Transport(), err)
+		}
+		var app *quic.ApplicationError
+		if conn.Transport() == pecwire.QUIC && !errors.As(err, &app) {
+			t.Errorf("quic: got %v, want the cloud's CONNECTION_CLOSE", err)
+		}
+	}
+}

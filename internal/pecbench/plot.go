@@ -9,8 +9,8 @@ import (
 )
 
 // SavePlots draws the rows that have a shape worth seeing, each as
-// PREFIX-NAME.svg and PREFIX-NAME.png: the latency inflation against the
-// client–cloud distance, one line per client–server distance (the PEC
+// PREFIX-NAME.svg and PREFIX-NAME.png: the median latency inflation against
+// the client–cloud distance, one line per client–server distance (the PEC
 // paper's Figure 5 plots the same inflation as a CDF over placements), and
 // the distribution of proof delivery times with and without loss. It
 // returns the files written.
@@ -42,13 +42,13 @@ func (r *Report) SavePlots(prefix string) ([]string, error) {
 				}
 			}
 			slices.SortFunc(pts, func(a, b LatencyPoint) int { return int(a.CloudRTTms - b.CloudRTTms) })
-			measured := chart.Series{Name: fmt.Sprintf("measured, server RTT %.0f ms", s)}
-			expected := chart.Series{Name: fmt.Sprintf("expected (cloud RTT / server RTT), %.0f ms", s), Points: true}
+			// The expected inflation is in the table; one line per
+			// server distance keeps one colour per distance.
+			measured := chart.Series{Name: fmt.Sprintf("client–server RTT %.0f ms", s)}
 			for _, pt := range pts {
 				measured.X, measured.Y = append(measured.X, pt.CloudRTTms), append(measured.Y, 100*pt.Inflation)
-				expected.X, expected.Y = append(expected.X, pt.CloudRTTms), append(expected.Y, 100*pt.Expected)
 			}
-			p.Series = append(p.Series, measured, expected)
+			p.Series = append(p.Series, measured)
 		}
 		if err := save("latency", p); err != nil {
 			return written, err
