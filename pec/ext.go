@@ -108,7 +108,8 @@ func (a Addr) IsZero() bool { return a == Addr{} }
 
 func (a Addr) String() string { return a.Transport + "://" + a.HostPort }
 
-func (a Addr) check() error {
+// Check reports what is wrong with a.
+func (a Addr) Check() error {
 	if a.Transport != pecwire.QUIC && a.Transport != pecwire.TCP {
 		return fmt.Errorf("transport %q: want %q or %q", a.Transport, pecwire.QUIC, pecwire.TCP)
 	}
@@ -152,7 +153,7 @@ func parseAddr(v []byte) (Addr, error) {
 		return Addr{}, fmt.Errorf("unknown transport %d", v[0])
 	}
 	a.HostPort = string(v[1:])
-	if err := a.check(); err != nil {
+	if err := a.Check(); err != nil {
 		return Addr{}, err
 	}
 	return a, nil
@@ -205,11 +206,11 @@ func (e *Extension) check() error {
 	if len(e.EphID) > 0 && e.ClientID != (pecwire.ClientID{}) {
 		return errors.New("pec: extension: an EphID replaces the client identifier; set one, not both")
 	}
-	if err := e.Cloud.check(); err != nil {
+	if err := e.Cloud.Check(); err != nil {
 		return fmt.Errorf("pec: extension: cloud %w", err)
 	}
 	if !e.Forwarder.IsZero() {
-		if err := e.Forwarder.check(); err != nil {
+		if err := e.Forwarder.Check(); err != nil {
 			return fmt.Errorf("pec: extension: forwarder %w", err)
 		}
 	}

@@ -166,7 +166,7 @@ func NewListener(inner net.Listener, cfg ServerConfig) (*Listener, error) {
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	for _, a := range cfg.Clouds {
-		if err := a.Addr.check(); err != nil {
+		if err := a.Addr.Check(); err != nil {
 			return nil, fmt.Errorf("pec: allowed cloud: %w", err)
 		}
 		l.allowed[a.Addr] = a
@@ -245,6 +245,10 @@ type helloConn struct {
 	deadline time.Time // the TLS stack's read deadline
 	peeking  bool
 }
+
+// NetConn returns the accepted connection, for wrappers that look through
+// (httplimit's connection caps).
+func (c *helloConn) NetConn() net.Conn { return c.Conn }
 
 func (c *helloConn) SetReadDeadline(t time.Time) error {
 	c.dmu.Lock()
