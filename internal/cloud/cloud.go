@@ -186,6 +186,7 @@ type Cloud struct {
 	m       *metrics
 
 	resetKey *quic.StatelessResetKey
+	certs    *certCache
 
 	mu          sync.Mutex
 	clients     map[pecwire.ClientID]*session
@@ -215,7 +216,7 @@ func New(cfg Config) (*Cloud, error) {
 	}
 	c := &Cloud{
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
-		provers: map[pkie.ID]*hosted{}, m: newMetrics(),
+		provers: map[pkie.ID]*hosted{}, m: newMetrics(), certs: newCertCache(certCacheSize),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
 	}
 	var err error

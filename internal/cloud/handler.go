@@ -149,7 +149,7 @@ func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	}
 	certs := make([]*x509.Certificate, len(m.Chain))
 	for i, der := range m.Chain {
-		cert, err := x509.ParseCertificate(der)
+		cert, err := c.certs.parse(der)
 		if err != nil {
 			c.releaseJob(from.addr)
 			target.unclaim(key)
