@@ -30,6 +30,7 @@ package cloud
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/hpke"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -126,6 +127,9 @@ type Config struct {
 	// CertCache bounds the parsed certificates kept for later submissions
 	// (default 4,096; see certCache).
 	CertCache int
+	// HPKEKey is the key of submissions sealed through a privacy
+	// forwarder (FileHPKE); nil: the cloud refuses them.
+	HPKEKey hpke.PrivateKey
 }
 
 func (c *Config) setDefaults() {

@@ -116,7 +116,7 @@ func Init(dir string, cfg FileConfig) (*DataDir, error) {
 	if cfg.PKIEs == nil {
 		cfg.PKIEs = []PKIEConfig{}
 	}
-	for _, f := range []string{FileKey, FileCert, FileSettings} {
+	for _, f := range []string{FileKey, FileCert, FileSettings, FileHPKE} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			return nil, fmt.Errorf("cloud: %s already exists; refusing to overwrite it", filepath.Join(dir, f))
 		} else if !errors.Is(err, fs.ErrNotExist) {
@@ -143,6 +143,9 @@ func Init(dir string, cfg FileConfig) (*DataDir, error) {
 		if err := writeExcl(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := NewHPKEKey(dir); err != nil {
+		return nil, err
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {

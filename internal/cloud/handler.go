@@ -109,6 +109,9 @@ type job struct {
 	reqs      []pkie.Request
 	received  time.Time
 	deadline  time.Time
+	// seal, for a submission relayed by a privacy forwarder, turns each
+	// outcome into what is sent instead (see submitSealed).
+	seal func(*pecwire.Proof) pecwire.Message
 }
 
 // submit handles one Submit from session from. It answers at once: a
@@ -191,7 +194,7 @@ func (c *Cloud) run(j *job) {
 
 	outcome := func(id pkie.ID, st pecwire.ProofStatus, p *pkie.Proof, text string) {
 		c.m.proofs.WithLabelValues(c.cfg.Registry.Name(id), st.String()).Inc()
-		j.target.push(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, ID: id, Status: st, Proof: p, Text: text})
+		j.target.push(j.wrap(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, ID: id, Status: st, Proof: p, Text: text}))
 	}
 	// Buffered for every prover, so that a prover answering after the
 	// deadline never blocks.

@@ -145,6 +145,11 @@ func (s *session) readLoop() error {
 			if !c.submit(s, m) {
 				return errSlowReader
 			}
+		case *pecwire.SealedSubmit:
+			s.submitted = true
+			if !c.submitSealed(s, m) {
+				return errSlowReader
+			}
 		default:
 			return s.fail(pecwire.RejectInvalid, fmt.Sprintf("a client does not send message type %d", m.Type()), errProtocol)
 		}

@@ -33,6 +33,10 @@ type Bundle struct {
 	// authorities) are never taken from a cloud's bundle: the client pins
 	// them itself, so a cloud cannot vouch for its own proofs.
 	Verifiers map[string]json.RawMessage `json:"verifiers,omitempty"`
+	// HPKE is the cloud's key for submissions sealed through a privacy
+	// forwarder (see SealEnvelope); absent from clouds without one and
+	// from a forwarder's bundle.
+	HPKE *HPKEKey `json:"hpke,omitempty"`
 }
 
 // Point is one point of presence.
@@ -78,6 +82,11 @@ func (b *Bundle) Check() error {
 	}
 	if _, err := b.Pin(); err != nil {
 		return err
+	}
+	if b.HPKE != nil {
+		if err := b.HPKE.Check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -425,7 +425,9 @@ func Unmarshal(t Type, body []byte) (Message, error) {
 	case TypeError:
 		m = new(Error)
 	default:
-		return nil, fmt.Errorf("pecwire: unknown message type %d", t)
+		if m = forwardMessage(t); m == nil {
+			return nil, fmt.Errorf("pecwire: unknown message type %d", t)
+		}
 	}
 	r := &reader{b: body}
 	if err := m.decodeBody(r); err != nil {
