@@ -101,6 +101,14 @@ type ClientConfig struct {
 	// cloud ended before answering anything; it doubles each time, up to
 	// 30s. Default DefaultRetry.
 	Retry time.Duration
+
+	// Forwarder, when set, is the privacy forwarder's bundle: the client
+	// runs in privacy mode (privacy.go) and never contacts a cloud;
+	// its submissions go sealed to Clouds[0]'s HPKE key through the
+	// forwarder. EphIDBatch is how many identifiers it fetches at a
+	// time (default DefaultEphIDBatch).
+	Forwarder  *Bundle
+	EphIDBatch int
 }
 
 // ClientStatus describes a client's session.
@@ -168,6 +176,8 @@ type Client struct {
 	ranked  [][]int             // per bundle, points in the order they registered in its latest race
 	pending map[pecwire.Nonce]*Pending
 	st      ClientStatus // counters; the session's fields are filled in by Status
+
+	priv *privacy // privacy mode; nil otherwise
 }
 
 type target struct{ b, p int }
@@ -223,6 +233,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	c, err := newClient(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Forwarder != nil {
+		return dialPrivate(ctx, c)
 	}
 	start := time.Now()
 	var errs []error
@@ -1145,6 +1158,13 @@ func (c *Client) Submit(ctx context.Context, sub Submission) (*Pending, error) {
 	}
 	if sub.Nonce == (pecwire.Nonce{}) {
 		rand.Read(sub.Nonce[:])
+	}
+	if c.priv != nil {
+		ids := make([]pkie.ID, len(sub.Requests))
+		for i, r := range sub.Requests {
+			ids[i] = r.ID
+		}
+		return c.priv.submit(ctx, sub, ids)
 	}
 	m := &pecwire.Submit{
 		Nonce: sub.Nonce, Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),

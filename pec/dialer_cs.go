@@ -56,7 +56,11 @@ type csDial struct {
 	held []uheldSession
 }
 
-func (d *Dialer) clientServer() bool { return d.Mode == "" || d.Mode == ModeClientServer }
+func (d *Dialer) clientServer() bool {
+	// A client in privacy mode never names its cloud registration to a
+	// server: it runs client-only (privacy.go).
+	return (d.Mode == "" || d.Mode == ModeClientServer) && (d.Cloud == nil || !d.Cloud.Private())
+}
 
 // serverGrace is how long after the certificate the client waits for a PEC
 // server's proofs before submitting the chain itself.

@@ -105,6 +105,10 @@ type Config struct {
 	// from over TCP; nil: the system's choice. (QUIC sessions to clouds
 	// use the system's choice.)
 	UpstreamBind net.IP
+	// Tap, if set, is called with every frame the forwarder receives or
+	// sends, as it is after TLS (dir "in" or "out"): an audit of what the
+	// forwarder holds in the clear. It must not block.
+	Tap func(dir string, frame []byte)
 }
 
 func (c *Config) setDefaults() {
@@ -369,6 +373,16 @@ func (f *Forwarder) lookup(id pecwire.ClientID) *session {
 }
 
 var errBusy = errors.New("forwarder busy")
+
+// tap hands m to Config.Tap.
+func (f *Forwarder) tap(dir string, m pecwire.Message) {
+	if f.cfg.Tap == nil {
+		return
+	}
+	if b, err := pecwire.Marshal(m); err == nil {
+		f.cfg.Tap(dir, b)
+	}
+}
 
 // route relays a message under an ephemeral identifier to the client it
 // names, counting it against the identifier's one use. It never tells the

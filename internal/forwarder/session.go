@@ -74,6 +74,7 @@ func (s *session) readLoop() error {
 			return s.recvError(err)
 		}
 		deadline = time.Now().Add(f.idleTimeout())
+		f.tap("in", m)
 		switch m := m.(type) {
 		case *pecwire.Register:
 			if s.registered {
@@ -232,6 +233,7 @@ func (s *session) writeLoop() {
 		case <-s.ctx.Done():
 			return
 		case m := <-s.out:
+			s.f.tap("out", m)
 			if err := s.conn.Send(m, time.Now().Add(s.f.cfg.WriteTimeout)); err != nil {
 				s.cancel(fmt.Errorf("%w: %w", errWrite, err))
 				return

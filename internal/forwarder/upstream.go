@@ -76,6 +76,7 @@ func (u *upstream) send(ctx context.Context, m *pecwire.SealedSubmit) error {
 		if err != nil {
 			return err
 		}
+		u.f.tap("out", m)
 		err = c.Send(m, time.Now().Add(u.f.cfg.WriteTimeout))
 		if err == nil {
 			return nil
@@ -108,6 +109,7 @@ func (u *upstream) readLoop(ctx context.Context, c *pecwire.Conn, done chan stru
 			}
 			return
 		}
+		u.f.tap("in", m)
 		switch m := m.(type) {
 		case *pecwire.SealedProof:
 			u.f.route(m.EphID, m)
@@ -134,6 +136,7 @@ func (u *upstream) pingLoop(ctx context.Context, c *pecwire.Conn) {
 			return
 		case <-t.C:
 			seq++
+			u.f.tap("out", &pecwire.Ping{Seq: seq})
 			if err := c.Send(&pecwire.Ping{Seq: seq}, time.Now().Add(u.f.cfg.WriteTimeout)); err != nil {
 				u.drop(c)
 				return

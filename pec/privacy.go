@@ -1,0 +1,468 @@
+package pec
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pecwire"
+)
+
+// Privacy mode (PEC paper §7, Privacy Enhancements). With
+// ClientConfig.Forwarder set, the Client never contacts a cloud: it
+// registers with the privacy forwarder, prefetches ephemeral identifiers
+// from it, and for each connection draws a fresh per-connection key and
+// an unused identifier, seals the submission and the key to the cloud's
+// HPKE key (the cloud's bundle must publish one) and sends the envelope
+// through the forwarder. The cloud sees the forwarder's address and the
+// chain, never the client; the forwarder sees the client, never the
+// server, the chain or the proofs, which come back sealed to the
+// connection's key and are opened here. Outcomes are delivered as in the
+// ordinary mode, so a Dialer verifies them the same way; the Dialer runs
+// client-only in privacy mode (relaying servers' submissions is not
+// implemented: see docs/client-pec.md).
+
+// Defaults of privacy mode.
+const (
+	// DefaultEphIDBatch is how many identifiers are fetched at a time;
+	// the pool is refilled when it falls below half.
+	DefaultEphIDBatch = 32
+)
+
+// privacy is a Client's session with its forwarder.
+type privacy struct {
+	c     *Client
+	fwd   *Bundle
+	tls   *tls.Config
+	cloud *Bundle // the cloud submissions are sealed to: cfg.Clouds[0]
+	pin   [32]byte
+	batch int
+
+	// guarded by c.mu
+	conn      *pecwire.Conn
+	label     string
+	id        pecwire.ClientID
+	keepalive time.Duration
+	pool      [][]byte
+	expires   time.Time
+	asked     bool // an EphIDRequest is outstanding
+	waiting   map[string]*sealedPending
+	lastPong  time.Time
+	missed    int
+	forged    uint64
+	lost      int
+	lastErr   string
+	ready     chan struct{} // closed when the first batch arrives
+}
+
+// sealedPending is one connection's pending outcomes and the key they are
+// sealed to.
+type sealedPending struct {
+	p   *Pending
+	key []byte
+}
+
+// PrivacyStatus describes the forwarder session of a client in privacy
+// mode (the PEC paper's §8.1: the client tracks the forwarder's
+// availability as it does the cloud's).
+type PrivacyStatus struct {
+	Connected bool
+	Forwarder string
+	// IDs is how many unused identifiers the client holds, valid until
+	// Expires.
+	IDs     int
+	Expires time.Time
+	// LastPong is when the forwarder last answered a keepalive.
+	LastPong time.Time
+	// Forged counts sealed proofs that did not open with their
+	// connection's key (dropped).
+	Forged uint64
+	// Reconnects counts new forwarder sessions after one was lost.
+	Reconnects int
+	LastError  string
+}
+
+// Private reports whether the client is in privacy mode.
+func (c *Client) Private() bool { return c.priv != nil }
+
+// PrivacyStatus describes the forwarder session; zero outside privacy
+// mode.
+func (c *Client) PrivacyStatus() PrivacyStatus {
+	pv := c.priv
+	if pv == nil {
+		return PrivacyStatus{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return PrivacyStatus{Connected: pv.conn != nil, Forwarder: pv.label, IDs: len(pv.pool), Expires: pv.expires,
+		LastPong: pv.lastPong, Forged: pv.forged, Reconnects: pv.lost, LastError: pv.lastErr}
+}
+
+// dialPrivate starts privacy mode: it registers with the forwarder and
+// waits for the first batch of identifiers.
+func dialPrivate(ctx context.Context, c *Client) (*Client, error) {
+	cfg := c.cfg
+	if err := cfg.Forwarder.Check(); err != nil {
+		return nil, fmt.Errorf("pec: forwarder %s: %w", bundleName(cfg.Forwarder), err)
+	}
+	cloud := cfg.Clouds[0]
+	if cloud.HPKE == nil {
+		return nil, fmt.Errorf("pec: cloud %s publishes no HPKE key: it cannot take submissions through a forwarder", bundleName(cloud))
+	}
+	fpin, _ := cfg.Forwarder.Pin()
+	cpin, _ := cloud.Pin()
+	batch := cfg.EphIDBatch
+	if batch <= 0 || batch > pecwire.MaxEphIDBatch {
+		batch = DefaultEphIDBatch
+	}
+	pv := &privacy{c: c, fwd: cfg.Forwarder, tls: pecwire.ClientTLS(fpin), cloud: cloud, pin: cpin, batch: batch,
+		waiting: map[string]*sealedPending{}, ready: make(chan struct{})}
+	c.priv = pv
+	if err := pv.connect(ctx); err != nil {
+		c.stop()
+		return nil, err
+	}
+	select {
+	case <-pv.ready:
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("pec: forwarder %s: no identifiers: %w", bundleName(pv.fwd), ctx.Err())
+	}
+	c.wg.Go(pv.maintain)
+	return c, nil
+}
+
+// connect opens a session with the first point of the forwarder that
+// registers, and asks for a batch of identifiers.
+func (pv *privacy) connect(ctx context.Context) error {
+	c := pv.c
+	var errs []error
+	for _, p := range pv.fwd.Points {
+		for _, tr := range pv.transports(p) {
+			dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+			conn, reg, err := pv.register(dctx, tr, p)
+			cancel()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.mu.Lock()
+			pv.conn, pv.id, pv.keepalive = conn, reg.ClientID, reg.Keepalive
+			pv.label = fmt.Sprintf("%s via forwarder %s", bundleName(pv.cloud), bundleName(pv.fwd))
+			// Identifiers name the client's registration: those of an
+			// earlier session reach nobody now.
+			pv.pool, pv.asked, pv.missed, pv.lastPong = nil, false, 0, time.Now()
+			c.mu.Unlock()
+			c.wg.Go(func() { pv.readLoop(conn) })
+			pv.refill()
+			return nil
+		}
+	}
+	return fmt.Errorf("pec: no point of forwarder %s registered: %w", bundleName(pv.fwd), errors.Join(errs...))
+}
+
+func (pv *privacy) transports(p Point) []string {
+	var out []string
+	want := pv.c.cfg.Transport
+	if p.QUIC != "" && want != TransportTCP {
+		out = append(out, pecwire.QUIC)
+	}
+	if p.TCP != "" && want != TransportQUIC {
+		out = append(out, pecwire.TCP)
+	}
+	return out
+}
+
+func (pv *privacy) register(ctx context.Context, tr string, p Point) (*pecwire.Conn, *pecwire.Registered, error) {
+	var conn *pecwire.Conn
+	var err error
+	if tr == pecwire.QUIC {
+		conn, err = pecwire.DialQUIC(ctx, p.QUIC, pv.tls, pv.c.qc)
+	} else {
+		conn, err = pecwire.DialTCP(ctx, p.TCP, pv.tls)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	dl, _ := ctx.Deadline()
+	if err := conn.Send(&pecwire.Register{Version: pecwire.Version}, dl); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	m, err := conn.Recv(dl)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	reg, ok := m.(*pecwire.Registered)
+	if !ok {
+		conn.Close()
+		if e, ok := m.(*pecwire.Error); ok {
+			return nil, nil, e
+		}
+		return nil, nil, fmt.Errorf("pec: forwarder answered Register with message type %d", m.Type())
+	}
+	conn.SetMaxFrame(max(int(reg.MaxFrame), pecwire.DefaultMaxFrame))
+	return conn, reg, nil
+}
+
+// refill asks for a batch when the pool is below half, or its batch
+// expires within a keepalive (so that no identifier is used at the edge
+// of its life), and none is being fetched.
+func (pv *privacy) refill() {
+	c := pv.c
+	c.mu.Lock()
+	conn := pv.conn
+	need := conn != nil && !pv.asked &&
+		(len(pv.pool) < pv.batch/2+1 || time.Until(pv.expires) < pv.keepalive)
+	if need {
+		pv.asked = true
+	}
+	c.mu.Unlock()
+	if !need {
+		return
+	}
+	if err := conn.Send(&pecwire.EphIDRequest{Count: uint8(pv.batch)}, time.Now().Add(c.cfg.DialTimeout)); err != nil {
+		pv.lose(conn, fmt.Errorf("asking for identifiers: %w", err))
+	}
+}
+
+func (pv *privacy) readLoop(conn *pecwire.Conn) {
+	c := pv.c
+	for {
+		m, err := conn.Recv(time.Time{})
+		if err != nil {
+			pv.lose(conn, err)
+			return
+		}
+		switch m := m.(type) {
+		case *pecwire.Pong:
+			c.mu.Lock()
+			pv.lastPong, pv.missed = time.Now(), 0
+			c.mu.Unlock()
+		case *pecwire.EphIDs:
+			c.mu.Lock()
+			fresh := pv.expires.IsZero() || time.Until(pv.expires) < pv.keepalive
+			if fresh {
+				pv.pool = nil // old ones are about to expire
+			}
+			pv.pool = append(pv.pool, m.IDs...)
+			pv.expires = time.Unix(int64(m.Expires), 0)
+			pv.asked = false
+			select {
+			case <-pv.ready:
+			default:
+				close(pv.ready)
+			}
+			c.mu.Unlock()
+		case *pecwire.SealedProof:
+			pv.onSealed(m)
+		case *pecwire.EphIDReject:
+			pv.onReject(m)
+		case *pecwire.Error:
+			pv.lose(conn, m)
+			return
+		default:
+			pv.lose(conn, fmt.Errorf("forwarder sent message type %d", m.Type()))
+			return
+		}
+	}
+}
+
+// onSealed opens one sealed outcome with its connection's key and
+// delivers it; anything that does not open is counted and dropped.
+func (pv *privacy) onSealed(m *pecwire.SealedProof) {
+	c := pv.c
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := pv.waiting[string(m.EphID)]
+	if w == nil || w.p.done {
+		c.st.Dropped++
+		return
+	}
+	proof, err := pecwire.OpenProof(w.key, m.EphID, m.Sealed)
+	if err != nil {
+		pv.forged++
+		c.log.Warn("pec: sealed proof refused", "forwarder", bundleName(pv.fwd), "err", err)
+		return
+	}
+	if !w.p.wants(proof.ID) {
+		c.st.Dropped++
+		return
+	}
+	c.deliverLocked(w.p, Outcome{ID: proof.ID, Status: proof.Status, Proof: proof.Proof, Text: proof.Text, Received: now, Cloud: pv.label})
+	if w.p.done {
+		delete(pv.waiting, string(m.EphID))
+	}
+}
+
+// onReject delivers a refusal of a connection's submission, by the
+// forwarder or the cloud, for every outcome still missing.
+func (pv *privacy) onReject(m *pecwire.EphIDReject) {
+	c := pv.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := pv.waiting[string(m.EphID)]
+	if w == nil {
+		c.st.Dropped++
+		return
+	}
+	delete(pv.waiting, string(m.EphID))
+	st := pecwire.ProofFailed
+	if m.Code == pecwire.RejectBusy || m.Code == pecwire.RejectLimited {
+		st = pecwire.ProofBusy
+	}
+	c.finishAllLocked(w.p, st, pv.label, fmt.Sprintf("refused (%s): %s", m.Code, m.Text))
+}
+
+// lose ends a forwarder session: what was pending on it fails (its
+// outcomes would be addressed to a registration that no longer exists),
+// and maintain reconnects.
+func (pv *privacy) lose(conn *pecwire.Conn, err error) {
+	c := pv.c
+	conn.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pv.conn != conn {
+		return
+	}
+	pv.conn, pv.pool, pv.asked = nil, nil, false
+	pv.lost++
+	pv.lastErr = err.Error()
+	for k, w := range pv.waiting {
+		c.finishAllLocked(w.p, pecwire.ProofFailed, pv.label, "the forwarder session ended before the outcome came")
+		delete(pv.waiting, k)
+	}
+	if !c.closed {
+		c.log.Warn("pec: forwarder session lost", "forwarder", bundleName(pv.fwd), "err", err)
+	}
+}
+
+// maintain pings the forwarder, refills identifiers and reconnects after
+// a loss, until the client is closed.
+func (pv *privacy) maintain() {
+	c := pv.c
+	var seq uint64
+	retry := c.cfg.Retry
+	for {
+		c.mu.Lock()
+		ka := pv.keepalive
+		c.mu.Unlock()
+		if c.cfg.Keepalive > 0 && c.cfg.Keepalive < ka {
+			ka = c.cfg.Keepalive
+		}
+		if ka <= 0 {
+			ka = DefaultKeepalive
+		}
+		select {
+		case <-c.base.Done():
+			c.mu.Lock()
+			conn := pv.conn
+			pv.conn = nil
+			c.mu.Unlock()
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		case <-time.After(min(ka, retry)):
+		}
+		c.mu.Lock()
+		conn := pv.conn
+		missed := pv.missed
+		if conn != nil {
+			pv.missed++
+		}
+		c.mu.Unlock()
+		if conn == nil {
+			if err := pv.connect(c.base); err != nil {
+				c.mu.Lock()
+				pv.lastErr = err.Error()
+				c.mu.Unlock()
+				retry = min(2*retry, 30*time.Second)
+			} else {
+				retry = c.cfg.Retry
+			}
+			continue
+		}
+		if missed >= c.cfg.MissedPings {
+			pv.lose(conn, fmt.Errorf("%d keepalives unanswered", missed))
+			continue
+		}
+		seq++
+		if err := conn.Send(&pecwire.Ping{Seq: seq}, time.Now().Add(ka)); err != nil {
+			pv.lose(conn, err)
+			continue
+		}
+		pv.refill()
+	}
+}
+
+// submit seals sub for the cloud and sends it through the forwarder under
+// an unused identifier and a fresh connection key.
+func (pv *privacy) submit(ctx context.Context, sub Submission, ids []pkie.ID) (*Pending, error) {
+	c := pv.c
+	key := make([]byte, pecwire.ConnKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	m := &pecwire.Submit{Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
+		Requests: sub.Requests, Chain: sub.Chain}
+	p := newPending(sub.Nonce, ids, sub.Budget)
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return nil, ErrClosed
+	case len(c.pending) >= c.cfg.MaxPending:
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d", ErrTooManyPending, c.cfg.MaxPending)
+	case c.pending[p.nonce] != nil:
+		c.mu.Unlock()
+		return nil, fmt.Errorf("pec: nonce %s is already pending", p.nonce)
+	case pv.conn == nil:
+		c.mu.Unlock()
+		return nil, fmt.Errorf("pec: no session with forwarder %s: %s", bundleName(pv.fwd), pv.lastErr)
+	case len(pv.pool) == 0:
+		c.mu.Unlock()
+		pv.refill()
+		return nil, fmt.Errorf("pec: no ephemeral identifier left (forwarder %s): retry shortly", bundleName(pv.fwd))
+	}
+	eph := pv.pool[0]
+	pv.pool = pv.pool[1:]
+	conn := pv.conn
+	for k, w := range pv.waiting {
+		if w.p.done {
+			delete(pv.waiting, k)
+		}
+	}
+	c.mu.Unlock()
+	pv.refill()
+
+	env, err := pecwire.SealEnvelope(pv.cloud.HPKE, eph, key, m)
+	if err != nil {
+		return nil, fmt.Errorf("pec: sealing the submission: %w", err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	p.cloud = pv.label
+	c.pending[p.nonce] = p
+	pv.waiting[string(eph)] = &sealedPending{p: p, key: key}
+	p.timer = time.AfterFunc(sub.Budget, func() { c.expire(p, sub.Budget) })
+	c.mu.Unlock()
+	deadline := p.deadline
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := conn.Send(&pecwire.SealedSubmit{Cloud: pv.pin, EphID: eph, Envelope: env}, deadline); err != nil {
+		pv.lose(conn, fmt.Errorf("submit: %w", err))
+	}
+	return p, nil
+}

@@ -1,0 +1,528 @@
+package pec
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/hpke"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/internal/cloud"
+	"github.com/pkie/pkie/internal/forwarder"
+	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/pkies/builtin"
+	"github.com/pkie/pkie/internal/pkies/ct"
+	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// The privacy tests give each party its own loopback address: the client
+// dials from 127.0.0.1 (the system's choice for loopback), the forwarder
+// listens on 127.0.0.2 and relays from it, the cloud listens on 127.0.0.3.
+const (
+	fwdIP   = "127.0.0.2"
+	cloudIP = "127.0.0.3"
+)
+
+// captureListener records the remote address of every connection a
+// listener accepts.
+type captureListener struct {
+	net.Listener
+	mu      sync.Mutex
+	remotes []string
+}
+
+func (l *captureListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.remotes = append(l.remotes, c.RemoteAddr().String())
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *captureListener) seen() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.remotes...)
+}
+
+// tap records every frame the forwarder receives and sends.
+type tap struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	n   map[string]int
+}
+
+func (t *tap) record(dir string, frame []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int{}
+	}
+	t.n[dir]++
+	t.buf.Write(frame)
+}
+
+func (t *tap) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf.Bytes())
+}
+
+type privWorld struct {
+	cloud      *Bundle
+	cloudLn    *captureListener
+	fwd        *Bundle
+	forwarder  *forwarder.Forwarder
+	tap        *tap
+	registry   *pkie.Registry
+	hpkeKey    hpke.PrivateKey
+	cloudCount int
+}
+
+// startPrivCloud runs a cloud with an HPKE key hosting provers on
+// cloudIP, over TCP, recording who connects.
+func startPrivCloud(t testing.TB, reg *pkie.Registry, provers ...pkie.Prover) (*Bundle, *captureListener) {
+	t.Helper()
+	cert, _, _, err := cloud.NewCertificate("privacy-test-cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := hpke.DHKEM(ecdh.X25519()).GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cloud.New(cloud.Config{Certificate: cert, Provers: provers, Registry: reg, HPKEKey: priv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", cloudIP+":0")
+	if err != nil {
+		t.Skipf("no %s on this host: %v", cloudIP, err)
+	}
+	ln := &captureListener{Listener: raw}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.ServeTCP(ctx, ln); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c.Wait()
+	})
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pin := pecwire.SPKIHash(leaf)
+	return &Bundle{Version: pecwire.BundleVersion, Name: "privacy-test-cloud",
+		Points:     []pecwire.Point{{TCP: raw.Addr().String()}},
+		SPKISHA256: hex.EncodeToString(pin[:]), HPKE: pecwire.NewHPKEKey(cloud.HPKEKeyID, priv)}, ln
+}
+
+// startForwarder runs a forwarder on fwdIP, QUIC and TCP, relaying to
+// clouds and recording every frame.
+func startForwarder(t testing.TB, cfg forwarder.Config, clouds ...*Bundle) (*Bundle, *forwarder.Forwarder, *tap) {
+	t.Helper()
+	cert, _, _, err := cloud.NewCertificate("privacy-test-forwarder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := make([]byte, 32)
+	rand.Read(k)
+	tp := &tap{}
+	cfg.Certificate, cfg.EphIDKey, cfg.Clouds, cfg.Tap = cert, k, clouds, tp.record
+	cfg.UpstreamBind = net.ParseIP(fwdIP)
+	f, err := forwarder.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", fwdIP+":0")
+	if err != nil {
+		t.Skipf("no %s on this host: %v", fwdIP, err)
+	}
+	pc, err := net.ListenPacket("udp", fwdIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { f.ServeTCP(ctx, ln) })
+	wg.Go(func() { f.ServeQUIC(ctx, pc) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		f.Wait()
+		pc.Close()
+	})
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pin := pecwire.SPKIHash(leaf)
+	return &Bundle{Version: pecwire.BundleVersion, Name: "privacy-test-forwarder",
+		Points:     []pecwire.Point{{QUIC: pc.LocalAddr().String(), TCP: ln.Addr().String()}},
+		SPKISHA256: hex.EncodeToString(pin[:])}, f, tp
+}
+
+func dialPrivateClient(t testing.TB, cloudB, fwdB *Bundle, transport string) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, ClientConfig{Clouds: []*Bundle{cloudB}, Forwarder: fwdB, Transport: transport, EphIDBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestPrivacyEndToEnd: a client in privacy mode, with the real ct and
+// revocation enhancements, trusts a good site and refuses a revoked one;
+// everything the cloud received came from the forwarder's address, never
+// the client's; everything the forwarder received and sent holds no
+// server name, no certificate and no proof body in the clear.
+func TestPrivacyEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
+	root, err := testbed.NewRootCA("PEC Privacy Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := root.NewIntermediate("PEC Privacy CA", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]string{}
+	leaves := map[string]*testbed.Leaf{}
+	for _, name := range []string{"good.test", "revoked.test"} {
+		leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := testbed.StartSite(name, leaf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		addr[name], leaves[name] = s.Addr.String(), leaf
+		if _, err := ttp.LogChain(ctx, leaf.Chain); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ttp.Revoke(ctx, ca, leaves["revoked.test"].Cert.SerialNumber); err != nil {
+		t.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ctP, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	revP, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctV, err := ct.NewVerifier(ct.VerifierConfig{Key: ttp.LogKey}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	revV, err := revocation.NewVerifier(revocation.VerifierConfig{Key: ttp.RevocationKey}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := builtin.Registry()
+	cloudB, cloudLn := startPrivCloud(t, reg, ctP, revP)
+	fwdB, _, tp := startForwarder(t, forwarder.Config{}, cloudB)
+
+	var bodies [][]byte
+	for _, transport := range []string{pecwire.TCP, pecwire.QUIC} {
+		cl := dialPrivateClient(t, cloudB, fwdB, transport)
+		if !cl.Private() {
+			t.Fatal("client not in privacy mode")
+		}
+		for _, tt := range []struct {
+			site string
+			want check.Result
+		}{{"good.test", check.Trusted}, {"revoked.test", check.Untrusted}} {
+			t.Run(transport+"/"+tt.site, func(t *testing.T) {
+				dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				d := &Dialer{Cloud: cl, Verifiers: []pkie.Verifier{ctV, revV}, Registry: reg,
+					TLSConfig: &tls.Config{RootCAs: root.Pool(), ServerName: tt.site}, ProofTimeout: 15 * time.Second}
+				c, err := d.Dial(dctx, "tcp", addr[tt.site])
+				var v *check.Verdict
+				if tt.want == check.Trusted {
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					v = c.Verdict()
+				} else {
+					var ve *VerdictError
+					if !errors.As(err, &ve) {
+						t.Fatalf("got %v, %v; want a *VerdictError", c, err)
+					}
+					v = ve.Verdict
+				}
+				if v.Result != tt.want {
+					t.Fatalf("verdict %s: %s; want %s\n%s", v.Result, v.Headline, tt.want, strings.Join(v.Reasons, "\n"))
+				}
+				a, _ := v.Source("revocation")
+				if want := map[check.Result]check.Status{check.Trusted: check.Pass, check.Untrusted: check.Fail}[tt.want]; a.Status != want {
+					t.Errorf("revocation %+v, want %s", a, want)
+				}
+				if tt.want == check.Untrusted && !strings.Contains(a.Detail, "revoked") {
+					t.Errorf("revocation failed with %q, want it to say revoked", a.Detail)
+				}
+			})
+		}
+		// The proof bodies themselves, to search the forwarder's bytes
+		// for.
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		p, err := cl.Submit(sctx, Submission{ServerName: "good.test", Port: 443, Chain: leaves["good.test"].Chain,
+			Requests: []pkie.Request{{ID: pkie.CT}, {ID: pkie.Revocation}}, Budget: 15 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := p.Wait(sctx)
+		cancel()
+		for _, id := range []pkie.ID{pkie.CT, pkie.Revocation} {
+			o := out[id]
+			if o.Status != pecwire.ProofOK || o.Proof == nil || len(o.Proof.Body) < 32 {
+				t.Fatalf("%s: %+v", id, o)
+			}
+			bodies = append(bodies, o.Proof.Body)
+		}
+	}
+
+	// The cloud heard from the forwarder's address only.
+	seen := cloudLn.seen()
+	if len(seen) == 0 {
+		t.Fatal("the cloud received no connection")
+	}
+	for _, a := range seen {
+		if host, _, _ := net.SplitHostPort(a); host != fwdIP {
+			t.Errorf("the cloud received a connection from %s; want only the forwarder's %s", a, fwdIP)
+		}
+	}
+	// The forwarder saw traffic both ways, and none of it in the clear.
+	capture := tp.bytes()
+	if tp.n["in"] < 8 || tp.n["out"] < 8 {
+		t.Fatalf("forwarder capture: %v frames", tp.n)
+	}
+	for _, name := range []string{"good.test", "revoked.test"} {
+		if bytes.Contains(capture, []byte(name)) {
+			t.Errorf("the forwarder's capture holds the server name %q", name)
+		}
+		for i, der := range leaves[name].Chain {
+			if bytes.Contains(capture, der) || bytes.Contains(capture, der[len(der)-64:]) {
+				t.Errorf("the forwarder's capture holds certificate %d of %s", i, name)
+			}
+		}
+		if bytes.Contains(capture, leaves[name].Cert.RawSubjectPublicKeyInfo) {
+			t.Errorf("the forwarder's capture holds the key of %s", name)
+		}
+	}
+	for i, b := range bodies {
+		if bytes.Contains(capture, b) || bytes.Contains(capture, b[:32]) {
+			t.Errorf("the forwarder's capture holds proof body %d", i)
+		}
+	}
+}
+
+// forwarderSession opens a raw session with the forwarder, registers it
+// and fetches n identifiers; n < 0: it does not register (a cloud's
+// session).
+func forwarderSession(t testing.TB, fwdB *Bundle, n int) (*pecwire.Conn, [][]byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pin, _ := fwdB.Pin()
+	conn, err := pecwire.DialTCP(ctx, fwdB.Points[0].TCP, pecwire.ClientTLS(pin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	dl := time.Now().Add(10 * time.Second)
+	if n < 0 {
+		return conn, nil
+	}
+	if err := conn.Send(&pecwire.Register{Version: pecwire.Version}, dl); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := conn.Recv(dl); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*pecwire.Registered); !ok {
+		t.Fatalf("got %T", m)
+	}
+	if n == 0 {
+		return conn, nil
+	}
+	if err := conn.Send(&pecwire.EphIDRequest{Count: uint8(n)}, dl); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conn.Recv(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, ok := m.(*pecwire.EphIDs)
+	if !ok || len(ids.IDs) != n {
+		t.Fatalf("got %+v", m)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids.IDs {
+		if seen[string(id)] {
+			t.Fatal("the forwarder issued one identifier twice")
+		}
+		seen[string(id)] = true
+	}
+	return conn, ids.IDs
+}
+
+// TestPrivacyEphIDOnce: an identifier's second use is refused by the
+// forwarder, and so is another session's identifier, while a fresh one
+// reaches the cloud.
+func TestPrivacyEphIDOnce(t *testing.T) {
+	sp := newSignerProver(pkie.CT)
+	reg := builtin.Registry()
+	cloudB, _ := startPrivCloud(t, reg, sp)
+	fwdB, _, _ := startForwarder(t, forwarder.Config{}, cloudB)
+	pki := newTestPKI(t)
+	cpin, _ := cloudB.Pin()
+
+	conn, ids := forwarderSession(t, fwdB, 2)
+	_, others := forwarderSession(t, fwdB, 1)
+	key := make([]byte, 32)
+	rand.Read(key)
+	submit := func(eph []byte) pecwire.Message {
+		t.Helper()
+		env, err := pecwire.SealEnvelope(cloudB.HPKE, eph, key, &pecwire.Submit{Budget: 5 * time.Second,
+			ServerName: "site.test", Port: 443, Requests: []pkie.Request{{ID: pkie.CT}}, Chain: pki.leaf.Chain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dl := time.Now().Add(10 * time.Second)
+		if err := conn.Send(&pecwire.SealedSubmit{Cloud: cpin, EphID: eph, Envelope: env}, dl); err != nil {
+			t.Fatal(err)
+		}
+		m, err := conn.Recv(dl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// First use: the cloud's sealed proof comes back and opens.
+	m := submit(ids[0])
+	sp2, ok := m.(*pecwire.SealedProof)
+	if !ok {
+		t.Fatalf("first use: got %+v, want a SealedProof", m)
+	}
+	p, err := pecwire.OpenProof(key, ids[0], sp2.Sealed)
+	if err != nil || p.Status != pecwire.ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], p.Proof) {
+		t.Fatalf("first use: %+v, %v", p, err)
+	}
+	// Second use of the same identifier: refused by the forwarder.
+	m = submit(ids[0])
+	if r, ok := m.(*pecwire.EphIDReject); !ok || r.Code != pecwire.RejectReused || !bytes.Equal(r.EphID, ids[0]) {
+		t.Fatalf("second use: got %+v, want EphIDReject reused", m)
+	}
+	// Another session's identifier: refused.
+	m = submit(others[0])
+	if r, ok := m.(*pecwire.EphIDReject); !ok || r.Code != pecwire.RejectReused {
+		t.Fatalf("foreign identifier: got %+v, want EphIDReject reused", m)
+	}
+	// A forged identifier: refused.
+	forged := bytes.Clone(ids[1])
+	forged[len(forged)-1] ^= 1
+	m = submit(forged)
+	if r, ok := m.(*pecwire.EphIDReject); !ok || r.Code != pecwire.RejectReused {
+		t.Fatalf("forged identifier: got %+v, want EphIDReject reused", m)
+	}
+	// The unused one still works.
+	if m = submit(ids[1]); m.Type() != pecwire.TypeSealedProof {
+		t.Fatalf("fresh identifier: got %+v", m)
+	}
+}
+
+// TestPrivacyForgedProof: sealed proofs that do not open with the
+// connection's key (tampered, sealed to another key, or to another
+// identifier) are dropped by the client and counted; the genuine one is
+// delivered.
+func TestPrivacyForgedProof(t *testing.T) {
+	sp := newSignerProver(pkie.CT)
+	sp.gate = make(chan struct{})
+	sp.started = make(chan struct{}, 1)
+	reg := builtin.Registry()
+	cloudB, _ := startPrivCloud(t, reg, sp)
+	fwdB, _, _ := startForwarder(t, forwarder.Config{}, cloudB)
+	pki := newTestPKI(t)
+	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := cl.Submit(ctx, Submission{ServerName: "site.test", Port: 443, Chain: pki.leaf.Chain,
+		Requests: []pkie.Request{{ID: pkie.CT}}, Budget: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sp.started:
+	case <-ctx.Done():
+		t.Fatal("the cloud's prover was never asked")
+	}
+	cl.mu.Lock()
+	var eph []byte
+	var key []byte
+	for k, w := range cl.priv.waiting {
+		eph, key = []byte(k), w.key
+	}
+	cl.mu.Unlock()
+	if eph == nil {
+		t.Fatal("nothing waiting")
+	}
+	// An attacker posing as a cloud, on a session of its own with the
+	// forwarder, sends forgeries under the client's identifier.
+	attacker, _ := forwarderSession(t, fwdB, -1)
+	genuine := &pecwire.Proof{ID: pkie.CT, Status: pecwire.ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: []byte("forged proof body")}}
+	otherKey := make([]byte, 32)
+	rand.Read(otherKey)
+	wrongKey, _ := pecwire.SealProof(otherKey, eph, genuine)
+	tampered, _ := pecwire.SealProof(key, eph, genuine)
+	tampered[len(tampered)-20] ^= 0x40
+	otherEph := bytes.Clone(eph)
+	otherEph[3] ^= 1
+	wrongEph, _ := pecwire.SealProof(key, otherEph, genuine)
+	for _, sealed := range [][]byte{wrongKey, tampered, wrongEph} {
+		if err := attacker.Send(&pecwire.SealedProof{EphID: eph, Sealed: sealed}, time.Now().Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for cl.PrivacyStatus().Forged < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("forged %d of 3 refused", cl.PrivacyStatus().Forged)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(sp.gate)
+	out := p.Wait(ctx)
+	o := out[pkie.CT]
+	if o.Status != pecwire.ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
+		t.Fatalf("outcome %+v, want the prover's genuine proof", o)
+	}
+	if n := cl.PrivacyStatus().Forged; n != 3 {
+		t.Errorf("forged %d, want 3", n)
+	}
+}
