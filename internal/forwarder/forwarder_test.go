@@ -1,0 +1,140 @@
+package forwarder
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/pecwire"
+)
+
+func testKey() []byte { return bytes.Repeat([]byte{0x5a}, 32) }
+
+// TestEphIDs: an identifier names its client and expiry, differs at every
+// issue, and is refused when tampered with or made under another key.
+func TestEphIDs(t *testing.T) {
+	e, err := newEphIDs(testKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := pecwire.ClientID{1, 2, 3, 4}
+	exp := time.Unix(1_900_000_000, 0)
+	a, _ := e.issue(client, exp)
+	b, _ := e.issue(client, exp)
+	if len(a) != EphIDSize || len(a) > pecwire.MaxEphID || bytes.Equal(a, b) {
+		t.Fatalf("identifiers %x and %x", a, b)
+	}
+	if bytes.Contains(a, client[:]) {
+		t.Fatal("the identifier holds the client identifier in the clear")
+	}
+	c, got, err := e.open(a)
+	if err != nil || c != client || !got.Equal(exp) {
+		t.Fatalf("open: %v %v %v", c, got, err)
+	}
+	other, _ := newEphIDs(bytes.Repeat([]byte{1}, 32))
+	if _, _, err := other.open(a); err == nil {
+		t.Error("another key opened it")
+	}
+	for i := range a {
+		x := bytes.Clone(a)
+		x[i] ^= 1
+		if _, _, err := e.open(x); err == nil {
+			t.Errorf("tampered byte %d: opened", i)
+		}
+	}
+}
+
+// TestUsedSet: one use per identifier; the use lasts its window and its
+// allowance; expired identifiers are refused and forgotten; the memory is
+// bounded.
+func TestUsedSet(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	u := newUsedSet(2, 10*time.Second, 2)
+	exp := now.Add(time.Minute)
+	id1, id2, id3 := []byte("one"), []byte("two"), []byte("three")
+	if err := u.open(id1, exp, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.open(id1, exp, now); !errors.Is(err, errReused) {
+		t.Fatalf("second use: %v", err)
+	}
+	if err := u.relay(id1, exp, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.relay(id1, exp, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.relay(id1, exp, now); !errors.Is(err, errReused) {
+		t.Fatalf("past the allowance: %v", err)
+	}
+	// relay opens a use (client–server mode), which then closes with
+	// its window.
+	if err := u.relay(id2, exp, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.relay(id2, exp, now.Add(11*time.Second)); !errors.Is(err, errReused) {
+		t.Fatalf("past the window: %v", err)
+	}
+	if err := u.open(id3, exp, now); !errors.Is(err, errFull) {
+		t.Fatalf("full: %v", err)
+	}
+	if err := u.open(id3, exp, exp); !errors.Is(err, errExpired) {
+		t.Fatalf("expired: %v", err)
+	}
+	// Once the first two expire they are forgotten, making room.
+	later := exp.Add(time.Second)
+	if err := u.open(id3, later.Add(time.Minute), later); err != nil || u.len() != 1 {
+		t.Fatalf("after expiry: %v, %d remembered", err, u.len())
+	}
+}
+
+// TestDataDir: init writes the keys 0600 and refuses to overwrite; load
+// refuses keys readable by others.
+func TestDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fwd")
+	d, err := Init(dir, "fwd.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "fwd.test" || len(d.EphIDKey) != 32 || len(d.SPKIHash()) != 64 {
+		t.Fatalf("%+v", d)
+	}
+	for _, f := range []string{FileKey, FileEphID} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, fi.Mode(), err)
+		}
+	}
+	if _, err := Init(dir, "again"); err == nil {
+		t.Fatal("init overwrote a data directory")
+	}
+	l, err := Load(dir)
+	if err != nil || !bytes.Equal(l.EphIDKey, d.EphIDKey) {
+		t.Fatalf("load: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, FileEphID), 0o644)
+	if _, err := Load(dir); err == nil {
+		t.Fatal("loaded an identifier key readable by others")
+	}
+}
+
+// FuzzEphIDOpen: arbitrary bytes never panic the forwarder and never open
+// as an identifier unless the key made them.
+func FuzzEphIDOpen(f *testing.F) {
+	e, err := newEphIDs(testKey())
+	if err != nil {
+		f.Fatal(err)
+	}
+	id, _ := e.issue(pecwire.ClientID{9, 9, 9, 9}, time.Unix(1_900_000_000, 0))
+	f.Add(id)
+	f.Add(id[:20])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, _, err := e.open(b)
+		if err == nil && c != (pecwire.ClientID{9, 9, 9, 9}) {
+			t.Fatalf("%x opened as client %v", b, c)
+		}
+	})
+}
