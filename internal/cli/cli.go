@@ -55,6 +55,7 @@ func commands() []command {
 		{"demo", "run an offline world of sites, notaries and a MitM, and show the MitM caught", runDemo},
 		{"notary", "run a notary: init | serve | bundle", runNotary},
 		{"cloud", "run a PEC cloud that proves certificates for clients: init | serve | bundle", runCloud},
+		{"forwarder", "run a PEC privacy forwarder that relays sealed proofs and submissions: init | serve | bundle", runForwarder},
 		{"log", "run a CT log: init | serve | add | import | build | audit", runLog},
 		{"revocation", "run a revocation authority: init | serve | add-crl | add-serials | publish", runRevocation},
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -113,9 +114,23 @@ func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry)
 	var pkies pkieFlag
 	fs.Var(&pkies, "pkie", "enable an enhancement, with its prover configuration from a JSON file (repeatable; default: notary alone, with its defaults)")
 	newKey := fs.Bool("new-notary-key", false, "in an existing data directory whose notary keys are lost for good, create new ones (then republish the bundle)")
+	newHPKE := fs.Bool("new-hpke-key", false, "in an existing data directory without one (made before privacy forwarding), create the HPKE key of submissions sealed through a privacy forwarder (then republish the bundle)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *newHPKE {
+		if *name != "" || len(pkies) > 0 || *newKey {
+			return usageError("--new-hpke-key takes no --name, --pkie or --new-notary-key: it only creates the HPKE key in an existing data directory")
+		}
+		if _, err := cloud.Load(*data); err != nil {
+			return err
+		}
+		if _, err := cloud.NewHPKEKey(*data); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "new HPKE key in %s\npublish the bundle again (pkie cloud bundle --data %s --point ...) so that clients can seal submissions to it\n", filepath.Join(*data, cloud.FileHPKE), *data)
+		return nil
 	}
 	if *newKey {
 		if *name != "" || len(pkies) > 0 {
@@ -288,6 +303,10 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	if err != nil {
 		return err
 	}
+	hk, err := d.LoadHPKE()
+	if err != nil {
+		return err
+	}
 	// Bind first: a busy port is found before any prover syncs.
 	var pc net.PacketConn
 	var tl, hl net.Listener
@@ -336,10 +355,13 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
 		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
 		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
-		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget,
+		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, HPKEKey: hk,
 	})
 	if err != nil {
 		return err
+	}
+	if hk == nil {
+		logger.Warn("no HPKE key in the data directory: submissions sealed through privacy forwarders are refused (pkie cloud init --data DIR --new-hpke-key adds one)", "data", *data)
 	}
 	errc := make(chan error, 4)
 	n := 0
@@ -439,6 +461,15 @@ func cloudBundle(ctx context.Context, env *Env, args []string, reg *pkie.Registr
 			}
 			b.Verifiers = map[string]json.RawMessage{pkienotary.Name: pkienotary.VerifierConfig{Key: key}.JSON()}
 		}
+	}
+	// The HPKE key, if the cloud has one, lets clients of a privacy
+	// forwarder seal their submissions to it.
+	hk, err := d.LoadHPKE()
+	if err != nil {
+		return err
+	}
+	if hk != nil {
+		b.HPKE = pecwire.NewHPKEKey(cloud.HPKEKeyID, hk)
 	}
 	if err := b.Check(); err != nil {
 		return usageError("%v", err)

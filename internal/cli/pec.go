@@ -50,6 +50,7 @@ type cloudFlags struct {
 	clouds    []string
 	transport *string
 	budget    *time.Duration
+	forwarder *string
 }
 
 func addCloudFlags(fs *flag.FlagSet) *cloudFlags {
@@ -60,6 +61,7 @@ func addCloudFlags(fs *flag.FlagSet) *cloudFlags {
 	})
 	c.transport = fs.String("transport", "auto", "how to reach the cloud: auto (QUIC, TLS over TCP if QUIC has not connected quickly) | quic | tcp")
 	c.budget = fs.Duration("proof-timeout", pec.DefaultProofTimeout, "how long to wait for the cloud's proofs after the certificate arrived")
+	c.forwarder = fs.String("forwarder", "", "privacy forwarder bundle `FILE` (from pkie forwarder bundle): reach the first --cloud only through it, sealed, so that the cloud never sees this client's address")
 	return c
 }
 
@@ -82,7 +84,15 @@ func (c *cloudFlags) dial(ctx context.Context) (*pec.Client, []*pec.Bundle, erro
 		}
 		bundles = append(bundles, b)
 	}
-	cl, err := pec.Dial(ctx, pec.ClientConfig{Clouds: bundles, Transport: *c.transport})
+	cfg := pec.ClientConfig{Clouds: bundles, Transport: *c.transport}
+	if *c.forwarder != "" {
+		fb, err := pec.ReadBundle(*c.forwarder)
+		if err != nil {
+			return nil, nil, usageError("--forwarder: %v", err)
+		}
+		cfg.Forwarder = fb
+	}
+	cl, err := pec.Dial(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reaching the cloud: %w", err)
 	}
