@@ -149,10 +149,11 @@ func TestPECProxy(t *testing.T) {
 		return startPECProxy(t, append(args, allow...)...)
 	}
 	body := filepath.Join(dir, "body")
-	get := func(name, addr string) (int, string, string) {
+	get := func(name, addr string, extra ...string) (int, string, string) {
 		_, port, _ := net.SplitHostPort(addr)
-		return runCLI(t, "pec", "get", "--json", "-o", body, "--cloud", bundle, "--ct-key", "@"+logKey, "--revocation-key", "@"+revKey,
-			"--roots", roots, "--resolve", name+"=127.0.0.1", "--transport", "tcp", "https://"+name+":"+port+"/hello")
+		args := []string{"pec", "get", "--json", "-o", body, "--cloud", bundle, "--ct-key", "@" + logKey, "--revocation-key", "@" + revKey,
+			"--roots", roots, "--resolve", name + "=127.0.0.1", "--transport", "tcp"}
+		return runCLI(t, append(append(args, extra...), "https://"+name+":"+port+"/hello")...)
 	}
 	type result struct {
 		Verdict struct {
@@ -178,6 +179,12 @@ func TestPECProxy(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(body); string(got) != "backend: good.test:"+goodAddr[strings.LastIndex(goodAddr, ":")+1:]+" /hello via https" {
 		t.Fatalf("body %q; want the backend's answer", got)
+	}
+	// Client-only: no extension, the client submits, still trusted.
+	code, out, errs = get("good.test", goodAddr, "--mode", "client-only")
+	res = result{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Verdict.Result != "trusted" || res.Evidence.Extension {
+		t.Fatalf("pec get --mode client-only: exit %d, %v\n%s\n%s", code, err, out, errs)
 	}
 	// The proxy's log of what it forwarded, written as it stops.
 	if log := stopGood(); !strings.Contains(log, `"forwarded":1`) || !strings.Contains(log, `"with_extension":1`) {
