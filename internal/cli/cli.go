@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // Exit codes shared by every subcommand.
@@ -58,6 +60,7 @@ func commands() []command {
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"pec", "fetch a URL through the PEC dialer, the server's chain proved by the cloud: get", runPEC},
+		{"pec-proxy", "serve an HTTP backend over TLS as a PEC server: forward each chain to the client's cloud", runPECProxy},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
@@ -113,7 +116,10 @@ func Main(ctx context.Context, env *Env, args []string) int {
 			}
 			return ee.code
 		}
-		fmt.Fprintf(env.Stderr, "pkie %s: %v\n", c.name, err)
+		// An error may repeat what a remote party chose (a server's
+		// certificate names, a peer's message): escaped, it stays one
+		// line and cannot drive the terminal.
+		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(err.Error()))
 		return ExitUsage
 	}
 	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])
