@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // Exit codes shared by every subcommand.
@@ -114,7 +116,10 @@ func Main(ctx context.Context, env *Env, args []string) int {
 			}
 			return ee.code
 		}
-		fmt.Fprintf(env.Stderr, "pkie %s: %v\n", c.name, err)
+		// An error may repeat what a remote party chose (a server's
+		// certificate names, a peer's message): escaped, it stays one
+		// line and cannot drive the terminal.
+		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(err.Error()))
 		return ExitUsage
 	}
 	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])

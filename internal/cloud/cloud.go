@@ -123,6 +123,9 @@ type Config struct {
 	// MaxBudget caps a submission's budget; a submission without one
 	// gets MaxBudget.
 	MaxBudget time.Duration
+	// CertCache bounds the parsed certificates kept for later submissions
+	// (default 4,096; see certCache).
+	CertCache int
 }
 
 func (c *Config) setDefaults() {
@@ -149,6 +152,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxJobsPerAddr, max(1, c.MaxJobs/8))
 	def(&c.MaxJobsPerClient, DefaultMaxJobsPerClient)
 	def(&c.MaxProverCalls, DefaultMaxProverCalls)
+	def(&c.CertCache, certCacheSize)
 	defD(&c.MaxBudget, DefaultMaxBudget)
 	if c.MaxFrame > pecwire.MaxFrameLimit {
 		c.MaxFrame = pecwire.MaxFrameLimit
@@ -216,7 +220,7 @@ func New(cfg Config) (*Cloud, error) {
 	}
 	c := &Cloud{
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
-		provers: map[pkie.ID]*hosted{}, m: newMetrics(), certs: newCertCache(certCacheSize),
+		provers: map[pkie.ID]*hosted{}, m: newMetrics(), certs: newCertCache(cfg.CertCache),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
 	}
 	var err error
