@@ -141,6 +141,8 @@ type Dialer struct {
 	sessions tls.ClientSessionCache
 	// usessions is the session cache of client-server mode.
 	usessions utls.ClientSessionCache
+	// forwarders remembers which servers forwarded (client-server mode).
+	forwarders forwarderMemo
 }
 
 // Timings are the phases of one dial, each measured from its start except

@@ -581,3 +581,35 @@ func BenchmarkClientServer(b *testing.B) {
 		})
 	}
 }
+
+// TestClientServerRemembersForwarders: with the adaptive grace the Dialer
+// remembers which servers forwarded, and does not wait again for one that
+// did not; both kinds of server are trusted either way.
+func TestClientServerRemembersForwarders(t *testing.T) {
+	w := newCSWorld(t)
+	allow, _ := AllowBundle(w.cloud.Bundle)
+	pecSrv := w.startServer(t, ServerConfig{Clouds: allow})
+	stock := w.startServer(t, ServerConfig{})
+	d := w.dialer(0)
+	key := func(port string) string { return "good.test\x00good.test:" + port }
+	for _, s := range []*pecServer{stock, pecSrv, stock} {
+		c, err := d.Dial(context.Background(), "tcp", "good.test:"+s.port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		ev := c.Evidence()
+		if c.Verdict().Result != check.Trusted {
+			t.Fatalf("verdict %s", c.Verdict().Result)
+		}
+		// A stock server never forwards; whether the PEC server's proofs
+		// beat the adaptive grace depends on the machine's load, and the
+		// memo follows what happened.
+		if s == stock && (ev.ServerForwarded || !ev.Submitted) {
+			t.Fatalf("stock server: evidence %+v", ev)
+		}
+		if got := d.forwarders.silent(key(s.port)); got != !ev.ServerForwarded {
+			t.Fatalf("port %s: remembered silent %v after evidence %+v", s.port, got, ev)
+		}
+	}
+}
