@@ -95,7 +95,8 @@ type Config struct {
 	// MaxClients bounds registered clients.
 	MaxClients int
 	// MaxSessions bounds sessions, registered or submitting, including
-	// those still in their handshake (default MaxClients + MaxClients/4).
+	// those still in their handshake (default MaxClients plus a quarter
+	// of that, at least 64, for submitters).
 	MaxSessions int
 	// MaxSessionsPerAddr bounds one address's sessions (an IPv6 address
 	// counts per /64). Clients behind one NAT share it, which is why the
@@ -122,6 +123,9 @@ type Config struct {
 	// MaxBudget caps a submission's budget; a submission without one
 	// gets MaxBudget.
 	MaxBudget time.Duration
+	// CertCache bounds the parsed certificates kept for later submissions
+	// (default 4,096; see certCache).
+	CertCache int
 }
 
 func (c *Config) setDefaults() {
@@ -140,7 +144,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defD(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxClients, DefaultMaxClients)
-	def(&c.MaxSessions, c.MaxClients+c.MaxClients/4)
+	def(&c.MaxSessions, c.MaxClients+max(c.MaxClients/4, 64))
 	def(&c.MaxSessionsPerAddr, DefaultMaxSessionsAddr)
 	def(&c.MaxFrame, pecwire.DefaultMaxFrame)
 	def(&c.MaxPending, DefaultMaxPending)
@@ -148,6 +152,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxJobsPerAddr, max(1, c.MaxJobs/8))
 	def(&c.MaxJobsPerClient, DefaultMaxJobsPerClient)
 	def(&c.MaxProverCalls, DefaultMaxProverCalls)
+	def(&c.CertCache, certCacheSize)
 	defD(&c.MaxBudget, DefaultMaxBudget)
 	if c.MaxFrame > pecwire.MaxFrameLimit {
 		c.MaxFrame = pecwire.MaxFrameLimit
@@ -185,6 +190,7 @@ type Cloud struct {
 	m       *metrics
 
 	resetKey *quic.StatelessResetKey
+	certs    *certCache
 
 	mu          sync.Mutex
 	clients     map[pecwire.ClientID]*session
@@ -214,7 +220,7 @@ func New(cfg Config) (*Cloud, error) {
 	}
 	c := &Cloud{
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
-		provers: map[pkie.ID]*hosted{}, m: newMetrics(),
+		provers: map[pkie.ID]*hosted{}, m: newMetrics(), certs: newCertCache(cfg.CertCache),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
 	}
 	var err error

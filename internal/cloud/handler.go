@@ -149,7 +149,7 @@ func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	}
 	certs := make([]*x509.Certificate, len(m.Chain))
 	for i, der := range m.Chain {
-		cert, err := x509.ParseCertificate(der)
+		cert, err := c.certs.parse(der)
 		if err != nil {
 			c.releaseJob(from.addr)
 			target.unclaim(key)
@@ -186,7 +186,7 @@ type result struct {
 func (c *Cloud) run(j *job) {
 	defer c.releaseJob(j.submitter)
 	defer j.target.finish(j.key)
-	ctx, cancel := context.WithDeadline(j.target.ctx, j.deadline)
+	ctx, cancel := context.WithDeadline(pkie.WithRequester(j.target.ctx, j.submitter), j.deadline)
 	defer cancel()
 
 	outcome := func(id pkie.ID, st pecwire.ProofStatus, p *pkie.Proof, text string) {
