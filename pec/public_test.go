@@ -1,4 +1,4 @@
-package pec
+package pec_test
 
 import (
 	"go/parser"
