@@ -387,7 +387,7 @@ func plainDialer(r *rig, version uint16) dialFunc {
 
 func clientOnlyDialer(_ context.Context, r *rig, version uint16) (dialFunc, func(), error) {
 	addr := r.siteAddr
-	d := &pec.Dialer{Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: baseTLS(r.w, version), Resumption: pec.ResumeFresh,
+	d := &pec.Dialer{Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: baseTLS(r.w, version), Resumption: pec.ResumeFresh, Mode: pec.ModeClientOnly,
 		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var nd net.Dialer
 			return nd.DialContext(ctx, network, addr)
