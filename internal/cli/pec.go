@@ -18,8 +18,6 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/pkies/builtin"
-	pkiect "github.com/pkie/pkie/internal/pkies/ct"
-	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/pec"
 )
@@ -384,9 +382,9 @@ func printPECResult(w io.Writer, r *pecResult) {
 func proofVerifierConfig(name, key string, maxAge, mmd time.Duration) ([]byte, error) {
 	switch name {
 	case "ct":
-		return pkiect.VerifierConfig{Key: key, MaxAge: pkiect.Duration(maxAge), MMD: pkiect.Duration(mmd)}.JSON(), nil
+		return check.CTVerifierConfig{Key: key, MaxAge: maxAge, MMD: mmd}.JSON(), nil
 	case "revocation":
-		return pkierev.VerifierConfig{Key: key, MaxAge: pkierev.Duration(maxAge)}.JSON(), nil
+		return check.RevocationVerifierConfig{Key: key, MaxAge: maxAge}.JSON(), nil
 	}
 	return nil, fmt.Errorf("no verifier configuration for %s", name)
 }
