@@ -694,7 +694,11 @@ func (c *Client) pingLoop(s *session) {
 				c.failed(s, firstMiss, fmt.Errorf("%d pings unanswered", misses), false)
 				return
 			}
-			if err := s.conn.Send(&pecwire.Ping{Seq: seq}, now.Add(s.keepalive)); err != nil {
+			// The deadline counts from now, not from the tick: after a
+			// stall (a loaded machine, a resumed laptop) the tick is late,
+			// and a deadline already past would end a live session on
+			// the first ping instead of after MissedPings.
+			if err := s.conn.Send(&pecwire.Ping{Seq: seq}, time.Now().Add(s.keepalive)); err != nil {
 				c.failed(s, now, fmt.Errorf("ping: %w", err), false)
 				return
 			}

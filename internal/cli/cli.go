@@ -110,16 +110,16 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
 		}
+		// An error may repeat what a remote party or a file chose (a
+		// server's certificate names, a peer's message, a bundle's name):
+		// escaped, it stays one line and cannot drive the terminal.
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, ee.msg)
+				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(ee.msg))
 			}
 			return ee.code
 		}
-		// An error may repeat what a remote party chose (a server's
-		// certificate names, a peer's message): escaped, it stays one
-		// line and cannot drive the terminal.
 		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(err.Error()))
 		return ExitUsage
 	}
