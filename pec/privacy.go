@@ -57,6 +57,7 @@ type privacy struct {
 	lost      int
 	lastErr   string
 	ready     chan struct{} // closed when the first batch arrives
+	refilled  chan struct{} // closed, and replaced, when a batch arrives
 }
 
 // sealedPending is one connection's pending outcomes and the key they are
@@ -120,7 +121,7 @@ func dialPrivate(ctx context.Context, c *Client) (*Client, error) {
 		batch = DefaultEphIDBatch
 	}
 	pv := &privacy{c: c, fwd: cfg.Forwarder, tls: pecwire.ClientTLS(fpin), cloud: cloud, pin: cpin, batch: batch,
-		waiting: map[string]*sealedPending{}, ready: make(chan struct{})}
+		waiting: map[string]*sealedPending{}, ready: make(chan struct{}), refilled: make(chan struct{})}
 	c.priv = pv
 	if err := pv.connect(ctx); err != nil {
 		c.stop()
@@ -253,6 +254,8 @@ func (pv *privacy) readLoop(conn *pecwire.Conn) {
 			pv.pool = append(pv.pool, m.IDs...)
 			pv.expires = time.Unix(int64(m.Expires), 0)
 			pv.asked = false
+			close(pv.refilled)
+			pv.refilled = make(chan struct{})
 			select {
 			case <-pv.ready:
 			default:
@@ -413,7 +416,27 @@ func (pv *privacy) submit(ctx context.Context, sub Submission, ids []pkie.ID) (*
 	m := &pecwire.Submit{Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
 		Requests: sub.Requests, Chain: sub.Chain}
 	p := newPending(sub.Nonce, ids, sub.Budget)
+	// A burst of connections larger than the pool waits for the refill,
+	// within the submission's budget.
+	wait := time.NewTimer(min(sub.Budget, c.cfg.DialTimeout))
+	defer wait.Stop()
 	c.mu.Lock()
+wait:
+	for len(pv.pool) == 0 && pv.conn != nil && !c.closed {
+		ch := pv.refilled
+		c.mu.Unlock()
+		pv.refill()
+		select {
+		case <-ch:
+			c.mu.Lock()
+		case <-wait.C:
+			c.mu.Lock()
+			break wait
+		case <-ctx.Done():
+			c.mu.Lock()
+			break wait
+		}
+	}
 	switch {
 	case c.closed:
 		c.mu.Unlock()

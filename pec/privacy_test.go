@@ -526,3 +526,41 @@ func TestPrivacyForgedProof(t *testing.T) {
 		t.Errorf("forged %d, want 3", n)
 	}
 }
+
+// TestPrivacyBurst: more connections at once than the identifier batch
+// holds: each gets an identifier of its own (waiting for the refill) and
+// its proof.
+func TestPrivacyBurst(t *testing.T) {
+	sp := newSignerProver(pkie.CT)
+	reg := builtin.Registry()
+	cloudB, _ := startPrivCloud(t, reg, sp)
+	fwdB, f, _ := startForwarder(t, forwarder.Config{}, cloudB)
+	pki := newTestPKI(t)
+	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP) // batches of 4
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			p, err := cl.Submit(ctx, Submission{ServerName: "site.test", Port: 443, Chain: pki.leaf.Chain,
+				Requests: []pkie.Request{{ID: pkie.CT}}, Budget: 20 * time.Second})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if o := p.Wait(ctx)[pkie.CT]; o.Status != pecwire.ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
+				errs <- errors.New("outcome " + o.Status.String() + ": " + o.Text)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if f.Config().MaxPerUse != forwarder.DefaultMaxPerUse {
+		t.Fatal("defaults not applied")
+	}
+}
