@@ -44,6 +44,9 @@ func (c *Client) submitExpected(ctx context.Context, p *Pending, sub Submission,
 	if sub.Budget <= 0 || len(sub.Requests) == 0 {
 		return false, fmt.Errorf("pec: submission without a budget or requests")
 	}
+	if c.priv != nil {
+		return c.priv.submitFor(ctx, p, sub, mark)
+	}
 	m := &pecwire.Submit{
 		Nonce: p.nonce, Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
 		Requests: sub.Requests, Chain: sub.Chain,

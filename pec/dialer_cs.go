@@ -58,11 +58,7 @@ type csDial struct {
 	held []uheldSession
 }
 
-func (d *Dialer) clientServer() bool {
-	// A client in privacy mode never names its cloud registration to a
-	// server: it runs client-only (privacy.go).
-	return (d.Mode == "" || d.Mode == ModeClientServer) && (d.Cloud == nil || !d.Cloud.Private())
-}
+func (d *Dialer) clientServer() bool { return d.Mode == "" || d.Mode == ModeClientServer }
 
 // serverGrace is how long after the certificate the client waits for a PEC
 // server's proofs before submitting the chain itself.
@@ -95,7 +91,17 @@ func (st *dialState) handshake(ctx context.Context, raw net.Conn, conf *tls.Conf
 		key = raw.RemoteAddr().String()
 	}
 	id, at, _, ok := d.Cloud.Presence()
-	if ok && !st.reusable(key) {
+	if d.Cloud.Private() && !st.reusable(key) {
+		// Privacy mode: an identifier from the forwarder, a key for
+		// this connection, and the forwarder's address (privacy.go).
+		if e, p := d.Cloud.privateExtension(d.requests, d.handshakeTimeout()+d.proofTimeout()); e != nil {
+			if body, err := e.Marshal(); err == nil {
+				cs.ext, cs.pending = body, p
+			} else {
+				d.Cloud.Forget(p, "the PEC extension could not be built")
+			}
+		}
+	} else if ok && !st.reusable(key) {
 		e := &Extension{ClientID: id, Requests: d.requests, Cloud: at}
 		rand.Read(e.Nonce[:])
 		if body, err := e.Marshal(); err == nil {

@@ -348,10 +348,9 @@ func unwrapRead(err error) error {
 // is allowed and the rate limits let it, without waiting: the TLS
 // handshake goes on meanwhile.
 func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
-	if len(ext.EphID) > 0 {
-		// The privacy forwarder's identifiers are for the forwarder's
-		// cloud path; a server sends those submissions there only once
-		// it knows how (issue 10 §2).
+	if len(ext.EphID) > 0 && (!ext.HasKey || ext.Forwarder.IsZero()) {
+		// An identifier without the key the proofs are sealed to, or
+		// without the forwarder they go to, cannot be served.
 		l.st.notAllowed.Add(1)
 		return
 	}
@@ -372,9 +371,15 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		l.st.noChain.Add(1)
 		return
 	}
-	m := &pecwire.Submit{
+	var m pecwire.Message = &pecwire.Submit{
 		ClientID: ext.ClientID, Nonce: ext.Nonce, Budget: l.cfg.Budget,
 		ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain,
+	}
+	if len(ext.EphID) > 0 {
+		// A client in privacy mode (privacy.go): the cloud seals the
+		// proofs to the client's key and sends them to its forwarder.
+		m = &pecwire.ServerSealed{EphID: ext.EphID, Key: ext.Key, Forwarder: ext.Forwarder.String(),
+			Submit: pecwire.Submit{Budget: l.cfg.Budget, ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain}}
 	}
 	l.wg.Add(1)
 	go func() {
@@ -446,7 +451,7 @@ const (
 
 // send submits m over the pooled session with ac, opening it if needed,
 // and once more on a fresh session if the pooled one broke.
-func (l *Listener) send(ac AllowedCloud, m *pecwire.Submit) error {
+func (l *Listener) send(ac AllowedCloud, m pecwire.Message) error {
 	var err error
 	for range 2 {
 		var s *cloudSession
@@ -542,6 +547,9 @@ func (l *Listener) readCloud(a Addr, s *cloudSession) {
 		case *pecwire.Reject:
 			l.st.rejected.Add(1)
 			l.log.Debug("pec: the cloud refused a forwarded chain", "cloud", a.String(), "code", m.Code.String(), "text", m.Text)
+		case *pecwire.EphIDReject:
+			l.st.rejected.Add(1)
+			l.log.Debug("pec: the cloud refused a forwarded chain for a privacy client", "cloud", a.String(), "code", m.Code.String(), "text", m.Text)
 		case *pecwire.Error:
 			l.log.Info("pec: the cloud ended the session", "cloud", a.String(), "err", m)
 			return

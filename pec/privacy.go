@@ -22,9 +22,10 @@ import (
 // chain, never the client; the forwarder sees the client, never the
 // server, the chain or the proofs, which come back sealed to the
 // connection's key and are opened here. Outcomes are delivered as in the
-// ordinary mode, so a Dialer verifies them the same way; the Dialer runs
-// client-only in privacy mode (relaying servers' submissions is not
-// implemented: see docs/client-pec.md).
+// ordinary mode, so a Dialer verifies them the same way,
+// and in the client–server deployment its PEC extension carries an
+// identifier, a key and the forwarder's address instead of the client's
+// registration (privateExtension).
 
 // Defaults of privacy mode.
 const (
@@ -44,6 +45,7 @@ type privacy struct {
 
 	// guarded by c.mu
 	conn      *pecwire.Conn
+	at        Addr // the forwarder's point the session is with
 	label     string
 	id        pecwire.ClientID
 	keepalive time.Duration
@@ -153,6 +155,10 @@ func (pv *privacy) connect(ctx context.Context) error {
 			}
 			c.mu.Lock()
 			pv.conn, pv.id, pv.keepalive = conn, reg.ClientID, reg.Keepalive
+			pv.at = Addr{Transport: tr, HostPort: p.TCP}
+			if tr == pecwire.QUIC {
+				pv.at.HostPort = p.QUIC
+			}
 			pv.label = fmt.Sprintf("%s via forwarder %s", bundleName(pv.cloud), bundleName(pv.fwd))
 			// Identifiers name the client's registration: those of an
 			// earlier session reach nobody now.
@@ -488,4 +494,98 @@ wait:
 		pv.lose(conn, fmt.Errorf("submit: %w", err))
 	}
 	return p, nil
+}
+
+// cloudAddr is the cloud's address a PEC server is told: the first point
+// of its bundle, over QUIC if it has a QUIC listener.
+func (pv *privacy) cloudAddr() Addr {
+	pt := pv.cloud.Points[0]
+	if pt.QUIC != "" {
+		return Addr{Transport: pecwire.QUIC, HostPort: pt.QUIC}
+	}
+	return Addr{Transport: pecwire.TCP, HostPort: pt.TCP}
+}
+
+// privateExtension prepares one connection's PEC extension in privacy
+// mode (client–server deployment): an unused identifier, a fresh key and
+// the forwarder's address in place of the client identifier, and the
+// Pending its proofs will be delivered to. It returns nil when no
+// identifier is at hand: the connection then goes without the extension
+// (client-only, as when it is stripped).
+func (c *Client) privateExtension(requests []pkie.Request, budget time.Duration) (*Extension, *Pending) {
+	pv := c.priv
+	var uniq []pkie.ID
+	seen := map[pkie.ID]bool{}
+	for _, r := range requests {
+		if !seen[r.ID] {
+			seen[r.ID] = true
+			uniq = append(uniq, r.ID)
+		}
+	}
+	e := &Extension{Requests: requests, Cloud: pv.cloudAddr(), HasKey: true}
+	if _, err := rand.Read(e.Key[:]); err != nil {
+		return nil, nil
+	}
+	rand.Read(e.Nonce[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || pv.conn == nil || len(pv.pool) == 0 || len(c.pending) >= c.cfg.MaxPending || c.pending[e.Nonce] != nil || len(uniq) == 0 {
+		go pv.refill()
+		return nil, nil
+	}
+	e.EphID, pv.pool = pv.pool[0], pv.pool[1:]
+	e.Forwarder = pv.at
+	p := newPending(e.Nonce, uniq, budget)
+	p.cloud = pv.label
+	c.pending[p.nonce] = p
+	pv.waiting[string(e.EphID)] = &sealedPending{p: p, key: e.Key[:]}
+	p.timer = time.AfterFunc(budget, func() { c.expire(p, budget) })
+	go pv.refill()
+	return e, p
+}
+
+// submitFor submits the chain of a connection whose extension went to the
+// server (SubmitExpected in privacy mode): sealed, under an identifier and
+// key of its own, its outcomes delivered to the same Pending as the
+// server's. It reports false when p has ended or was submitted already.
+func (pv *privacy) submitFor(ctx context.Context, p *Pending, sub Submission, mark func()) (bool, error) {
+	c := pv.c
+	key := make([]byte, pecwire.ConnKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return false, err
+	}
+	m := &pecwire.Submit{Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
+		Requests: sub.Requests, Chain: sub.Chain}
+	c.mu.Lock()
+	if p.done || p.sub != nil || c.pending[p.nonce] != p {
+		c.mu.Unlock()
+		return false, nil
+	}
+	if pv.conn == nil || len(pv.pool) == 0 {
+		c.mu.Unlock()
+		go pv.refill()
+		return false, fmt.Errorf("pec: no ephemeral identifier at hand (forwarder %s)", bundleName(pv.fwd))
+	}
+	eph := pv.pool[0]
+	pv.pool = pv.pool[1:]
+	conn := pv.conn
+	p.sub = m
+	if mark != nil {
+		mark()
+	}
+	pv.waiting[string(eph)] = &sealedPending{p: p, key: key}
+	c.mu.Unlock()
+	go pv.refill()
+	env, err := pecwire.SealEnvelope(pv.cloud.HPKE, eph, key, m)
+	if err != nil {
+		return true, fmt.Errorf("pec: sealing the submission: %w", err)
+	}
+	deadline := time.Now().Add(sub.Budget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := conn.Send(&pecwire.SealedSubmit{Cloud: pv.pin, EphID: eph, Envelope: env}, deadline); err != nil {
+		pv.lose(conn, fmt.Errorf("submit: %w", err))
+	}
+	return true, nil
 }

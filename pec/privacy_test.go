@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -97,6 +98,11 @@ type privWorld struct {
 // cloudIP, over TCP, recording who connects.
 func startPrivCloud(t testing.TB, reg *pkie.Registry, provers ...pkie.Prover) (*Bundle, *captureListener) {
 	t.Helper()
+	return startPrivCloudCfg(t, cloud.Config{}, reg, provers...)
+}
+
+func startPrivCloudCfg(t testing.TB, cfg cloud.Config, reg *pkie.Registry, provers ...pkie.Prover) (*Bundle, *captureListener) {
+	t.Helper()
 	cert, _, _, err := cloud.NewCertificate("privacy-test-cloud")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +111,8 @@ func startPrivCloud(t testing.TB, reg *pkie.Registry, provers ...pkie.Prover) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cloud.New(cloud.Config{Certificate: cert, Provers: provers, Registry: reg, HPKEKey: priv})
+	cfg.Certificate, cfg.Provers, cfg.Registry, cfg.HPKEKey = cert, provers, reg, priv
+	c, err := cloud.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,20 +136,18 @@ func startPrivCloud(t testing.TB, reg *pkie.Registry, provers ...pkie.Prover) (*
 		SPKISHA256: hex.EncodeToString(pin[:]), HPKE: pecwire.NewHPKEKey(cloud.HPKEKeyID, priv)}, ln
 }
 
-// startForwarder runs a forwarder on fwdIP, QUIC and TCP, relaying to
-// clouds and recording every frame.
-func startForwarder(t testing.TB, cfg forwarder.Config, clouds ...*Bundle) (*Bundle, *forwarder.Forwarder, *tap) {
+// fwdSockets are a forwarder's certificate and listeners on fwdIP, made
+// before the forwarder so that a cloud can list its bundle.
+type fwdSockets struct {
+	cert   tls.Certificate
+	ln     net.Listener
+	pc     net.PacketConn
+	bundle *Bundle
+}
+
+func listenForwarder(t testing.TB) *fwdSockets {
 	t.Helper()
 	cert, _, _, err := cloud.NewCertificate("privacy-test-forwarder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := make([]byte, 32)
-	rand.Read(k)
-	tp := &tap{}
-	cfg.Certificate, cfg.EphIDKey, cfg.Clouds, cfg.Tap = cert, k, clouds, tp.record
-	cfg.UpstreamBind = net.ParseIP(fwdIP)
-	f, err := forwarder.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,21 +159,42 @@ func startForwarder(t testing.TB, cfg forwarder.Config, clouds ...*Bundle) (*Bun
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pin := pecwire.SPKIHash(leaf)
+	return &fwdSockets{cert: cert, ln: ln, pc: pc, bundle: &Bundle{Version: pecwire.BundleVersion, Name: "privacy-test-forwarder",
+		Points:     []pecwire.Point{{QUIC: pc.LocalAddr().String(), TCP: ln.Addr().String()}},
+		SPKISHA256: hex.EncodeToString(pin[:])}}
+}
+
+// startForwarder runs a forwarder on fwdIP, QUIC and TCP, relaying to
+// clouds and recording every frame.
+func startForwarder(t testing.TB, cfg forwarder.Config, clouds ...*Bundle) (*Bundle, *forwarder.Forwarder, *tap) {
+	t.Helper()
+	return startForwarderOn(t, listenForwarder(t), cfg, clouds...)
+}
+
+func startForwarderOn(t testing.TB, fs *fwdSockets, cfg forwarder.Config, clouds ...*Bundle) (*Bundle, *forwarder.Forwarder, *tap) {
+	t.Helper()
+	k := make([]byte, 32)
+	rand.Read(k)
+	tp := &tap{}
+	cfg.Certificate, cfg.EphIDKey, cfg.Clouds, cfg.Tap = fs.cert, k, clouds, tp.record
+	cfg.UpstreamBind = net.ParseIP(fwdIP)
+	f, err := forwarder.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { f.ServeTCP(ctx, ln) })
-	wg.Go(func() { f.ServeQUIC(ctx, pc) })
+	wg.Go(func() { f.ServeTCP(ctx, fs.ln) })
+	wg.Go(func() { f.ServeQUIC(ctx, fs.pc) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
 		f.Wait()
-		pc.Close()
+		fs.pc.Close()
 	})
-	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
-	pin := pecwire.SPKIHash(leaf)
-	return &Bundle{Version: pecwire.BundleVersion, Name: "privacy-test-forwarder",
-		Points:     []pecwire.Point{{QUIC: pc.LocalAddr().String(), TCP: ln.Addr().String()}},
-		SPKISHA256: hex.EncodeToString(pin[:])}, f, tp
+	return fs.bundle, f, tp
 }
 
 func dialPrivateClient(t testing.TB, cloudB, fwdB *Bundle, transport string) *Client {
@@ -188,7 +214,19 @@ func dialPrivateClient(t testing.TB, cloudB, fwdB *Bundle, transport string) *Cl
 // everything the cloud received came from the forwarder's address, never
 // the client's; everything the forwarder received and sent holds no
 // server name, no certificate and no proof body in the clear.
-func TestPrivacyEndToEnd(t *testing.T) {
+// privTTPWorld is a CT log and a revocation authority, their provers and
+// verifiers, and sites good.test (logged) and revoked.test (logged, then
+// revoked) on loopback.
+type privTTPWorld struct {
+	root    *testbed.CA
+	addr    map[string]string
+	leaves  map[string]*testbed.Leaf
+	provers []pkie.Prover
+	vs      []pkie.Verifier
+}
+
+func newPrivTTPWorld(t testing.TB) *privTTPWorld {
+	t.Helper()
 	ctx := context.Background()
 	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -242,8 +280,16 @@ func TestPrivacyEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &privTTPWorld{root: root, addr: addr, leaves: leaves, provers: []pkie.Prover{ctP, revP}, vs: []pkie.Verifier{ctV, revV}}
+}
+
+func TestPrivacyEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	w := newPrivTTPWorld(t)
+	root, addr, leaves := w.root, w.addr, w.leaves
+	ctV, revV := w.vs[0], w.vs[1]
 	reg := builtin.Registry()
-	cloudB, cloudLn := startPrivCloud(t, reg, ctP, revP)
+	cloudB, cloudLn := startPrivCloud(t, reg, w.provers...)
 	fwdB, _, tp := startForwarder(t, forwarder.Config{}, cloudB)
 
 	var bodies [][]byte
@@ -562,5 +608,92 @@ func TestPrivacyBurst(t *testing.T) {
 	}
 	if f.Config().MaxPerUse != forwarder.DefaultMaxPerUse {
 		t.Fatal("defaults not applied")
+	}
+}
+
+// TestPrivacyClientServer: the client–server deployment in privacy mode.
+// The client's PEC extension carries an ephemeral identifier, a key and
+// its forwarder's address; a PEC server (the listener under a stock
+// net/http server) sends its chain with them to the cloud, which seals
+// each proof to the key and sends it to the forwarder on a session of its
+// own; the forwarder relays it to the client. With a server grace longer
+// than the test, only that path can deliver: a good site is trusted with
+// the server's proofs and the client never submitted; a revoked one is
+// caught. The forwarder's capture holds no name and no certificate.
+func TestPrivacyClientServer(t *testing.T) {
+	w := newPrivTTPWorld(t)
+	reg := builtin.Registry()
+	fs := listenForwarder(t)
+	cloudB, _ := startPrivCloudCfg(t, cloud.Config{Forwarders: []*Bundle{fs.bundle}}, reg, w.provers...)
+	fwdB, _, tp := startForwarderOn(t, fs, forwarder.Config{}, cloudB)
+	allowed, err := AllowBundle(cloudB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{w.leaves["good.test"].TLSCertificate(), w.leaves["revoked.test"].TLSCertificate()}}
+	l, err := NewListener(ln, ServerConfig{TLSConfig: tc, Clouds: allowed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{TLSConfig: tc, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Write([]byte("hello from " + r.Host))
+	})}
+	go srv.ServeTLS(l, "", "")
+	t.Cleanup(func() { srv.Close(); l.Close() })
+
+	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP)
+	for _, tt := range []struct {
+		site string
+		want check.Result
+	}{{"good.test", check.Trusted}, {"revoked.test", check.Untrusted}} {
+		t.Run(tt.site, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			d := &Dialer{Cloud: cl, Verifiers: w.vs, Registry: reg, TLSConfig: &tls.Config{RootCAs: w.root.Pool(), ServerName: tt.site},
+				ProofTimeout: 20 * time.Second, ServerGrace: time.Minute}
+			c, err := d.Dial(ctx, "tcp", ln.Addr().String())
+			var v *check.Verdict
+			var ev Evidence
+			if tt.want == check.Trusted {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				v, ev = c.Verdict(), c.Evidence()
+			} else {
+				var ve *VerdictError
+				if !errors.As(err, &ve) {
+					t.Fatalf("got %v, %v; want a *VerdictError", c, err)
+				}
+				v = ve.Verdict
+			}
+			if v.Result != tt.want {
+				t.Fatalf("verdict %s: %s; want %s\n%s", v.Result, v.Headline, tt.want, strings.Join(v.Reasons, "\n"))
+			}
+			if tt.want == check.Trusted && (!ev.Extension || ev.Submitted) {
+				t.Errorf("evidence %+v: want the extension sent and nothing submitted by the client", ev)
+			}
+			if a, _ := v.Source("revocation"); tt.want == check.Untrusted && (a.Status != check.Fail || !strings.Contains(a.Detail, "revoked")) {
+				t.Errorf("revocation %+v", a)
+			}
+		})
+	}
+	if st := l.Stats(); st.Forwarded < 2 {
+		t.Errorf("server stats %+v: want both chains forwarded", st)
+	}
+	capture := tp.bytes()
+	for _, name := range []string{"good.test", "revoked.test"} {
+		if bytes.Contains(capture, []byte(name)) {
+			t.Errorf("the forwarder's capture holds the server name %q", name)
+		}
+		for i, der := range w.leaves[name].Chain {
+			if bytes.Contains(capture, der[len(der)-64:]) {
+				t.Errorf("the forwarder's capture holds certificate %d of %s", i, name)
+			}
+		}
 	}
 }

@@ -130,6 +130,10 @@ type Config struct {
 	// HPKEKey is the key of submissions sealed through a privacy
 	// forwarder (FileHPKE); nil: the cloud refuses them.
 	HPKEKey hpke.PrivateKey
+	// Forwarders are the privacy forwarders the cloud sends sealed
+	// outcomes to in the client–server deployment, by their bundles; a
+	// server's submission naming any other is refused.
+	Forwarders []*pecwire.Bundle
 }
 
 func (c *Config) setDefaults() {
@@ -195,6 +199,7 @@ type Cloud struct {
 
 	resetKey *quic.StatelessResetKey
 	certs    *certCache
+	fwd      forwarderLinks
 
 	mu          sync.Mutex
 	clients     map[pecwire.ClientID]*session
@@ -389,7 +394,10 @@ func (c *Cloud) ServeTCP(ctx context.Context, ln net.Listener) error {
 
 // Wait waits for every session and submission to end, after the contexts
 // their Serve calls were given have ended.
-func (c *Cloud) Wait() { c.wg.Wait() }
+func (c *Cloud) Wait() {
+	c.closeLinks()
+	c.wg.Wait()
+}
 
 // admit counts a new session against the bounds, or says which it is over.
 func (c *Cloud) admit(addr string) string {

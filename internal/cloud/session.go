@@ -150,6 +150,11 @@ func (s *session) readLoop() error {
 			if !c.submitSealed(s, m) {
 				return errSlowReader
 			}
+		case *pecwire.ServerSealed:
+			s.submitted = true
+			if !c.submitServerSealed(s, m) {
+				return errSlowReader
+			}
 		default:
 			return s.fail(pecwire.RejectInvalid, fmt.Sprintf("a client does not send message type %d", m.Type()), errProtocol)
 		}

@@ -34,6 +34,7 @@ const (
 	TypeSealedSubmit Type = 18 // client → forwarder → cloud: a Submit sealed to the cloud's HPKE key
 	TypeSealedProof  Type = 19 // cloud → forwarder → client: an outcome sealed to the connection's key
 	TypeEphIDReject  Type = 20 // forwarder or cloud → client: a use of an identifier refused
+	TypeServerSealed Type = 21 // PEC server → cloud: a chain for a privacy client (client–server deployment)
 )
 
 // Bounds of the forwarder's messages.
@@ -89,6 +90,65 @@ type EphIDReject struct {
 	Text  string
 }
 
+// ServerSealed is a PEC server's submission for a client in privacy mode
+// (client–server deployment): the privacy fields the client's PEC
+// extension carried (its identifier, its per-connection key and its
+// forwarder's address) beside the server's chain. The cloud seals each
+// outcome to Key and sends it under EphID to the forwarder at Forwarder,
+// which must be on the cloud's list of forwarders. The key protects this
+// connection's proofs only, which the server may see anyway.
+type ServerSealed struct {
+	EphID []byte
+	Key   [ConnKeySize]byte
+	// Forwarder is the forwarder's address as the extension names it:
+	// "quic://host:port" or "tcp://host:port".
+	Forwarder string
+	Submit    Submit // ClientID and Nonce zero
+}
+
+func (*ServerSealed) Type() Type { return TypeServerSealed }
+
+func (m *ServerSealed) appendBody(b []byte) ([]byte, error) {
+	b, err := appendEphID(b, m.EphID)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, m.Key[:]...)
+	if len(m.Forwarder) == 0 || len(m.Forwarder) > 255 {
+		return nil, fmt.Errorf("pecwire: forwarder address of %d bytes, want 1 to 255", len(m.Forwarder))
+	}
+	b = append(b, byte(len(m.Forwarder)))
+	b = append(b, m.Forwarder...)
+	s := m.Submit
+	s.ClientID, s.Nonce = ClientID{}, Nonce{}
+	return s.appendBody(b)
+}
+func (m *ServerSealed) decodeBody(r *reader) error {
+	m.EphID = r.ephID()
+	r.copy(m.Key[:])
+	n := int(r.u8())
+	if r.err == nil && n == 0 {
+		return errors.New("empty forwarder address")
+	}
+	fwd := r.bytes(n)
+	if r.err != nil {
+		return r.err
+	}
+	for _, ch := range fwd {
+		if ch <= ' ' || ch >= 0x7f {
+			return errors.New("forwarder address is not printable ASCII")
+		}
+	}
+	m.Forwarder = string(fwd)
+	if err := m.Submit.decodeBody(r); err != nil {
+		return err
+	}
+	if m.Submit.ClientID != (ClientID{}) || m.Submit.Nonce != (Nonce{}) {
+		return errors.New("client identifier or nonce beside an ephemeral identifier")
+	}
+	return nil
+}
+
 func (*EphIDRequest) Type() Type { return TypeEphIDRequest }
 func (*EphIDs) Type() Type       { return TypeEphIDs }
 func (*SealedSubmit) Type() Type { return TypeSealedSubmit }
@@ -108,6 +168,8 @@ func forwardMessage(t Type) Message {
 		return new(SealedProof)
 	case TypeEphIDReject:
 		return new(EphIDReject)
+	case TypeServerSealed:
+		return new(ServerSealed)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ func forwardSeeds() []Message {
 		&SealedSubmit{Cloud: [32]byte{1}, EphID: eph, Envelope: []byte("sealed")},
 		&SealedProof{EphID: eph, Sealed: []byte("sealed proof")},
 		&EphIDReject{EphID: eph, Code: RejectReused, Text: "used already"},
+		&ServerSealed{EphID: eph, Key: [32]byte{5}, Forwarder: "quic://127.0.0.2:4443", Submit: Submit{Budget: time.Second,
+			ServerName: "example.com", Port: 443, Requests: []pkie.Request{{ID: pkie.CT}}, Chain: [][]byte{{0x30, 0}}}},
 	}
 }
 
