@@ -269,6 +269,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client, whoever submits them")
 	maxCalls := fs.Int("max-prover-calls", cloud.DefaultMaxProverCalls, "calls in flight to each prover; beyond it that enhancement answers busy")
 	maxBudget := fs.Duration("max-budget", cloud.DefaultMaxBudget, "longest a submission may wait for its proofs; also the budget of a submission that names none")
+	var forwarders bundleFiles
+	fs.Var(&forwarders, "forwarder", "bundle `FILE` of a privacy forwarder PEC servers may name for their clients' sealed proofs (repeatable); sessions are opened only to these")
 	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -355,7 +357,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
 		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
 		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
-		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, HPKEKey: hk,
+		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, HPKEKey: hk, Forwarders: forwarders,
 	})
 	if err != nil {
 		return err
