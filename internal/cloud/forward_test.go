@@ -119,3 +119,23 @@ func TestHPKEKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestServerSealedUnlisted: a PEC server's submission naming a forwarder
+// the operator did not list is refused at once, and nothing is proved or
+// dialled: a client cannot aim the cloud at an address of its choice.
+func TestServerSealedUnlisted(t *testing.T) {
+	ct := newSigner(pkie.CT)
+	tc := startCloud(t, Config{Provers: []pkie.Prover{ct}})
+	c := tc.dial(t, pecwire.TCP)
+	eph := bytes.Repeat([]byte{9}, 41)
+	send(t, c, &pecwire.ServerSealed{EphID: eph, Key: [32]byte{1}, Forwarder: "tcp://127.0.0.1:9",
+		Submit: pecwire.Submit{Budget: time.Second, ServerName: "site.test", Port: 443,
+			Requests: []pkie.Request{{ID: pkie.CT}}, Chain: testChain(t, "site.test")}})
+	r := recvAs[*pecwire.EphIDReject](t, c)
+	if r.Code != pecwire.RejectInvalid || !bytes.Equal(r.EphID, eph) {
+		t.Fatalf("%+v", r)
+	}
+	if n := ct.calls.Load(); n != 0 {
+		t.Fatalf("prover called %d times", n)
+	}
+}
