@@ -231,6 +231,9 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client, whoever submits them")
 	maxCalls := fs.Int("max-prover-calls", cloud.DefaultMaxProverCalls, "calls in flight to each prover; beyond it that enhancement answers busy")
 	maxBudget := fs.Duration("max-budget", cloud.DefaultMaxBudget, "longest a submission may wait for its proofs; also the budget of a submission that names none")
+	submitRate := fs.Float64("submit-rate", cloud.DefaultSubmitRate, "submissions a second from one address (IPv6: per /64), refused or not, with twice that as burst; negative: no limit")
+	sessionRate := fs.Float64("session-submit-rate", cloud.DefaultSessionRate, "submissions a second on one session, with twice that as burst; negative: no limit")
+	maxRemembered := fs.Int("max-remembered", cloud.DefaultMaxRemembered, "proved submissions remembered for duplicate suppression, all sessions together")
 	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -313,7 +316,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
 		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
 		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
-		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget,
+		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, MaxRemembered: *maxRemembered,
+		SubmitRate: *submitRate, SessionSubmitRate: *sessionRate,
 	})
 	if err != nil {
 		return err

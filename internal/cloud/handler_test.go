@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,19 @@ func randomNonce(t testing.TB) pecwire.Nonce {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// expectNothing checks that c has been sent nothing: the answer to a Ping
+// sent now is the next message, since the cloud answers a session's
+// messages in order.
+func expectNothing(t *testing.T, c *pecwire.Conn) {
+	t.Helper()
+	n := randomNonce(t)
+	seq := binary.BigEndian.Uint64(n[:])
+	send(t, c, &pecwire.Ping{Seq: seq})
+	if m := recv(t, c); m.Type() != pecwire.TypePong || m.(*pecwire.Pong).Seq != seq {
+		t.Fatalf("got %T %+v, want nothing before the Pong", m, m)
+	}
 }
 
 func submitFor(id pecwire.ClientID, nonce pecwire.Nonce, chain [][]byte, budget time.Duration, ids ...pkie.ID) *pecwire.Submit {
@@ -167,7 +181,6 @@ func TestRejects(t *testing.T) {
 		m    *pecwire.Submit
 		code pecwire.RejectCode
 	}{
-		{"unknown client", submitFor(pecwire.ClientID{9, 9, 9, 9}, randomNonce(t), good, time.Second, idFast), pecwire.RejectUnknown},
 		{"bad certificate", submitFor(id, randomNonce(t), [][]byte{[]byte("not DER")}, time.Second, idFast), pecwire.RejectInvalid},
 		{"bad intermediate", submitFor(id, randomNonce(t), [][]byte{good[0], {0x30, 0x03, 1, 2, 3}}, time.Second, idFast), pecwire.RejectInvalid},
 		{"nothing requested", submitFor(id, randomNonce(t), good, time.Second), pecwire.RejectInvalid},
@@ -205,10 +218,10 @@ func TestServerSubmitsForClient(t *testing.T) {
 	if err := s.verify(&pkie.Subject{ServerName: "example.com", Port: 443, Chain: chain}, nil, p.Proof); err != nil {
 		t.Fatal(err)
 	}
+	// A server submitting for an unknown client hears what it hears for
+	// a known one: nothing.
 	send(t, server, submitFor(pecwire.ClientID{1, 1, 1, 1}, nonce, chain, time.Second, idFast))
-	if r := recvAs[*pecwire.Reject](t, server); r.Code != pecwire.RejectUnknown {
-		t.Fatalf("server got %v", r.Code)
-	}
+	expectNothing(t, server)
 	// A submitter keeps its session with pings, and may not register
 	// after submitting.
 	send(t, server, &pecwire.Ping{Seq: 7})
@@ -369,11 +382,12 @@ func TestSessionResourcesFreed(t *testing.T) {
 				s, j := tc.Load()
 				return s == 0 && j == 0 && tc.Clients() == 0 && len(tc.provers[idSlow].sem) == 0
 			})
-			// The identifier is free: a submission for it is unknown.
+			// The identifier is free: a submission for it goes nowhere.
 			c2, _ := tc.register(t, tr)
 			send(t, c2, submitFor(id, randomNonce(t), testChain(t, "example.com"), time.Second, idSlow))
-			if r := recvAs[*pecwire.Reject](t, c2); r.Code != pecwire.RejectUnknown {
-				t.Fatalf("old id: %v", r.Code)
+			expectNothing(t, c2)
+			if got := counterValue(t, tc.m.submissions.WithLabelValues("unknown")); got != 1 {
+				t.Fatalf("submissions for unknown clients: %v", got)
 			}
 		})
 		t.Run(tr+"/missed-pings", func(t *testing.T) {
@@ -505,6 +519,8 @@ func TestHTTP(t *testing.T) {
 	send(t, c, submitFor(id, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast))
 	recvAs[*pecwire.Proof](t, c)
 	send(t, c, submitFor(pecwire.ClientID{7, 7, 7, 7}, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast))
+	expectNothing(t, c)
+	send(t, c, submitFor(id, randomNonce(t), [][]byte{[]byte("not DER")}, 5*time.Second, idFast))
 	recvAs[*pecwire.Reject](t, c)
 	srv := httptest.NewServer(tc.Handler())
 	defer srv.Close()
@@ -520,7 +536,8 @@ func TestHTTP(t *testing.T) {
 	_, m := get("/metrics")
 	for _, want := range []string{
 		`pkie_cloud_proofs_total{pkie="0xff01",status="ok"} 1`,
-		`pkie_cloud_rejects_total{code="unknown client"} 1`,
+		`pkie_cloud_rejects_total{code="invalid"} 1`,
+		`pkie_cloud_submissions_total{outcome="unknown"} 1`,
 		`pkie_cloud_submissions_total{outcome="accepted"} 1`,
 		`pkie_cloud_clients 1`,
 		`pkie_cloud_handler_duration_seconds_count 1`,
@@ -578,10 +595,17 @@ func TestSharesPerClient(t *testing.T) {
 		send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow))
 		<-slow.started
 	}
+	// A third party is not told that the client is full (nor that it
+	// exists); the client itself is.
+	send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast))
+	expectNothing(t, server)
+	if got := counterValue(t, tc.m.submissions.WithLabelValues("client_full")); got != 1 {
+		t.Fatalf("submissions refused for a full client: %v", got)
+	}
 	third := submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast)
-	send(t, server, third)
-	if r := recvAs[*pecwire.Reject](t, server); r.Code != pecwire.RejectLimited || r.Nonce != third.Nonce {
-		t.Fatalf("third submission for one client: %v", r.Code)
+	send(t, victim, third)
+	if r := recvAs[*pecwire.Reject](t, victim); r.Code != pecwire.RejectLimited || r.Nonce != third.Nonce {
+		t.Fatalf("third submission for one client, by the client: %v", r.Code)
 	}
 	other, oid := tc.register(t, pecwire.QUIC)
 	send(t, server, submitFor(oid, randomNonce(t), chain, 10*time.Second, idFast))

@@ -130,6 +130,8 @@ func benchCloudConfig(sessions int) cloud.Config {
 	return cloud.Config{
 		MaxSessionsPerAddr: max(2*sessions, cloud.DefaultMaxSessionsAddr),
 		MaxJobsPerAddr:     cloud.DefaultMaxJobs,
+		SubmitRate:         -1,
+		SessionSubmitRate:  -1,
 	}
 }
 
