@@ -158,3 +158,57 @@ func TestSubmitRateLimited(t *testing.T) {
 		}
 	})
 }
+
+// TestDuplicateMemoryBounded: what a session remembers for duplicate
+// suppression is forgotten once older than the maximum budget, and all
+// sessions together remember at most MaxRemembered.
+func TestDuplicateMemoryBounded(t *testing.T) {
+	const budget = 300 * time.Millisecond
+	tc := startCloud(t, Config{Provers: []pkie.Prover{newSigner(idFast)}, MaxBudget: budget, MaxRemembered: 3})
+	a, aid := tc.register(t, pecwire.QUIC)
+	b, bid := tc.register(t, pecwire.TCP)
+	chain := testChain(t, "example.com")
+	prove := func(c *pecwire.Conn, id pecwire.ClientID) {
+		t.Helper()
+		send(t, c, submitFor(id, randomNonce(t), chain, budget, idFast))
+		if p := recvAs[*pecwire.Proof](t, c); p.Status != pecwire.ProofOK {
+			t.Fatal(p.Status)
+		}
+	}
+	remembered := func(id pecwire.ClientID) int {
+		s := tc.lookup(id)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.done) != len(s.doneFIFO) {
+			t.Fatalf("%d keys, %d entries", len(s.done), len(s.doneFIFO))
+		}
+		return len(s.doneFIFO)
+	}
+	total := func() int {
+		tc.mu.Lock()
+		defer tc.mu.Unlock()
+		return tc.remembered
+	}
+	for range 3 {
+		prove(a, aid)
+	}
+	eventually(t, "a's three remembered", func() bool { return remembered(aid) == 3 })
+	// The cloud's total is reached: b's submission takes the place of a's
+	// oldest only within b's own memory, which is empty, so it is not
+	// remembered.
+	prove(b, bid)
+	eventually(t, "b's job finished", func() bool { _, j := tc.Load(); return j == 0 })
+	if remembered(bid) != 0 || total() != 3 {
+		t.Fatalf("b remembers %d, %d in all; want 0 and 3", remembered(bid), total())
+	}
+	// Past the window, the next proof forgets a's three.
+	time.Sleep(budget + 50*time.Millisecond)
+	prove(a, aid)
+	eventually(t, "a's old ones forgotten", func() bool { _, j := tc.Load(); return j == 0 && remembered(aid) == 1 })
+	if total() != 1 {
+		t.Fatalf("%d remembered in all, want 1", total())
+	}
+	b.Close()
+	a.Close()
+	eventually(t, "memory freed with the sessions", func() bool { return total() == 0 })
+}
