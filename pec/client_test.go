@@ -281,7 +281,7 @@ func TestFailoverCloudStops(t *testing.T) {
 func TestBusy(t *testing.T) {
 	key := newCloudKey(t)
 	busy := func(ps *peerSession, m *pecwire.Submit) {
-		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy, Text: "too many jobs"})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectBusy, Text: "too many jobs"})
 	}
 	for _, tc := range []struct {
 		policy    string
@@ -348,7 +348,7 @@ func TestBusy(t *testing.T) {
 func TestBusyNextWithNowhereElse(t *testing.T) {
 	key := newCloudKey(t)
 	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
-		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy, Text: "full"})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectBusy, Text: "full"})
 	}})
 	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT))
@@ -395,7 +395,7 @@ func TestForeignOutcomesDropped(t *testing.T) {
 		ps.prove(&other, pkie.CT) // unknown nonce
 		other = *m
 		other.ClientID[0] ^= 1 // another client's, with another body
-		ps.send(&pecwire.Proof{ClientID: other.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
+		ps.send(&pecwire.Proof{ClientID: other.ClientID, Nonce: m.Nonce, Digest: m.Digest(), ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
 		ps.prove(m, pkie.Notary) // not requested
 		ps.prove(m, pkie.CT)
 		ps.prove(m, pkie.CT) // again
@@ -413,6 +413,57 @@ func TestForeignOutcomesDropped(t *testing.T) {
 	}
 }
 
+// TestForgedCopyDoesNotPreempt: outcomes of a copy of the submission
+// with the same nonce but another chain (or other requests), which anyone
+// who saw the nonce can have proved, reach the client first; the client
+// takes only those carrying its own submission's digest.
+func TestForgedCopyDoesNotPreempt(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
+		forged := *m
+		forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofUnsupported, Text: "forged"})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: forged.Digest(), Code: pecwire.RejectInvalid, Text: "forged"})
+		forged = *m
+		forged.Requests = append(forged.Requests, pkie.Request{ID: pkie.Notary})
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofFailed, Text: "forged"})
+		ps.proveAll(m)
+	}})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
+	pend, err := c.Submit(context.Background(), testSubmission(10*time.Second, pkie.CT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha", pkie.CT)
+	if d := c.Status().Dropped; d != 3 {
+		t.Fatalf("dropped %d, want the 3 forged outcomes", d)
+	}
+}
+
+// TestExpectSubmission: an expectation that knows the chain the handshake
+// delivered takes only the outcomes of that submission, even when a copy
+// with the same nonce and another chain is proved first.
+func TestExpectSubmission(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
+	sub := testSubmission(10*time.Second, pkie.CT)
+	sub.Nonce = pecwire.Nonce{1, 2, 3, 4, 5, 6, 7, 8}
+	pend := c.ExpectSubmission(sub)
+	a.mu.Lock()
+	ps := a.sessions[len(a.sessions)-1]
+	a.mu.Unlock()
+	real := &pecwire.Submit{ClientID: c.ID(), Nonce: sub.Nonce, ServerName: strings.ToUpper(sub.ServerName), Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
+	forged := *real
+	forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
+	ps.send(&pecwire.Proof{ClientID: c.ID(), Nonce: sub.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofUnsupported, Text: "forged"})
+	ps.prove(real, pkie.CT)
+	wantProofs(t, waitAll(t, pend), sub.Nonce, "alpha", pkie.CT)
+	if d := c.Status().Dropped; d != 1 {
+		t.Fatalf("dropped %d, want the forged outcome", d)
+	}
+}
+
 func TestRejects(t *testing.T) {
 	key := newCloudKey(t)
 	for _, tc := range []struct {
@@ -425,7 +476,7 @@ func TestRejects(t *testing.T) {
 	} {
 		t.Run(tc.code.String(), func(t *testing.T) {
 			a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
-				ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: tc.code, Text: "because"})
+				ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: tc.code, Text: "because"})
 			}})
 			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 			pend, err := c.Submit(context.Background(), testSubmission(10*time.Second, pkie.CT, pkie.Revocation))
@@ -455,7 +506,7 @@ func TestReregisterOnUnknown(t *testing.T) {
 		first := n == 1
 		ps.p.mu.Unlock()
 		if first {
-			ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectUnknown})
+			ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectUnknown})
 			return
 		}
 		ps.proveAll(m)
@@ -656,8 +707,8 @@ func TestBogusPongs(t *testing.T) {
 func TestProofFromRefusingCloudDropped(t *testing.T) {
 	key := newCloudKey(t)
 	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
-		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy})
-		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectBusy})
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: m.Digest(), ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
 	}})
 	release := make(chan struct{})
 	b := newPeer(t, key, peerBehaviour{beforeRegistered: func() { <-release }})

@@ -2,9 +2,7 @@ package cloud
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,40 +12,15 @@ import (
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
-// dupKey identifies a submission for duplicate suppression: the SHA-256 of
-// everything the provers are given and everything the outcomes are
-// addressed by (client identifier, nonce, server name, port, requests with
-// their parameters, chain). Two submissions with one key would get the
-// same outcomes, so proving one is enough; two that differ in anything a
-// prover sees are never merged, so a submitter that knows a client's
-// identifier and nonce cannot pre-empt the client's own submission with
-// another chain or name.
-type dupKey [32]byte
-
-func keyOf(m *pecwire.Submit, serverName string) dupKey {
-	h := sha256.New()
-	var b []byte
-	b = append(b, m.ClientID[:]...)
-	b = append(b, m.Nonce[:]...)
-	b = append(b, byte(len(serverName)))
-	b = append(b, serverName...)
-	b = binary.BigEndian.AppendUint16(b, m.Port)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Requests)))
-	for _, r := range m.Requests {
-		b = binary.BigEndian.AppendUint16(b, uint16(r.ID))
-		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Params)))
-		b = append(b, r.Params...)
-	}
-	b = append(b, byte(len(m.Chain)))
-	h.Write(b)
-	for _, c := range m.Chain {
-		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(c))))
-		h.Write(c)
-	}
-	var k dupKey
-	h.Sum(k[:0])
-	return k
-}
+// dupKey identifies a submission for duplicate suppression: its digest
+// (pecwire.Submit.Digest), over everything the provers are given and
+// everything the outcomes are addressed by. Two submissions with one key
+// would get the same outcomes, so proving one is enough; two that differ
+// in anything a prover sees are never merged, and the client tells their
+// outcomes apart by the digest each Proof carries, so a submitter that
+// knows a client's identifier and nonce cannot pre-empt the client's own
+// submission with another chain or name.
+type dupKey = pecwire.Digest
 
 // Results of claim.
 const (
@@ -122,7 +95,7 @@ func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	reject := func(code pecwire.RejectCode, text string) bool {
 		c.m.submissions.WithLabelValues("rejected").Inc()
 		c.m.rejects.WithLabelValues(code.String()).Inc()
-		return from.push(&pecwire.Reject{Nonce: m.Nonce, Code: code, Text: text})
+		return from.push(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: code, Text: text})
 	}
 	if !c.allowSubmit(from) {
 		return reject(pecwire.RejectLimited, "this session or address is over its rate of submissions")
@@ -171,7 +144,7 @@ func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	// SNI is case-insensitive; provers see one spelling, and duplicates
 	// differing only in case are one.
 	name := strings.ToLower(m.ServerName)
-	key := keyOf(m, name)
+	key := m.Digest()
 	switch target.claim(key, c.cfg.MaxBudget, c.cfg.MaxJobsPerClient) {
 	case duplicate:
 		c.releaseJob(from.addr)
@@ -239,7 +212,7 @@ func (c *Cloud) run(j *job) {
 		}
 		left--
 		c.m.proofs.WithLabelValues(c.cfg.Registry.Name(id), st.String()).Inc()
-		j.target.pushOutcome(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, ID: id, Status: st, Proof: p, Text: text}, j.own)
+		j.target.pushOutcome(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, Digest: j.key, ID: id, Status: st, Proof: p, Text: text}, j.own)
 	}
 	// Buffered for every prover, so that a prover answering after the
 	// deadline never blocks.

@@ -188,7 +188,7 @@ func TestRejects(t *testing.T) {
 	for _, k := range cases {
 		send(t, c, k.m)
 		r := recvAs[*pecwire.Reject](t, c)
-		if r.Code != k.code || r.Nonce != k.m.Nonce {
+		if r.Code != k.code || r.Nonce != k.m.Nonce || r.Digest != k.m.Digest() {
 			t.Errorf("%s: got %v (%q) for %v, want %v", k.name, r.Code, r.Text, r.Nonce, k.code)
 		}
 	}
@@ -212,7 +212,7 @@ func TestServerSubmitsForClient(t *testing.T) {
 	chain := testChain(t, "example.com")
 	send(t, server, submitFor(id, nonce, chain, 5*time.Second, idFast))
 	p := recvAs[*pecwire.Proof](t, client)
-	if p.Nonce != nonce || p.Status != pecwire.ProofOK {
+	if p.Nonce != nonce || p.Digest != submitFor(id, nonce, chain, 0, idFast).Digest() || p.Status != pecwire.ProofOK {
 		t.Fatalf("client got %+v", p)
 	}
 	if err := s.verify(&pkie.Subject{ServerName: "example.com", Port: 443, Chain: chain}, nil, p.Proof); err != nil {
@@ -261,7 +261,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	eventually(t, "two duplicates", func() bool { return counterValue(t, dups) == 2 })
 	close(s.gate)
 	p := recvAs[*pecwire.Proof](t, client)
-	if p.Nonce != nonce || p.Status != pecwire.ProofOK {
+	if p.Nonce != nonce || p.Digest != m.Digest() || p.Status != pecwire.ProofOK {
 		t.Fatalf("got %+v", p)
 	}
 	// After completion a copy is still a duplicate; the Pong queued after
@@ -283,7 +283,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	}
 	send(t, server, &other)
 	p = recvAs[*pecwire.Proof](t, client)
-	if p.Status != pecwire.ProofOK || s.calls.Load() != 2 {
+	if p.Status != pecwire.ProofOK || p.Digest != other.Digest() || s.calls.Load() != 2 {
 		t.Fatalf("other chain: %v after %d calls", p.Status, s.calls.Load())
 	}
 	if err := s.verify(&pkie.Subject{ServerName: "example.com", Port: 443, Chain: other.Chain}, nil, p.Proof); err != nil {
