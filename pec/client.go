@@ -1013,7 +1013,7 @@ type Pending struct {
 	deadline time.Time
 
 	// guarded by Client.mu
-	sub            *pecwire.Submit // nil for Expect
+	sub *pecwire.Submit // nil for Expect
 	// digest is the submission's digest outcomes must carry: that of the
 	// Submit last sent, or for an expectation, once bound.
 	digest pecwire.Digest

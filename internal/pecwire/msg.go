@@ -151,7 +151,7 @@ type Proof struct {
 	// outcomes by it, not by the nonce alone.
 	Digest Digest
 	ID     pkie.ID
-	Status   ProofStatus
+	Status ProofStatus
 	// Proof is the proof when Status is ProofOK.
 	Proof *pkie.Proof
 	// Text says why otherwise.
