@@ -177,3 +177,20 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("Kinds = %+v", ks)
 	}
 }
+
+func TestRequester(t *testing.T) {
+	ctx := t.Context()
+	if got := Requester(ctx); got != "" {
+		t.Fatalf("Requester of a bare context = %q", got)
+	}
+	a := WithRequester(ctx, "192.0.2.1")
+	b := WithRequester(a, "2001:db8::/64")
+	if Requester(a) != "192.0.2.1" || Requester(b) != "2001:db8::/64" {
+		t.Fatalf("Requester = %q, %q", Requester(a), Requester(b))
+	}
+	// Another package's string-keyed value is not a requester.
+	type other string
+	if got := Requester(context.WithValue(ctx, other("pkie.requester"), "x")); got != "" {
+		t.Fatalf("foreign key read as requester: %q", got)
+	}
+}

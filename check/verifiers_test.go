@@ -108,8 +108,12 @@ func TestVerifiersInVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notP, err := pkienotary.NewProverFrom(ctx, env(), pkienotary.ProverConfig{Name: "cloud notary", AllowPrivate: true,
-		Resolve: map[string]string{"bank.test": w.bank.Addr.String(), "shop.test": w.shop.Addr.String()}})
+	notEnv, notConf := env(), pkienotary.ProverConfig{Name: "cloud notary", AllowPrivate: true,
+		Resolve: map[string]string{"bank.test": w.bank.Addr.String(), "shop.test": w.shop.Addr.String()}}
+	if _, err := pkienotary.Init(notEnv.DataDir, notConf.JSON()); err != nil {
+		t.Fatal(err)
+	}
+	notP, err := pkienotary.NewProverFrom(ctx, notEnv, notConf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,7 +244,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 	c.stop()
 	c.wg.Wait()
-	return nil, fmt.Errorf("pec: no cloud registered: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("pec: no cloud registered: %w", joinErrors(errs))
 }
 
 func newClient(cfg ClientConfig) (*Client, error) {
@@ -399,7 +400,7 @@ func (c *Client) race(ctx context.Context, ts []target, stagger time.Duration, l
 		if running == 0 && next == len(ts) {
 			detach()
 			acancel()
-			return nil, errors.Join(errs...)
+			return nil, joinErrors(errs)
 		}
 		select {
 		case <-tick:
@@ -530,7 +531,7 @@ func (c *Client) registerPoint(ctx context.Context, t target, start time.Time) (
 				running++
 				attempt(TransportTCP, pt.TCP)
 			} else if running == 0 {
-				return nil, errors.Join(errs...)
+				return nil, joinErrors(errs)
 			}
 		}
 	}
@@ -680,7 +681,11 @@ func (c *Client) pingLoop(s *session) {
 				c.failed(s, firstMiss, fmt.Errorf("%d pings unanswered", misses), false)
 				return
 			}
-			if err := s.conn.Send(&pecwire.Ping{Seq: seq}, now.Add(s.keepalive)); err != nil {
+			// The deadline counts from now, not from the tick: after a
+			// stall (a loaded machine, a resumed laptop) the tick is late,
+			// and a deadline already past would end a live session on
+			// the first ping instead of after MissedPings.
+			if err := s.conn.Send(&pecwire.Ping{Seq: seq}, time.Now().Add(s.keepalive)); err != nil {
 				c.failed(s, now, fmt.Errorf("ping: %w", err), false)
 				return
 			}
@@ -816,7 +821,7 @@ func (c *Client) failover(ev event) {
 			}
 			errs = append(errs, err)
 		}
-		c.log.Warn("pec: no cloud registered; trying again", "in", retry, "err", errors.Join(errs...))
+		c.log.Warn("pec: no cloud registered; trying again", "in", retry, "err", joinErrors(errs))
 		select {
 		case <-c.base.Done():
 			return
@@ -1442,3 +1447,40 @@ func (c *Client) retryElsewhere(p *Pending, from target, why string) {
 		c.sendAll(s, []outgoing{{m, p.deadline}})
 	}
 }
+
+// joinedErrors is several attempts' failures reported as one. Unlike
+// errors.Join, whose message puts each on a line of its own, it joins them
+// with "; ": an error is one line, whoever prints it. errors.Is and
+// errors.As see every part.
+type joinedErrors []error
+
+// joinErrors joins the non-nil errors of errs; nil if there are none, the
+// error itself if there is one.
+func joinErrors(errs []error) error {
+	var j joinedErrors
+	for _, err := range errs {
+		if err != nil {
+			j = append(j, err)
+		}
+	}
+	switch len(j) {
+	case 0:
+		return nil
+	case 1:
+		return j[0]
+	}
+	return j
+}
+
+func (j joinedErrors) Error() string {
+	var b strings.Builder
+	for i, err := range j {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (j joinedErrors) Unwrap() []error { return j }

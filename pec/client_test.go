@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -207,13 +208,18 @@ func TestNearestFirst(t *testing.T) {
 // withholds the proofs of a pending submission; the client declares it dead
 // after MissedPings, registers with the next cloud and resubmits there,
 // which proves it within the budget.
+//
+// On a loaded machine a stall of MissedPings keepalives can also end the
+// session with beta, so the test asserts at least one failover and where
+// the client ends up, not an exact count; the keepalive is long enough
+// that such a stall is rare, short enough that the test stays fast.
 func TestFailoverMissedPings(t *testing.T) {
 	keyA, keyB := newCloudKey(t), newCloudKey(t)
 	a := newPeer(t, keyA, peerBehaviour{onSubmit: func(*peerSession, *pecwire.Submit) {}})
 	b := newPeer(t, keyB, peerBehaviour{})
 	c := dial(t, ClientConfig{
 		Clouds:    []*Bundle{bundleOf("alpha", keyA, a.point()), bundleOf("beta", keyB, b.point())},
-		Keepalive: 100 * time.Millisecond, MissedPings: 3,
+		Keepalive: 250 * time.Millisecond, MissedPings: 3,
 	})
 	first := c.ID()
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT, pkie.Notary))
@@ -224,16 +230,17 @@ func TestFailoverMissedPings(t *testing.T) {
 	a.silent.Store(true)
 	got := waitAll(t, pend)
 	wantProofs(t, got, pend.Nonce(), "beta", pkie.CT, pkie.Notary)
+	eventually(t, "a session with beta", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
 	st := c.Status()
-	if st.Cloud != "beta" || st.Failovers != 1 || st.LastFailover <= 0 || !strings.Contains(st.LastError, "pings unanswered") {
-		t.Fatalf("status %+v, want one failover to beta after missed pings", st)
+	if st.Failovers < 1 || st.LastFailover <= 0 || !strings.Contains(st.LastError, "pings unanswered") {
+		t.Fatalf("status %+v, want a failover to beta after missed pings", st)
 	}
 	if c.ID() == first {
 		t.Errorf("client identifier unchanged after failover")
 	}
 	subs := b.submitted()
-	if len(subs) != 1 || subs[0].Nonce != pend.Nonce() || subs[0].ClientID != c.ID() || subs[0].Budget >= 20*time.Second {
-		t.Fatalf("beta received %+v, want the resubmission under the new identifier with the budget left", subs)
+	if len(subs) == 0 || subs[0].Nonce != pend.Nonce() || subs[0].ClientID == first || subs[0].Budget >= 20*time.Second {
+		t.Fatalf("beta received %+v, want the resubmission under a new identifier with the budget left", subs)
 	}
 }
 
@@ -692,9 +699,11 @@ func TestBogusPongs(t *testing.T) {
 			key := newCloudKey(t)
 			a := newPeer(t, key, peerBehaviour{pongSeq: f})
 			b := newPeer(t, key, peerBehaviour{})
-			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 100 * time.Millisecond})
+			// Beta may lose a session to a stall of the loaded machine
+			// too: at least one failover, ending at beta.
+			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point()), bundleOf("beta", key, b.point())}, Keepalive: 250 * time.Millisecond})
 			eventually(t, "failover", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
-			if st := c.Status(); st.Failovers != 1 || !strings.Contains(st.LastError, "pings unanswered") {
+			if st := c.Status(); st.Failovers < 1 || !strings.Contains(st.LastError, "pings unanswered") {
 				t.Fatalf("status %+v", st)
 			}
 		})
@@ -740,5 +749,23 @@ func TestFlappingCloud(t *testing.T) {
 	}
 	if st := c.Status(); st.Connected || st.Failovers != 1 || !strings.Contains(st.LastError, "go away") {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestJoinErrors: failures of several attempts read as one line, and
+// errors.Is and errors.As still reach each.
+func TestJoinErrors(t *testing.T) {
+	busy := &pecwire.Error{Code: pecwire.RejectBusy, Text: "busy"}
+	err := fmt.Errorf("pec: no cloud registered: %w", joinErrors([]error{
+		fmt.Errorf("cloud a: %w", context.DeadlineExceeded), nil, fmt.Errorf("cloud b: %w", busy)}))
+	if got, want := err.Error(), "pec: no cloud registered: cloud a: context deadline exceeded; cloud b: cloud: busy: busy"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	var pe *pecwire.Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe != busy {
+		t.Errorf("errors.Is/As do not reach the parts of %v", err)
+	}
+	if joinErrors(nil) != nil || joinErrors([]error{nil}) != nil || joinErrors([]error{busy}) != error(busy) {
+		t.Error("joining none or one error is not nil or the error itself")
 	}
 }

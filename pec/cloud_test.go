@@ -375,12 +375,16 @@ func TestRealCloudSilentFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := &cutConn{PacketConn: udp}
+	// A stall of the loaded machine as long as three keepalives can end
+	// the secondary's session too: the test wants at least one failover
+	// and the secondary in the end, not an exact count.
+	const keepalive = 250 * time.Millisecond
 	a := startRealCloudOn(t, certA, cloud.Config{Provers: []pkie.Prover{slow}}, cut)
 	b := startRealCloud(t, certB, cloud.Config{Provers: []pkie.Prover{ct}})
 	c := dial(t, ClientConfig{Clouds: []*Bundle{
 		{Version: pecwire.BundleVersion, Name: "primary", Points: []Point{{QUIC: a.pt.QUIC}}, SPKISHA256: pinA},
 		{Version: pecwire.BundleVersion, Name: "secondary", Points: []Point{b.pt}, SPKISHA256: pinB},
-	}, Keepalive: 100 * time.Millisecond, MissedPings: 3})
+	}, Keepalive: keepalive, MissedPings: 3})
 	if st := c.Status(); st.Cloud != "primary" || st.Transport != "quic" {
 		t.Fatalf("status %+v", st)
 	}
@@ -392,9 +396,10 @@ func TestRealCloudSilentFailover(t *testing.T) {
 	<-slow.started
 	cut.cut.Store(true)
 	wantSigned(t, waitAll(t, pend), sub, "secondary", ct)
+	eventually(t, "a session with the secondary", func() bool { st := c.Status(); return st.Connected && st.Cloud == "secondary" })
 	st := c.Status()
-	if st.Cloud != "secondary" || st.Failovers != 1 || !strings.Contains(st.LastError, "3 pings unanswered") || st.LastFailover <= 0 {
+	if st.Failovers < 1 || !strings.Contains(st.LastError, "3 pings unanswered") || st.LastFailover <= 0 {
 		t.Fatalf("status %+v", st)
 	}
-	t.Logf("failover after 3 missed pings at 100ms took %v from the first missed pong deadline", st.LastFailover)
+	t.Logf("failover after 3 missed pings at %v took %v from the first missed pong deadline", keepalive, st.LastFailover)
 }

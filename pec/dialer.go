@@ -20,6 +20,7 @@ import (
 	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/probe"
+	utls "github.com/refraction-networking/utls"
 )
 
 // Defaults of a Dialer.
@@ -116,6 +117,18 @@ type Dialer struct {
 	HandshakeTimeout time.Duration
 	// Now is the clock verification uses; nil means time.Now.
 	Now func() time.Time
+	// Mode is ModeClientServer ("", the default) or ModeClientOnly. In
+	// client-server mode the handshake is uTLS's, the Dialer keeps its
+	// own session cache (TLSConfig.ClientSessionCache, a crypto/tls
+	// type, is not used) and the TLSConfig fields a client's handshake
+	// uses are carried over (dialer_cs.go).
+	Mode string
+	// ServerGrace is how long after the certificate arrived a
+	// client-server dial waits for the server's proofs before submitting
+	// the chain itself; 0 means one and a half times the cloud session's
+	// round trip, within 10–250 ms and a quarter of ProofTimeout; negative
+	// means at once.
+	ServerGrace time.Duration
 
 	initOnce sync.Once
 	initErr  error
@@ -123,6 +136,8 @@ type Dialer struct {
 	requests []pkie.Request
 	names    map[pkie.ID]string
 	sessions tls.ClientSessionCache
+	// usessions is the session cache of client-server mode.
+	usessions utls.ClientSessionCache
 }
 
 // Timings are the phases of one dial, each measured from its start except
@@ -151,7 +166,7 @@ type Timings struct {
 // it was accepted on. No application data was exchanged before Dial
 // returned it.
 type Conn struct {
-	*tls.Conn
+	TLSConn
 	verdict  *check.Verdict
 	timings  Timings
 	evidence Evidence
@@ -183,6 +198,13 @@ type Evidence struct {
 	// Missing names the requested enhancements whose answer had not
 	// arrived by the deadline.
 	Missing []string `json:"missing,omitempty"`
+	// Extension says the ClientHello carried the PEC extension
+	// (client-server mode); Submitted then says the client submitted the
+	// chain itself after the server grace.
+	Extension bool `json:"extension,omitempty"`
+	// ServerForwarded says proofs came although the client did not
+	// submit: the server sent its chain to the cloud.
+	ServerForwarded bool `json:"server_forwarded,omitempty"`
 }
 
 // VerdictError is the error of a dial whose connection the policy refused:
@@ -221,6 +243,11 @@ func (d *Dialer) doInit() error {
 	}
 	if len(d.Verifiers) == 0 {
 		return errors.New("pec: Dialer has no Verifiers: there would be nothing to ask the cloud")
+	}
+	switch d.Mode {
+	case "", ModeClientServer, ModeClientOnly:
+	default:
+		return fmt.Errorf("pec: Mode %q: want %q or %q", d.Mode, ModeClientServer, ModeClientOnly)
 	}
 	switch d.Resumption {
 	case "", ResumeReuse, ResumeFresh:
@@ -272,6 +299,9 @@ func (d *Dialer) doInit() error {
 			d.sessions = d.TLSConfig.ClientSessionCache
 		} else {
 			d.sessions = tls.NewLRUClientSessionCache(0)
+		}
+		if d.clientServer() {
+			d.usessions = utls.NewLRUClientSessionCache(0)
 		}
 	}
 	return nil
@@ -378,9 +408,8 @@ func (d *Dialer) Dial(ctx context.Context, network, addr string) (*Conn, error) 
 	} else {
 		conf.ClientSessionCache = nil
 	}
-	tc := tls.Client(raw, conf)
-	if err := tc.HandshakeContext(hctx); err != nil {
-		tc.Close()
+	tc, err := st.handshake(hctx, raw, conf)
+	if err != nil {
 		return nil, fmt.Errorf("pec: TLS handshake with %s: %w", addr, err)
 	}
 	st.handshakeAt = time.Now()
@@ -411,7 +440,8 @@ type dialState struct {
 	host  string
 	port  int
 	sni   string
-	tc    *tls.Conn
+	tc    TLSConn
+	cs    *csDial // client-server mode; nil in client-only mode
 
 	timings     Timings
 	handshakeAt time.Time
@@ -456,6 +486,9 @@ func (st *dialState) onCertificate(cs tls.ConnectionState) {
 		st.chain[i] = c.Raw
 	}
 	st.version, st.suite, st.resumed = cs.Version, cs.CipherSuite, cs.DidResume
+	if st.expectLocked(now) {
+		return
+	}
 	if cs.DidResume && st.d.Resumption != ResumeFresh && st.offered.usable(st.d.now(), st.chain, st.d.reuseMaxAge()) {
 		st.reuse = st.offered
 		return
@@ -506,7 +539,7 @@ func (st *dialState) decide() (*Conn, error) {
 		if v.Result == check.Trusted {
 			ev.Reused, ev.VerifiedAt = true, reuse.At
 			st.sessionsAccept(reuse)
-			return &Conn{Conn: st.tc, verdict: v, evidence: ev}, nil
+			return &Conn{TLSConn: st.tc, verdict: v, evidence: ev}, nil
 		}
 		// The stored proofs no longer satisfy the policy (a signed head
 		// grew too old, say): ask the cloud as a full handshake would.
@@ -521,6 +554,7 @@ func (st *dialState) decide() (*Conn, error) {
 		return nil, err
 	}
 	ev.Submitted, ev.Missing = true, missing
+	st.evidenceCS(&ev)
 	v, dur, err := st.evaluate(obs, results)
 	if err != nil {
 		return nil, err
@@ -530,10 +564,10 @@ func (st *dialState) decide() (*Conn, error) {
 	switch {
 	case v.Result == check.Trusted:
 		st.sessionsAccept(newSessionEvidence(ev.VerifiedAt, chain[0], results))
-		return &Conn{Conn: st.tc, verdict: v, evidence: ev}, nil
+		return &Conn{TLSConn: st.tc, verdict: v, evidence: ev}, nil
 	case v.Result == check.Inconclusive && d.Warn:
 		st.sessionsDecided(true)
-		return &Conn{Conn: st.tc, verdict: v, evidence: ev}, nil
+		return &Conn{TLSConn: st.tc, verdict: v, evidence: ev}, nil
 	}
 	return nil, &VerdictError{Verdict: v, Missing: missing, Waited: waited}
 }
@@ -698,6 +732,7 @@ func (st *dialState) sessionsAccept(ev *sessionEvidence) {
 	for _, h := range held {
 		st.storeSession(h.key, h.cs, ev)
 	}
+	st.flushHeldCS(true, ev)
 }
 
 // sessionsDecided records a verdict other than trusted: sessions are
@@ -715,4 +750,5 @@ func (st *dialState) sessionsDecided(accepted bool) {
 			st.storeSession(h.key, h.cs, nil)
 		}
 	}
+	st.flushHeldCS(accepted, nil)
 }

@@ -110,7 +110,11 @@ func newBuiltinWorld(t testing.TB) *builtinWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notP, err := notary.NewProverFrom(ctx, env(), notary.ProverConfig{Name: "dialer-test-notary", Resolve: resolve, AllowPrivate: true})
+	notEnv, notConf := env(), notary.ProverConfig{Name: "dialer-test-notary", Resolve: resolve, AllowPrivate: true}
+	if _, err := notary.Init(notEnv.DataDir, notConf.JSON()); err != nil {
+		t.Fatal(err)
+	}
+	notP, err := notary.NewProverFrom(ctx, notEnv, notConf)
 	if err != nil {
 		t.Fatal(err)
 	}

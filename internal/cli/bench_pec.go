@@ -12,7 +12,10 @@ import (
 )
 
 func runBenchPEC(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "bench pec", "[--rows LIST] [--duration D] [--sessions N] [--window N] [--plot PREFIX] [--json]")
+	if mode := studyMode(args); mode != "" {
+		return runBenchPECStudy(ctx, env, mode, args)
+	}
+	fs := newFlags(env, "bench pec", "[--placements | --cost] [--rows LIST] [--duration D] [--sessions N] [--window N] [--plot PREFIX] [--json]")
 	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(pecbench.AllRows, ", "))
 	sessions := fs.Int("sessions", 64, "throughput: concurrent client sessions")
 	window := fs.Int("window", 8, "throughput: submissions in flight per session")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/pkies/builtin"
+	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/pec"
 	"github.com/pkie/pkie/probe"
 
@@ -213,9 +214,11 @@ func loadRoots(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// printVerdict prints v for a person, its texts escaped as
+// printPECResult's are: notaries, servers and clouds chose some of them.
 func printVerdict(w io.Writer, v *check.Verdict) {
-	fmt.Fprintf(w, "%s  %s  (policy %s)\n", v.Target, strings.ToUpper(string(v.Result)), v.Policy)
-	fmt.Fprintf(w, "  %s\n", v.Headline)
+	fmt.Fprintf(w, "%s  %s  (policy %s)\n", termtext.Escape(v.Target), strings.ToUpper(string(v.Result)), v.Policy)
+	fmt.Fprintf(w, "  %s\n", termtext.Escape(v.Headline))
 	if v.SHA256 != "" {
 		fmt.Fprintf(w, "  sha256   %s\n", v.SHA256)
 	}
@@ -242,7 +245,7 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 			if api == "" {
 				api = "-"
 			}
-			fmt.Fprintf(w, "    %-16s %-12s %-11s %-4s %10s  %s%s\n", a.Notary, a.Vote, api, status, ms(a.RoundTrip), a.Reason, via)
+			fmt.Fprintf(w, "    %-16s %-12s %-11s %-4s %10s  %s%s\n", termtext.Escape(a.Notary), a.Vote, api, status, ms(a.RoundTrip), termtext.Escape(a.Reason), via)
 		}
 	}
 	fmt.Fprintln(w, "  sources:")
@@ -251,11 +254,11 @@ func printVerdict(w io.Writer, v *check.Verdict) {
 		if a.Required {
 			req = "required"
 		}
-		fmt.Fprintf(w, "    %-16s %-12s %-8s  %s\n", a.Source, a.Status, req, a.Detail)
+		fmt.Fprintf(w, "    %-16s %-12s %-8s  %s\n", termtext.Escape(a.Source), a.Status, req, termtext.Escape(a.Detail))
 	}
 	fmt.Fprintln(w, "  reasons:")
 	for _, r := range v.Reasons {
-		fmt.Fprintf(w, "    - %s\n", r)
+		fmt.Fprintf(w, "    - %s\n", termtext.Escape(r))
 	}
 	t := v.Timings
 	fmt.Fprintf(w, "  timings  probe %s, cache lookup %s, notaries %s (signature checks %s), sources %s, policy %s, total %s\n",

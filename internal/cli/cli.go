@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // Exit codes shared by every subcommand.
@@ -58,6 +60,7 @@ func commands() []command {
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"pec", "fetch a URL through the PEC dialer, the server's chain proved by the cloud: get", runPEC},
+		{"pec-proxy", "serve an HTTP backend over TLS as a PEC server: forward each chain to the client's cloud", runPECProxy},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
@@ -106,16 +109,19 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
 		}
+		// An error may repeat what a remote party or a file chose (a
+		// server's certificate names, a peer's message, a bundle's name):
+		// escaped, it stays one line and cannot drive the terminal.
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, ee.msg)
+				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(ee.msg))
 			}
 			return ee.code
 		}
 		// Errors of the command's own package already name it
 		// ("cloud: …"); the prefix is said once.
-		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, strings.TrimPrefix(err.Error(), c.name+": "))
+		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(strings.TrimPrefix(err.Error(), c.name+": ")))
 		return ExitUsage
 	}
 	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])

@@ -128,14 +128,21 @@ func checkProverConfigs(ps []cloud.PKIEConfig) error {
 }
 
 func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
-	fs := newFlags(env, "cloud init", "[--data DIR] [--name NAME] [--pkie NAME[=CONFIGFILE]]...")
+	fs := newFlags(env, "cloud init", "[--data DIR] [--name NAME] [--pkie NAME[=CONFIGFILE]]... | --data DIR --new-notary-key")
 	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory")
 	name := fs.String("name", "", "the cloud's name, shown to clients in its bundle (default: the host name)")
 	var pkies pkieFlag
 	fs.Var(&pkies, "pkie", "enable an enhancement, with its prover configuration from a JSON file (repeatable; default: notary alone, with its defaults)")
+	newKey := fs.Bool("new-notary-key", false, "in an existing data directory whose notary keys are lost for good, create new ones (then republish the bundle)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *newKey {
+		if *name != "" || len(pkies) > 0 {
+			return usageError("--new-notary-key takes no --name or --pkie: it only creates the notary's keys in an existing data directory")
+		}
+		return newNotaryKey(env, *data, *asJSON)
 	}
 	if *name == "" {
 		h, err := os.Hostname()
@@ -158,10 +165,15 @@ func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry)
 	if err != nil {
 		return err
 	}
-	// The notary enhancement's key is the cloud's own: create it now, so
-	// that `pkie cloud bundle` can publish it before the first serve.
+	// The notary enhancement's key is the cloud's own, created here and
+	// nowhere else: serve and bundle refuse a data directory without it
+	// rather than mint a key no client pinned.
 	if hasPKIE(ps, pkienotary.Name) {
-		if _, err := notaryKey(ctx, d, ps); err != nil {
+		dir := d.ProverDir(pkienotary.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if _, err := pkienotary.Init(dir, notaryConfig(ps)); err != nil {
 			return err
 		}
 	}
@@ -190,30 +202,41 @@ func pkieNames(ps []cloud.PKIEConfig) []string {
 	return names
 }
 
-// notaryKey returns the notary enhancement's v1 public key, creating the
-// notary's identity in its state directory if it has none yet.
-func notaryKey(ctx context.Context, d *cloud.DataDir, ps []cloud.PKIEConfig) (string, error) {
-	dir := d.ProverDir(pkienotary.Name)
-	if k, err := pkienotary.PublicKey(dir); err == nil {
-		return k, nil
-	}
-	var conf json.RawMessage
+// notaryConfig returns the notary enhancement's prover configuration in ps.
+func notaryConfig(ps []cloud.PKIEConfig) json.RawMessage {
 	for _, p := range ps {
 		if p.Name == pkienotary.Name {
-			conf = p.Config
+			return p.Config
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	p, err := pkienotary.NewProver(ctx, pkie.ProverEnv{DataDir: dir}, conf)
+	return nil
+}
+
+// newNotaryKey creates new notary keys in an existing data directory whose
+// notary's keys are lost for good: the recovery `pkie cloud serve` and
+// `pkie cloud bundle` name when they refuse a directory without them.
+func newNotaryKey(env *Env, data string, asJSON bool) error {
+	d, err := cloud.Load(data)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if c, ok := p.(io.Closer); ok {
-		c.Close()
+	if !hasPKIE(d.Config.PKIEs, pkienotary.Name) {
+		return usageError("--new-notary-key: the cloud in %s does not host the notary enhancement", data)
 	}
-	return pkienotary.PublicKey(dir)
+	dir := d.ProverDir(pkienotary.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	key, err := pkienotary.Init(dir, notaryConfig(d.Config.PKIEs))
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(env.Stdout, map[string]any{"data": data, "notary_key": key})
+	}
+	fmt.Fprintf(env.Stdout, "new notary key %s in %s\nclients that pinned the old bundle now fail every notary proof: publish the new one (pkie cloud bundle --data %s --point ...)\n",
+		key, dir, data)
+	return nil
 }
 
 // mergePKIEs returns base with each of over replacing the entry of its
@@ -453,7 +476,7 @@ func cloudBundle(ctx context.Context, env *Env, args []string, reg *pkie.Registr
 	// its key travels in the bundle. Logs' and authorities' keys never do.
 	for _, p := range d.Config.PKIEs {
 		if k, ok := reg.ByName(p.Name); ok && k.ID == pkie.Notary {
-			key, err := notaryKey(ctx, d, d.Config.PKIEs)
+			key, err := pkienotary.PublicKey(d.ProverDir(k.Name))
 			if err != nil {
 				return err
 			}

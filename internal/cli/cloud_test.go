@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -299,5 +300,61 @@ func TestCloudInitChecksProverConfigs(t *testing.T) {
 		if code, _, errs := runCLI(t, args...); code != 2 || !strings.Contains(errs, k.want) {
 			t.Errorf("serve %v: %d %q, want %q", k.args, code, errs, k.want)
 		}
+	}
+}
+
+// TestCloudLostNotaryKeys: a data directory whose notary state directory
+// was lost (copied without it, deleted) is refused by serve and bundle,
+// each saying how to recover, instead of serving and publishing a new
+// notary key that every client that pinned the old bundle would fail on.
+// Only init --new-notary-key makes new keys, and the bundle then carries
+// them.
+func TestCloudLostNotaryKeys(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cloud")
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--name", "pec.test"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	bundleKey := func() (string, int, string) {
+		code, out, errs := runCLI(t, "cloud", "bundle", "--data", data, "--point", "127.0.0.1:4433")
+		if code != 0 {
+			return "", code, errs
+		}
+		b, err := pecwire.ParseBundle([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vc pkienotary.VerifierConfig
+		if err := json.Unmarshal(b.Verifiers["notary"], &vc); err != nil {
+			t.Fatal(err)
+		}
+		return vc.Key, code, errs
+	}
+	old, code, errs := bundleKey()
+	if code != 0 || old == "" {
+		t.Fatalf("bundle: %d %s", code, errs)
+	}
+	if err := os.RemoveAll(filepath.Join(data, cloud.DirPKIEs, "notary")); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, errs := bundleKey(); code == 0 || !strings.Contains(errs, "no notary keys") || !strings.Contains(errs, "--new-notary-key") || !strings.Contains(errs, "backup") {
+		t.Fatalf("bundle of a cloud without its notary keys: %d %q", code, errs)
+	}
+	code, out, errs := runCLI(t, "cloud", "serve", "--data", data, "--quic", "127.0.0.1:0", "--tcp", "", "--http", "")
+	if code == 0 || !strings.Contains(errs, "no notary keys") || !strings.Contains(errs, "backup") || strings.Contains(out, "listening") {
+		t.Fatalf("serve of a cloud without its notary keys: %d %q %q", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(data, cloud.DirPKIEs, "notary", "v1.key")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("serve or bundle made a notary key: %v", err)
+	}
+	code, out, errs = runCLI(t, "cloud", "init", "--data", data, "--new-notary-key")
+	if code != 0 || !strings.Contains(out, "publish the new one") {
+		t.Fatalf("init --new-notary-key: %d %s %s", code, out, errs)
+	}
+	fresh, code, errs := bundleKey()
+	if code != 0 || fresh == "" || fresh == old || !strings.Contains(out, fresh) {
+		t.Fatalf("bundle after --new-notary-key: %q (old %q) %d %s", fresh, old, code, errs)
+	}
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--new-notary-key"); code == 0 || !strings.Contains(errs, "refusing to overwrite") {
+		t.Fatalf("a second --new-notary-key: %d %s", code, errs)
 	}
 }

@@ -18,8 +18,7 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/pkies/builtin"
-	pkiect "github.com/pkie/pkie/internal/pkies/ct"
-	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/pec"
 )
 
@@ -327,10 +326,14 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// printPECResult prints r for a person. The verdict's texts repeat what
+// remote parties chose (a server's certificate names, a proof's contents),
+// so each is escaped: nothing printed drives the terminal or starts a
+// line of its own.
 func printPECResult(w io.Writer, r *pecResult) {
 	if v := r.Verdict; v != nil {
-		fmt.Fprintf(w, "%s  %s\n", r.URL, strings.ToUpper(string(v.Result)))
-		fmt.Fprintf(w, "  %s\n", v.Headline)
+		fmt.Fprintf(w, "%s  %s\n", termtext.Escape(r.URL), strings.ToUpper(string(v.Result)))
+		fmt.Fprintf(w, "  %s\n", termtext.Escape(v.Headline))
 		if v.SHA256 != "" {
 			fmt.Fprintf(w, "  sha256   %s\n", v.SHA256)
 		}
@@ -340,15 +343,15 @@ func printPECResult(w io.Writer, r *pecResult) {
 			if a.Required {
 				req = "required"
 			}
-			fmt.Fprintf(w, "    %-12s %-8s %-8s  %s\n", a.Source, a.Status, req, a.Detail)
+			fmt.Fprintf(w, "    %-12s %-8s %-8s  %s\n", termtext.Escape(a.Source), a.Status, req, termtext.Escape(a.Detail))
 		}
 		fmt.Fprintln(w, "  reasons:")
 		for _, s := range v.Reasons {
-			fmt.Fprintf(w, "    - %s\n", s)
+			fmt.Fprintf(w, "    - %s\n", termtext.Escape(s))
 		}
 	}
 	if len(r.Missing) > 0 {
-		fmt.Fprintf(w, "  missing  no answer from the cloud for: %s\n", strings.Join(r.Missing, ", "))
+		fmt.Fprintf(w, "  missing  no answer from the cloud for: %s\n", termtext.Escape(strings.Join(r.Missing, ", ")))
 	}
 	if e := r.Evidence; e != nil && e.Resumed {
 		how := "proofs asked afresh"
@@ -374,9 +377,9 @@ func printPECResult(w io.Writer, r *pecResult) {
 func proofVerifierConfig(name, key string, maxAge, mmd time.Duration) ([]byte, error) {
 	switch name {
 	case "ct":
-		return pkiect.VerifierConfig{Key: key, MaxAge: pkiect.Duration(maxAge), MMD: pkiect.Duration(mmd)}.JSON(), nil
+		return check.CTVerifierConfig{Key: key, MaxAge: maxAge, MMD: mmd}.JSON(), nil
 	case "revocation":
-		return pkierev.VerifierConfig{Key: key, MaxAge: pkierev.Duration(maxAge)}.JSON(), nil
+		return check.RevocationVerifierConfig{Key: key, MaxAge: maxAge}.JSON(), nil
 	}
 	return nil, fmt.Errorf("no verifier configuration for %s", name)
 }

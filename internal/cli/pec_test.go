@@ -9,12 +9,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
+// evilName is the name in evil.test's certificate: a server chooses it,
+// and it is made to clear the user's screen and forge a verdict line when
+// an error repeats it.
+const evilName = "x\x1b[2J\x1b[H\r\nforged.test  TRUSTED\n"
+
 // pecWorld is a CT log, a revocation authority, a cloud with the built-in
-// provers and two sites, good.test (logged) and revoked.test (logged and
-// revoked), with the files a user of pkie pec get and pkie check --cloud
+// provers and three sites, good.test (logged), revoked.test (logged and
+// revoked) and evil.test (not logged, a certificate for evilName), with the files a user of pkie pec get and pkie check --cloud
 // has: the cloud's bundle, the CA root, the TTPs' keys.
 type pecWorld struct {
 	bundle, roots, logKey, revKey string
@@ -40,8 +47,12 @@ func newPECWorld(t *testing.T) *pecWorld {
 	w := &pecWorld{port: map[string]string{}}
 	resolve := map[string]string{}
 	var revoked *testbed.Leaf
-	for _, name := range []string{"good.test", "revoked.test"} {
-		leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{name}})
+	for _, name := range []string{"good.test", "revoked.test", "evil.test"} {
+		dns := []string{name}
+		if name == "evil.test" {
+			dns = []string{evilName}
+		}
+		leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: dns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,6 +66,9 @@ func newPECWorld(t *testing.T) *pecWorld {
 		t.Cleanup(func() { s.Close() })
 		_, w.port[name], _ = net.SplitHostPort(s.Addr.String())
 		resolve[name] = "127.0.0.1"
+		if name == "evil.test" {
+			continue // never logged
+		}
 		if _, err := ttp.LogChain(ctx, leaf.Chain); err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +102,7 @@ func newPECWorld(t *testing.T) *pecWorld {
 
 func (w *pecWorld) flags(extra ...string) []string {
 	return append([]string{"--cloud", w.bundle, "--ct-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
-		"--roots", w.roots, "--resolve", "good.test=127.0.0.1", "--resolve", "revoked.test=127.0.0.1"}, extra...)
+		"--roots", w.roots, "--resolve", "good.test=127.0.0.1", "--resolve", "revoked.test=127.0.0.1", "--resolve", "evil.test=127.0.0.1"}, extra...)
 }
 
 func (w *pecWorld) url(site string) string { return "https://" + site + ":" + w.port[site] + "/" }
@@ -233,5 +247,82 @@ func TestPECGetDeadline(t *testing.T) {
 	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", "--warn", w.url("good.test"))...)...)
 	if code != 0 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") || !strings.Contains(errs, "fetched anyway because of --warn") {
 		t.Fatalf("pec get --warn: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestPECGetCloudUnreachable: when no point of presence answers, pkie pec
+// get says so on one line (each point's failure joined into it) and exits
+// 2, the operational-error status; pkie check --cloud does the same.
+// What the bundle's operator named it is shown escaped.
+func TestPECGetCloudUnreachable(t *testing.T) {
+	// Two points, each a port that was just bound and released, so
+	// nothing listens on it over TCP or UDP.
+	var points []pecwire.Point
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		points = append(points, pecwire.Point{QUIC: addr, TCP: addr})
+	}
+	// The bundle's name, which the error repeats, is its operator's
+	// choice: it must not break the line either.
+	b, err := json.Marshal(pecwire.Bundle{Version: 1, Name: "closed\x1b[2J\nforged", Points: points, SPKISHA256: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "closed.bundle")
+	if err := os.WriteFile(bundle, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"pec", "get", "--cloud", bundle, "https://good.test:1/"},
+		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", strings.Repeat("A", 44), "good.test:1"},
+	} {
+		code, out, errs := runCLI(t, args...)
+		if code != 2 || out != "" {
+			t.Errorf("%s: exit %d, stdout %q", args[0], code, out)
+		}
+		if !strings.HasPrefix(errs, "pkie "+args[0]+": reaching the cloud: ") || strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "\n") ||
+			!strings.Contains(errs, `cloud closed\x1b[2J\nforged: `) {
+			t.Errorf("%s: stderr is not one line naming the cloud:\n%s", args[0], errs)
+		}
+		for _, p := range points {
+			if !strings.Contains(errs, p.TCP) {
+				t.Errorf("%s: stderr does not name point %s: %s", args[0], p.TCP, errs)
+			}
+		}
+	}
+}
+
+// TestPECRemoteTextIsEscaped: text a remote party chooses (here the names
+// in a server's certificate, which CA validation's error repeats) reaches
+// the terminal escaped, whether in a verdict or in an error: no escape
+// sequence, no carriage return, no line of its own.
+func TestPECRemoteTextIsEscaped(t *testing.T) {
+	w := newPECWorld(t)
+	for _, args := range [][]string{
+		append([]string{"pec", "get"}, w.flags(w.url("evil.test"))...),
+		append([]string{"pec", "get"}, w.flags("--warn", w.url("evil.test"))...),
+		append([]string{"check"}, w.flags("--require", "ca,ct", "--allow-private", "--no-cache", "evil.test:"+w.port["evil.test"])...),
+	} {
+		code, out, errs := runCLI(t, args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0 for a certificate not valid for the name", args)
+		}
+		all := out + errs
+		if !strings.Contains(all, `\x1b[2J`) {
+			t.Errorf("%v: the certificate's name is not shown escaped:\n%s\n%s", args, out, errs)
+		}
+		for _, line := range strings.Split(all, "\n") {
+			if strings.ContainsFunc(line, termtext.Unsafe) {
+				t.Errorf("%v: printed a control character: %q", args, line)
+			}
+			if strings.HasPrefix(line, "forged.test") {
+				t.Errorf("%v: a forged line: %q", args, line)
+			}
+		}
 	}
 }

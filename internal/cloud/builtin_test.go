@@ -70,6 +70,10 @@ func TestBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// `pkie cloud init` makes the notary's keys; BuildProvers never does.
+	if _, err := pkienotary.Init(d.ProverDir("notary"), d.Config.PKIEs[2].Config); err != nil {
+		t.Fatal(err)
+	}
 	reg := builtin.Registry()
 	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, nil, nil)
 	if err != nil {

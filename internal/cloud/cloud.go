@@ -127,6 +127,10 @@ type Config struct {
 	// gets MaxBudget. It is also how long a proved submission is
 	// remembered for duplicate suppression.
 	MaxBudget time.Duration
+	// CertCache bounds the parsed certificates kept for later submissions
+	// (default 4,096; see certCache).
+	CertCache int
+
 	// MaxRemembered bounds the proved submissions remembered for
 	// duplicate suppression across all sessions (each session remembers
 	// at most 1,024, none older than MaxBudget).
@@ -167,6 +171,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxJobsPerAddr, max(1, c.MaxJobs/8))
 	def(&c.MaxJobsPerClient, DefaultMaxJobsPerClient)
 	def(&c.MaxProverCalls, DefaultMaxProverCalls)
+	def(&c.CertCache, certCacheSize)
 	defD(&c.MaxBudget, DefaultMaxBudget)
 	def(&c.MaxRemembered, DefaultMaxRemembered)
 	if c.SubmitRate == 0 {
@@ -213,6 +218,7 @@ type Cloud struct {
 	m       *metrics
 
 	resetKey *quic.StatelessResetKey
+	certs    *certCache
 
 	mu          sync.Mutex
 	clients     map[pecwire.ClientID]*session
@@ -246,7 +252,7 @@ func New(cfg Config) (*Cloud, error) {
 	}
 	c := &Cloud{
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
-		provers: map[pkie.ID]*hosted{}, m: newMetrics(),
+		provers: map[pkie.ID]*hosted{}, m: newMetrics(), certs: newCertCache(cfg.CertCache),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
 		submitBuckets: map[string]*tokenBucket{},
 	}

@@ -107,7 +107,7 @@ func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	// malformed one is refused alike for every identifier.
 	certs := make([]*x509.Certificate, len(m.Chain))
 	for i, der := range m.Chain {
-		cert, err := x509.ParseCertificate(der)
+		cert, err := c.certs.parse(der)
 		if err != nil {
 			return reject(pecwire.RejectInvalid, fmt.Sprintf("certificate %d of the chain does not parse", i))
 		}
@@ -195,7 +195,7 @@ type result struct {
 func (c *Cloud) run(j *job) {
 	defer c.releaseJob(j.submitter)
 	defer j.target.finish(j.key, c.cfg.MaxBudget)
-	ctx, cancel := context.WithDeadline(j.target.ctx, j.deadline)
+	ctx, cancel := context.WithDeadline(pkie.WithRequester(j.target.ctx, j.submitter), j.deadline)
 	defer cancel()
 
 	// One outcome per request, each in a place reserved for it; what is

@@ -36,8 +36,12 @@ type Load struct {
 	ServerName string
 	Port       int
 	Chain      [][]byte
-	Requests   []pkie.Request
-	Budget     time.Duration
+	// Chains, when set, replace Chain: each session's submissions take
+	// them in turn, from a different starting point per session, so the
+	// cloud sees a stream of different leaves.
+	Chains   [][][]byte
+	Requests []pkie.Request
+	Budget   time.Duration
 }
 
 // Throughput is one load run against one target.
@@ -128,6 +132,9 @@ func RunLoad(ctx context.Context, t Target, l Load) (*Throughput, error) {
 	}
 	res := &Throughput{Name: t.Name, Transport: t.Transport, Sessions: l.Sessions, Window: l.Window}
 	sub := &pecwire.Submit{ServerName: l.ServerName, Port: uint16(l.Port), Requests: l.Requests, Chain: l.Chain, Budget: l.Budget}
+	if len(l.Chains) > 0 {
+		sub.Chain = l.Chains[0] // the size reported; submissions take each in turn
+	}
 	if b, err := pecwire.Marshal(sub); err == nil {
 		res.SubmitBytes = len(b)
 	} else {
@@ -359,6 +366,9 @@ loop:
 			}
 			seq++
 			s := *tmpl
+			if len(l.Chains) > 0 {
+				s.Chain = l.Chains[(int(session)*7919+int(seq))%len(l.Chains)]
+			}
 			s.ClientID = reg.ClientID
 			binary.BigEndian.PutUint32(s.Nonce[:4], session)
 			binary.BigEndian.PutUint32(s.Nonce[4:], seq)

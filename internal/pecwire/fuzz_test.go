@@ -3,6 +3,7 @@ package pecwire
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // seedMessages is one valid message of every type.
@@ -60,6 +62,8 @@ func FuzzUnmarshal(f *testing.F) {
 		f.Add(b[0], b[4:])
 	}
 	f.Add(uint8(TypeSubmit), []byte{})
+	f.Add(uint8(TypeError), []byte{byte(RejectBusy), 0, 5, 0x1b, '[', '2', 'J', 'x'})
+	f.Add(uint8(TypeReject), append(make([]byte, 9), 0, 3, 0xe2, 0x80, 0xae))
 	f.Add(uint8(0), []byte{1})
 	f.Fuzz(func(t *testing.T, typ uint8, body []byte) {
 		m, err := Unmarshal(Type(typ), body)
@@ -82,6 +86,11 @@ func FuzzUnmarshal(f *testing.F) {
 		again, err := Unmarshal(Type(typ), b[4:])
 		if err != nil || !reflect.DeepEqual(again, m) {
 			t.Fatalf("%T: second decode %+v, %v", m, again, err)
+		}
+		// The peer's text reaches the user's terminal: decoded, it never
+		// holds a control character.
+		if text := messageText(m); termtext.Check(text) != nil || strings.ContainsFunc(text, termtext.Unsafe) {
+			t.Fatalf("%T: decoded text %q holds a control character", m, text)
 		}
 		// A submission's digest ignores the budget and ASCII case in
 		// the server name, and nothing else a prover sees.
@@ -144,6 +153,87 @@ func TestSubmitDigest(t *testing.T) {
 			t.Errorf("%s: the digest does not change", name)
 		}
 	}
+}
+
+// messageText is the human-readable text m carries, if any.
+func messageText(m Message) string {
+	switch m := m.(type) {
+	case *Proof:
+		return m.Text
+	case *Reject:
+		return m.Text
+	case *Error:
+		return m.Text
+	}
+	return ""
+}
+
+// TestTextControlCharacters: a message whose text would drive the user's
+// terminal (an ANSI escape, a line break forging a verdict line, a bidi
+// override) does not decode, while the same message sent by pkie arrives
+// with the characters escaped.
+func TestTextControlCharacters(t *testing.T) {
+	for _, text := range []string{
+		"\x1b[2K\rgood.test  TRUSTED",
+		"ok\nsite.test  TRUSTED",
+		"tab\there",
+		"nul\x00",
+		"del\x7f",
+		"csi\u009b2J",
+		"evil\u202etxt.exe",
+		"isolate\u2066x\u2069",
+		"line\u2028separator",
+	} {
+		for _, m := range []Message{
+			&Proof{ClientID: ClientID{1}, Nonce: Nonce{2}, ID: pkie.CT, Status: ProofFailed, Text: text},
+			&Reject{Nonce: Nonce{3}, Code: RejectBusy, Text: text},
+			&Error{Code: RejectInvalid, Text: text},
+		} {
+			// The raw bytes a hostile cloud would send: the sender's
+			// escaping bypassed by writing the text field by hand.
+			raw := rawTextBody(t, m, text)
+			if got, err := Unmarshal(m.Type(), raw); err == nil {
+				t.Errorf("%T with text %q decoded: %+v", m, text, got)
+			} else if !strings.Contains(err.Error(), "control character") {
+				t.Errorf("%T with text %q: error %v does not say why", m, text, err)
+			}
+			b, err := Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Unmarshal(m.Type(), b[4:])
+			if err != nil {
+				t.Fatalf("%T sent by pkie with text %q does not decode: %v", m, text, err)
+			}
+			if gt := messageText(got); gt != termtext.Escape(text) || !strings.Contains(gt, "\\") {
+				t.Errorf("%T: text %q arrived as %q, want it escaped", m, text, gt)
+			}
+		}
+	}
+}
+
+// rawTextBody encodes m with text in its text field verbatim.
+func rawTextBody(t *testing.T, m Message, text string) []byte {
+	t.Helper()
+	switch m := m.(type) {
+	case *Proof:
+		b := append([]byte(nil), m.ClientID[:]...)
+		b = append(b, m.Nonce[:]...)
+		b = append(b, m.Digest[:]...)
+		b = binary.BigEndian.AppendUint16(b, uint16(m.ID))
+		b = append(b, byte(m.Status))
+		b = appendUint24(b, len(text))
+		return append(b, text...)
+	case *Reject:
+		b := append(append(append([]byte(nil), m.Nonce[:]...), m.Digest[:]...), byte(m.Code))
+		b = binary.BigEndian.AppendUint16(b, uint16(len(text)))
+		return append(b, text...)
+	case *Error:
+		b := binary.BigEndian.AppendUint16([]byte{byte(m.Code)}, uint16(len(text)))
+		return append(b, text...)
+	}
+	t.Fatalf("%T carries no text", m)
+	return nil
 }
 
 // FuzzParseBundle: a bundle that parses has a usable pin and survives a

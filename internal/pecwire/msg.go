@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // Version is the protocol version a client asks for in Register.
@@ -351,8 +352,11 @@ func (m *Proof) decodeBody(r *reader) error {
 		return fmt.Errorf("unknown proof status %d", m.Status)
 	}
 	if m.Status != ProofOK {
-		if len(data) > MaxText || !utf8.Valid(data) {
-			return errors.New("proof status text is not short UTF-8")
+		if len(data) > MaxText {
+			return fmt.Errorf("proof status text of %d bytes, at most %d", len(data), MaxText)
+		}
+		if err := termtext.Check(string(data)); err != nil {
+			return fmt.Errorf("proof status text: %w", err)
 		}
 		m.Text = string(data)
 		return nil
@@ -456,7 +460,12 @@ func durationMillis(d time.Duration) uint32 {
 	return uint32(ms)
 }
 
+// clip makes s fit a message's text: at most MaxText bytes of printable
+// UTF-8, control characters escaped (a cloud's reasons often wrap errors
+// whose text it does not choose), so that a peer's decoder, which refuses
+// them, accepts it.
 func clip(s string) string {
+	s = termtext.Escape(s)
 	if len(s) <= MaxText {
 		return s
 	}
@@ -535,8 +544,11 @@ func (r *reader) text() (string, error) {
 	if r.err != nil {
 		return "", r.err
 	}
-	if len(v) > MaxText || !utf8.Valid(v) {
-		return "", errors.New("text is not short UTF-8")
+	if len(v) > MaxText {
+		return "", fmt.Errorf("text of %d bytes, at most %d", len(v), MaxText)
+	}
+	if err := termtext.Check(string(v)); err != nil {
+		return "", fmt.Errorf("text: %w", err)
 	}
 	return string(v), nil
 }

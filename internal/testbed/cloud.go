@@ -131,7 +131,15 @@ func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 		}
 	}
 	if o.Notary {
-		p, err := newProver(pkie.Notary, pkienotary.ProverConfig{Name: o.Name + " notary", Resolve: o.Resolve, AllowPrivate: true}.JSON())
+		nc := pkienotary.ProverConfig{Name: o.Name + " notary", Resolve: o.Resolve, AllowPrivate: true}.JSON()
+		// The testbed is its cloud's `pkie cloud init`: it makes the
+		// notary's keys unless DataDir already holds them.
+		if nd := filepath.Join(dir, pkienotary.Name); !fileExists(filepath.Join(nd, "v1.key")) {
+			if _, err := pkienotary.Init(nd, nc); err != nil {
+				return nil, err
+			}
+		}
+		p, err := newProver(pkie.Notary, nc)
 		if err != nil {
 			return nil, err
 		}
@@ -261,4 +269,9 @@ func (c *Cloud) NotaryVerifier() (pkie.Verifier, error) {
 		return nil, nil
 	}
 	return pkienotary.NewVerifier(raw)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

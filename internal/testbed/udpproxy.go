@@ -17,6 +17,15 @@ type UDPProxyConfig struct {
 	// Delay is added to every datagram in each direction, so the path
 	// through the proxy costs 2×Delay more per round trip.
 	Delay time.Duration
+	// FlowDelay, when set, replaces Delay with a delay per client flow:
+	// it is called once, when a flow opens, with the client's address and
+	// the flow's rank (0 for the first flow the proxy sees, 1 for the
+	// next, …). Two parties in one process reaching the same server
+	// address from different emulated places (a client and a PEC server
+	// forwarding to the client's cloud) then cross different distances.
+	// Each flow has its own queues, so a far flow never holds up a near
+	// one.
+	FlowDelay func(client netip.AddrPort, rank int) time.Duration
 	// LossToServer and LossToClient are the fractions, in [0, 1], of
 	// datagrams dropped on the way to the server and back to the client.
 	LossToServer, LossToClient float64
@@ -73,6 +82,7 @@ type UDPProxy struct {
 
 	mu     sync.Mutex
 	flows  map[netip.AddrPort]*udpFlow
+	nflows int // flows ever opened: the next one's rank
 	closed bool
 
 	done chan struct{}
@@ -97,6 +107,11 @@ type udpFlow struct {
 	client netip.AddrPort
 	up     *net.UDPConn
 	last   atomic.Int64 // unix nanoseconds of the last datagram either way
+	// With FlowDelay: the flow's delay and its own queues to the server
+	// and to the client, and gone, closed when the flow expires.
+	delay time.Duration
+	q     [2]chan delayed
+	gone  chan struct{}
 }
 
 // StartUDPProxy listens on a loopback UDP port and relays to upstream
@@ -151,8 +166,8 @@ func StartUDPProxy(upstream string, cfg UDPProxyConfig) (*UDPProxy, error) {
 		p.toServer.q = make(chan delayed, cfg.QueueLen)
 		p.toClient.q = make(chan delayed, cfg.QueueLen)
 		p.wg.Add(2)
-		go p.deliver(p.toServer.q, true)
-		go p.deliver(p.toClient.q, false)
+		go p.deliver(p.toServer.q, true, nil)
+		go p.deliver(p.toClient.q, false, nil)
 	}
 	p.wg.Add(2)
 	go p.readClients()
@@ -221,6 +236,14 @@ func (p *UDPProxy) Close() error {
 			d.dropped.Add(1)
 		}
 	}
+	for _, f := range p.flows {
+		for i, d := range []*dirState{&p.toServer, &p.toClient} {
+			for len(f.q[i]) > 0 {
+				<-f.q[i]
+				d.dropped.Add(1)
+			}
+		}
+	}
 	return err
 }
 
@@ -270,13 +293,20 @@ func (p *UDPProxy) readClients() {
 
 // send forwards b now or queues it for its delay. b is copied if queued.
 func (p *UDPProxy) send(d *dirState, f *udpFlow, b []byte, toServer bool) {
-	if p.cfg.Delay <= 0 {
+	delay, q := p.cfg.Delay, d.q
+	if p.cfg.FlowDelay != nil {
+		delay, q = f.delay, f.q[0]
+		if !toServer {
+			q = f.q[1]
+		}
+	}
+	if delay <= 0 {
 		p.write(d, f, b, toServer)
 		return
 	}
-	it := delayed{b: append([]byte(nil), b...), due: time.Now().Add(p.cfg.Delay), flow: f}
+	it := delayed{b: append([]byte(nil), b...), due: time.Now().Add(delay), flow: f}
 	select {
-	case d.q <- it:
+	case q <- it:
 	default:
 		d.dropped.Add(1)
 	}
@@ -298,7 +328,8 @@ func (p *UDPProxy) write(d *dirState, f *udpFlow, b []byte, toServer bool) {
 
 // deliver writes queued datagrams when they are due. The delay is the same
 // for all, so the queue is in due order and datagrams are not reordered.
-func (p *UDPProxy) deliver(q chan delayed, toServer bool) {
+// It returns when the proxy closes or gone (nil: never) is closed.
+func (p *UDPProxy) deliver(q chan delayed, toServer bool, gone <-chan struct{}) {
 	defer p.wg.Done()
 	d := &p.toClient
 	if toServer {
@@ -312,12 +343,18 @@ func (p *UDPProxy) deliver(q chan delayed, toServer bool) {
 		case it = <-q:
 		case <-p.done:
 			return
+		case <-gone:
+			return
 		}
 		if w := time.Until(it.due); w > 0 {
 			t.Reset(w)
 			select {
 			case <-t.C:
 			case <-p.done:
+				d.dropped.Add(1) // it, taken from the queue, is discarded too
+				return
+			case <-gone:
+				d.dropped.Add(1)
 				return
 			}
 		}
@@ -351,6 +388,17 @@ func (p *UDPProxy) flow(client netip.AddrPort) *udpFlow {
 	f := &udpFlow{client: client, up: up}
 	f.last.Store(time.Now().UnixNano())
 	p.flows[client] = f
+	if p.cfg.FlowDelay != nil {
+		f.delay = p.cfg.FlowDelay(client, p.nflows)
+		if f.delay > 0 {
+			f.q = [2]chan delayed{make(chan delayed, p.cfg.QueueLen), make(chan delayed, p.cfg.QueueLen)}
+			f.gone = make(chan struct{})
+			p.wg.Add(2)
+			go p.deliver(f.q[0], true, f.gone)
+			go p.deliver(f.q[1], false, f.gone)
+		}
+	}
+	p.nflows++
 	p.wg.Add(1)
 	go p.readServer(f)
 	return f
@@ -393,6 +441,9 @@ func (p *UDPProxy) expire() {
 			for k, f := range p.flows {
 				if f.last.Load() < cutoff {
 					f.up.Close()
+					if f.gone != nil {
+						close(f.gone)
+					}
 					delete(p.flows, k)
 				}
 			}

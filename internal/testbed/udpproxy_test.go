@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -402,5 +403,75 @@ func TestUDPProxyBounds(t *testing.T) {
 	}
 	if _, err := StartUDPProxy(srv.LocalAddr().String(), UDPProxyConfig{LossToClient: 1.5}); err == nil {
 		t.Error("loss 1.5 accepted")
+	}
+}
+
+// TestUDPProxyFlowDelay gives the first flow a short delay and the second a
+// long one: each round trip is at least its own flow's, and the near flow
+// is not held up behind the far one's datagrams.
+func TestUDPProxyFlowDelay(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			m, from, err := srv.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDPAddrPort(buf[:m], from)
+		}
+	}()
+	delays := []time.Duration{5 * time.Millisecond, 500 * time.Millisecond}
+	p, err := StartUDPProxy(srv.LocalAddr().String(), UDPProxyConfig{Delay: time.Hour,
+		FlowDelay: func(_ netip.AddrPort, rank int) time.Duration { return delays[min(rank, 1)] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var cls []*net.UDPConn
+	for range delays {
+		cl, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(p.Addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		cls = append(cls, cl)
+	}
+	echo := func(cl *net.UDPConn, b byte) time.Duration {
+		start := time.Now()
+		cl.Write([]byte{b})
+		cl.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var got [1]byte
+		if _, err := cl.Read(got[:]); err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != b {
+			t.Fatalf("echo %d, want %d", got[0], b)
+		}
+		return time.Since(start)
+	}
+	// Open the flows in rank order.
+	if rtt := echo(cls[0], 1); rtt < 2*delays[0] {
+		t.Errorf("first flow: round trip %v, under its %v", rtt, 2*delays[0])
+	}
+	far := make(chan time.Duration, 1)
+	go func() { far <- echo(cls[1], 2) }()
+	// While the far flow's datagram waits its 500 ms, the near flow's
+	// round trips go through at their own pace: well under the far one.
+	time.Sleep(20 * time.Millisecond)
+	if rtt := echo(cls[0], 3); rtt < 2*delays[0] || rtt >= delays[1] {
+		t.Errorf("near flow behind a far one: round trip %v, want at least %v and well under %v", rtt, 2*delays[0], delays[1])
+	}
+	if rtt := <-far; rtt < 2*delays[1] {
+		t.Errorf("second flow: round trip %v, under its %v", rtt, 2*delays[1])
+	}
+	// Received, not Forwarded: the echo can arrive before the proxy
+	// counts its write.
+	if s := p.Stats(); s.ToServer.Received != 3 || s.ToClient.Received != 3 || s.ToServer.Dropped+s.ToClient.Dropped != 0 {
+		t.Errorf("stats %+v: want 3 datagrams each way, none dropped", s)
 	}
 }

@@ -28,8 +28,9 @@ const Name = prover.CT
 // Verifier defaults.
 const (
 	// DefaultMaxAge bounds how old a signed head a client accepts: how
-	// long an old proof can be replayed.
-	DefaultMaxAge = time.Hour
+	// long an old proof can be replayed. The prover's health limit
+	// defaults to the same value.
+	DefaultMaxAge = treeproof.DefaultClientMaxAge
 	// DefaultMMD is the log's maximum merge delay.
 	DefaultMMD = 24 * time.Hour
 )
@@ -48,6 +49,10 @@ type ProverConfig struct {
 	SyncInterval Duration `json:"sync_interval,omitzero"`
 	// MaxAge refuses heads older than this at sync; zero means 24h.
 	MaxAge Duration `json:"max_age,omitzero"`
+	// HealthMaxAge is the head age past which /healthz reports the
+	// prover unhealthy: set it to the max_age the clients' verifiers use.
+	// Zero means 1h, the verifiers' default (DefaultMaxAge).
+	HealthMaxAge Duration `json:"health_max_age,omitzero"`
 }
 
 // JSON returns c as NewProver's configuration.
@@ -87,6 +92,7 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	}
 	return treeproof.NewProver(ctx, pkie.CT, env, treeproof.MirrorConfig{
 		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
+		HealthMaxAge: c.HealthMaxAge.D(),
 	}, leafKey, prover.LogSCTs)
 }
 

@@ -60,7 +60,8 @@ type Duration = conf.Duration
 // notary's keys and history live in the host's data directory.
 type ProverConfig struct {
 	// Name is the notary's name, signed into each answer; empty means
-	// "pkie cloud notary".
+	// "pkie cloud notary". Init writes it into the notary's certificate,
+	// which names the notary from then on.
 	Name string `json:"name,omitempty"`
 	// MaxAge is the notary's freshness window (notary.Config.MaxAge);
 	// zero means 24h.
@@ -71,6 +72,12 @@ type ProverConfig struct {
 	// MaxProbes bounds probes in flight; zero means 64. Further requests
 	// queue up to 4× that, then get busy at once.
 	MaxProbes int `json:"max_probes,omitempty"`
+	// MaxProbesPerClient is one requester's share of MaxProbes, and of
+	// the queue in the same proportion: the requester is the submitter the
+	// cloud names (pkie.Requester: its address, IPv6 per /64), so that one
+	// submitter cannot take every probe. Zero means MaxProbes/8, at least
+	// 1; more than MaxProbes means MaxProbes.
+	MaxProbesPerClient int `json:"max_probes_per_client,omitempty"`
 	// Resolve maps "host:port" or "host" to "ip:port" or "ip", as `pkie
 	// notary serve --resolve` does: to try named sites on loopback.
 	Resolve map[string]string `json:"resolve,omitempty"`
@@ -117,9 +124,10 @@ type Prover struct {
 }
 
 // NewProver builds the notary prover from a ProverConfig in JSON. Its
-// identity (an Ed25519 v1 key and the RSA key the notary format carries,
-// files 0600) is created in env.DataDir on first use and read from there
-// afterwards; its history is SQLite in the same directory.
+// identity is read from env.DataDir, where Init created it; a missing or
+// unreadable identity is an error, never replaced. Its history is SQLite in
+// the same directory: a cache of observations, so a history that vanished
+// is started again empty (CheckHistory logs the loss at error level).
 func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) (pkie.Prover, error) {
 	var c ProverConfig
 	if err := conf.Decode(config, &c); err != nil {
@@ -133,14 +141,14 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	if env.DataDir == "" {
 		return nil, errors.New("notary prover: a data directory is required (its keys and history)")
 	}
-	if c.MaxAge < 0 || c.ProbeTimeout < 0 || c.MaxProbes < 0 {
-		return nil, errors.New("notary prover: max_age, probe_timeout and max_probes must not be negative")
+	if c.MaxAge < 0 || c.ProbeTimeout < 0 || c.MaxProbes < 0 || c.MaxProbesPerClient < 0 {
+		return nil, errors.New("notary prover: max_age, probe_timeout, max_probes and max_probes_per_client must not be negative")
 	}
 	log := env.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	id, err := loadOrCreate(env.DataDir, c.Name)
+	id, err := load(env.DataDir) // its error names the notary's keys and their directory
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +180,14 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	n, err := notary.New(notary.Config{
 		Identity: id, History: h, Prober: probe.New(popts), MaxAge: c.MaxAge.D(),
 		MaxProbes: maxProbes,
-		// Every request comes from the cloud, one "client" to the notary:
-		// its share is the whole pool. The cloud bounds its own clients;
-		// the per-target share still keeps one target from taking every
-		// probe.
-		MaxProbesPerClient:   maxProbes,
+		// Each request is counted against its submitter's share (Prove
+		// sets the notary's client address from pkie.Requester), and the
+		// per-target share keeps one target from taking every probe.
+		MaxProbesPerClient: c.MaxProbesPerClient,
+		// The pool of requests in progress has no per-submitter share of
+		// its own: the cloud's per-address share of submissions
+		// (--max-jobs-per-addr) bounds each submitter's requests already,
+		// and the probes they need are shared out above.
 		MaxRequestsPerClient: 4096,
 		HistoryMarker:        filepath.Join(env.DataDir, notary.FileHistorySeen),
 		Logger:               log,
@@ -192,35 +203,77 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	return &Prover{n: n, handler: n.Handler(), hist: h, log: log}, nil
 }
 
-// loadOrCreate reads the notary identity in dir, or creates and saves one.
-func loadOrCreate(dir, name string) (*notary.Identity, error) {
+// Init creates the notary's identity in dir, the prover's state directory:
+// an Ed25519 v1 key and the RSA key and certificate the notary format
+// carries (key files 0600), named by the configuration's Name. It returns
+// the v1 public key in base64, as the bundle carries it. It refuses a
+// directory that already holds any of the keys: replacing them would make
+// every client that pinned the old key fail every notary proof.
+//
+// Init is the only way the notary's keys come into being (`pkie cloud
+// init` calls it); NewProver and PublicKey refuse a directory without them.
+func Init(dir string, config json.RawMessage) (string, error) {
+	var c ProverConfig
+	if len(bytes.TrimSpace(config)) > 0 {
+		if err := conf.Decode(config, &c); err != nil {
+			return "", fmt.Errorf("notary prover configuration: %w", err)
+		}
+	}
+	if dir == "" {
+		return "", errors.New("notary: a state directory is required for its keys")
+	}
+	name := c.Name
+	if name == "" {
+		name = "pkie cloud notary"
+	}
+	id, err := notary.NewIdentity(name, []string{"localhost"})
+	if err != nil {
+		return "", fmt.Errorf("notary: %w", err)
+	}
+	if err := id.Save(dir); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(id.V1.Public().(ed25519.PublicKey)), nil
+}
+
+// load reads the notary identity in dir. A missing or unreadable identity
+// is an error that says how to recover, never a reason to make a new one:
+// clients pinned the old v1 key from the cloud's bundle, and a new key
+// would turn every site they check UNTRUSTED.
+func load(dir string) (*notary.Identity, error) {
 	id, err := notary.LoadIdentity(dir)
 	if err == nil {
 		return id, nil
 	}
-	if _, serr := os.Stat(filepath.Join(dir, "v1.key")); !errors.Is(serr, os.ErrNotExist) {
-		return nil, fmt.Errorf("notary prover: %w", err) // keys there but unreadable: never replace them
+	// The files notary.Identity.Save writes.
+	files := []string{"v1.key", "notary.key", "notary.crt"}
+	var missing []string
+	for _, f := range files {
+		if _, serr := os.Stat(filepath.Join(dir, f)); errors.Is(serr, os.ErrNotExist) {
+			missing = append(missing, f)
+		}
 	}
-	if name == "" {
-		name = "pkie cloud notary"
+	const republish = "and republish the cloud's bundle (`pkie cloud bundle`): clients that pinned the old bundle fail every notary proof until they take the new one"
+	switch {
+	case len(missing) == len(files):
+		return nil, fmt.Errorf("no notary keys in %s: the directory was lost, or this data directory was not made by `pkie cloud init`, the only command that creates them. "+
+			"Restore the directory from a backup of the cloud's data directory. Only if the keys are lost for good, create new ones with `pkie cloud init --data DATA --new-notary-key` "+republish, dir)
+	case len(missing) > 0:
+		return nil, fmt.Errorf("the notary keys in %s are incomplete (%s missing). Restore the directory from a backup of the cloud's data directory. Only if the keys are lost for good, "+
+			"move the rest aside, create new ones with `pkie cloud init --data DATA --new-notary-key` "+republish, dir, strings.Join(missing, ", "))
 	}
-	id, err = notary.NewIdentity(name, []string{"localhost"})
-	if err != nil {
-		return nil, fmt.Errorf("notary prover: %w", err)
-	}
-	if err := id.Save(dir); err != nil {
-		return nil, fmt.Errorf("notary prover: %w", err)
-	}
-	return id, nil
+	return nil, fmt.Errorf("the notary keys in %s cannot be used (%w). Restore the directory from a backup of the cloud's data directory. Only if the keys are lost for good, "+
+		"move them aside, create new ones with `pkie cloud init --data DATA --new-notary-key` "+republish, dir, err)
 }
 
 // PublicKey reads the v1 public key of the notary prover whose data
 // directory is dir, in base64 as bundles carry it: what `pkie cloud bundle`
-// puts in the verifier configuration (VerifierConfig.Key).
+// puts in the verifier configuration (VerifierConfig.Key). Keys missing or
+// unreadable are an error, as for NewProver.
 func PublicKey(dir string) (string, error) {
-	id, err := notary.LoadIdentity(dir)
+	id, err := load(dir)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("notary: %w", err)
 	}
 	return base64.StdEncoding.EncodeToString(id.V1.Public().(ed25519.PublicKey)), nil
 }
@@ -233,16 +286,41 @@ func (p *Prover) PublicKey() string {
 // ID returns pkie.Notary.
 func (p *Prover) ID() pkie.ID { return pkie.Notary }
 
-// cloudRemote is the address the notary's limits see for every request.
+// cloudRemote is the address the notary's limits see for a request that
+// names no requester: such requests share one client's share.
 const cloudRemote = "[::1]:1"
+
+// remoteOf is the address the notary's per-client shares (which key on
+// the request's address, IPv6 per /64) see for a request from requester
+// (pkie.Requester): the requester itself when it is an address, or the
+// /64 the cloud names IPv6 submitters by; any other key is mapped to a /64
+// of its own in fd00::/8, derived from its SHA-256.
+func remoteOf(requester string) string {
+	if requester == "" {
+		return cloudRemote
+	}
+	if a, err := netip.ParseAddr(requester); err == nil {
+		return netip.AddrPortFrom(a.WithZone(""), 0).String()
+	}
+	if p, err := netip.ParsePrefix(requester); err == nil {
+		return netip.AddrPortFrom(p.Masked().Addr(), 0).String()
+	}
+	sum := sha256.Sum256([]byte(requester))
+	var a [16]byte
+	a[0] = 0xfd
+	copy(a[1:8], sum[:7])
+	return netip.AddrPortFrom(netip.AddrFrom16(a), 0).String()
+}
 
 // maxAnswer bounds a notary answer kept as a proof.
 const maxAnswer = pkie.MaxProofBody
 
 // Prove asks the prover's notary about (ServerName, Port) with the leaf's
 // SHA-256, through the notary's own v1 handler, and returns its signed
-// response as the proof. A notary at capacity is pkie.ErrBusy; a target
-// the probe refuses (a private address) is pkie.ErrUnsupported.
+// response as the proof. The request counts against the share of
+// pkie.Requester(ctx) (all requests without one share a single share). A
+// notary at capacity, or a requester over its share, is pkie.ErrBusy; a
+// target the probe refuses (a private address) is pkie.ErrUnsupported.
 func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
 	if req.ServerName == "" || len(req.Chain) == 0 {
 		return nil, fmt.Errorf("%w: the notary needs a server name and the leaf", pkie.ErrUnsupported)
@@ -257,7 +335,7 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	hr.RemoteAddr = cloudRemote
+	hr.RemoteAddr = remoteOf(pkie.Requester(ctx))
 	w := &recorder{header: http.Header{}}
 	p.handler.ServeHTTP(w, hr)
 	if w.code == 0 {

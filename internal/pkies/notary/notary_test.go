@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,9 @@ func newWorld(t *testing.T) *world {
 	w.bank, w.shop = site("bank.test"), site("shop.test")
 	forger, _ := testbed.NewRootCA("Forger", testbed.ECDSAP256)
 	w.forged, _ = forger.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
+	if _, err := notary.Init(w.dir, w.config().JSON()); err != nil {
+		t.Fatal(err)
+	}
 	w.prover = w.newProver(t)
 	return w
 }
@@ -66,6 +70,16 @@ func (w *world) newProver(t *testing.T) *notary.Prover {
 	}
 	t.Cleanup(func() { p.(*notary.Prover).Close() })
 	return p.(*notary.Prover)
+}
+
+// initDir returns a fresh state directory where Init made a notary's keys.
+func initDir(t *testing.T, c notary.ProverConfig) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := notary.Init(dir, c.JSON()); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func subject(name string, chain [][]byte) pkie.Subject {
@@ -102,8 +116,7 @@ func TestProveVerify(t *testing.T) {
 		t.Fatalf("body is not a v1 response: %v %s", err, good.Body)
 	}
 	mitm := prove("bank.test", w.forged.Chain)
-	other := t.TempDir()
-	op, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: other}, w.config().JSON())
+	op, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, w.config())}, w.config().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +171,9 @@ func TestProveVerify(t *testing.T) {
 	}
 }
 
-// TestIdentity: the notary's keys are created once in the data directory,
-// 0600, and read back (by a restarted prover, and by PublicKey for the
-// cloud's bundle).
+// TestIdentity: Init creates the notary's keys in the data directory,
+// 0600, and they are read back (by a restarted prover, and by PublicKey for
+// the cloud's bundle).
 func TestIdentity(t *testing.T) {
 	w := newWorld(t)
 	st, err := os.Stat(filepath.Join(w.dir, "v1.key"))
@@ -187,6 +200,97 @@ func TestIdentity(t *testing.T) {
 	}
 }
 
+// TestLostKeysRefused: a notary state directory that lost its keys, or holds
+// them broken, is refused loudly by the prover and by PublicKey (what the
+// bundle prints), each naming the recovery, and nothing mints a new key in
+// it: a new key would turn every site UNTRUSTED for the clients that pinned
+// the published one. Init does not overwrite keys either.
+func TestLostKeysRefused(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	pub := w.prover.PublicKey()
+	w.prover.Close()
+	if _, err := notary.Init(w.dir, w.config().JSON()); err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
+		t.Fatalf("Init over existing keys: %v", err)
+	}
+	if again, err := notary.PublicKey(w.dir); err != nil || again != pub {
+		t.Fatalf("after a refused Init: %q %v, want %q", again, err, pub)
+	}
+
+	v1, err := os.ReadFile(filepath.Join(w.dir, "v1.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := t.TempDir() // the state directory deleted: the prover's data dir is recreated empty
+	corrupt := t.TempDir()
+	for _, f := range []string{"notary.key", "notary.crt"} {
+		b, _ := os.ReadFile(filepath.Join(w.dir, f))
+		os.WriteFile(filepath.Join(corrupt, f), b, 0o600)
+	}
+	os.WriteFile(filepath.Join(corrupt, "v1.key"), v1[:len(v1)/2], 0o600)
+	partial := t.TempDir()
+	os.WriteFile(filepath.Join(partial, "v1.key"), v1, 0o600)
+	for _, tc := range []struct {
+		name, dir string
+		want      []string
+	}{
+		{"lost", lost, []string{"no notary keys in " + lost, "Restore the directory from a backup", "pkie cloud init --data DATA --new-notary-key", "republish"}},
+		{"corrupt", corrupt, []string{"cannot be used", "v1.key", "Restore the directory from a backup", "republish"}},
+		{"incomplete", partial, []string{"incomplete (notary.key, notary.crt missing)", "Restore the directory from a backup"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, _ := os.ReadFile(filepath.Join(tc.dir, "v1.key"))
+			_, perr := notary.NewProver(ctx, pkie.ProverEnv{DataDir: tc.dir}, w.config().JSON())
+			_, kerr := notary.PublicKey(tc.dir)
+			for _, err := range []error{perr, kerr} {
+				if err == nil {
+					t.Fatal("a notary without its keys was accepted")
+				}
+				for _, s := range tc.want {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q lacks %q", err, s)
+					}
+				}
+			}
+			after, _ := os.ReadFile(filepath.Join(tc.dir, "v1.key"))
+			if string(after) != string(before) {
+				t.Error("the refused directory's v1.key was written")
+			}
+			if _, err := os.Stat(filepath.Join(tc.dir, "history.db")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused notary opened a history: %v", err)
+			}
+		})
+	}
+}
+
+// TestLostHistory: a history that vanished while the keys stayed is started
+// again empty (it is a cache of observations), under the same key, and the
+// loss is logged at error level.
+func TestLostHistory(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	if _, err := w.prover.Prove(ctx, &pkie.ProveRequest{Subject: subject("bank.test", w.bank.Leaf().Chain)}); err != nil {
+		t.Fatal(err)
+	}
+	pub := w.prover.PublicKey()
+	w.prover.Close()
+	if err := os.Remove(filepath.Join(w.dir, "history.db")); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	p, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: w.dir, Log: slog.New(slog.NewTextHandler(&logs, nil))}, w.config().JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.(*notary.Prover).Close()
+	if p.(*notary.Prover).PublicKey() != pub {
+		t.Error("a lost history changed the notary's key")
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "history is EMPTY") {
+		t.Errorf("the lost history was not logged as an error: %s", logs.String())
+	}
+}
+
 // TestSSRFGuard: without allow_private the probe refuses loopback, whether
 // a resolve entry or the request names it.
 func TestSSRFGuard(t *testing.T) {
@@ -194,10 +298,10 @@ func TestSSRFGuard(t *testing.T) {
 	w := newWorld(t)
 	c := w.config()
 	c.AllowPrivate = false
-	if _, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, c.JSON()); err == nil || !strings.Contains(err.Error(), "allow_private") {
+	if _, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, c)}, c.JSON()); err == nil || !strings.Contains(err.Error(), "allow_private") {
 		t.Fatalf("resolve to loopback without allow_private: %v", err)
 	}
-	p, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, notary.ProverConfig{}.JSON())
+	p, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, notary.ProverConfig{})}, notary.ProverConfig{}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +321,7 @@ func TestConfigs(t *testing.T) {
 	if _, err := notary.NewProver(context.Background(), pkie.ProverEnv{}, []byte(`{}`)); err == nil {
 		t.Error("prover without a data directory")
 	}
-	if _, err := notary.NewProver(context.Background(), pkie.ProverEnv{DataDir: t.TempDir()}, []byte(`{"resolve":{"a.test":"nope"}}`)); err == nil {
+	if _, err := notary.NewProver(context.Background(), pkie.ProverEnv{DataDir: initDir(t, notary.ProverConfig{})}, []byte(`{"resolve":{"a.test":"nope"}}`)); err == nil {
 		t.Error("bad resolve entry accepted")
 	}
 }

@@ -25,8 +25,9 @@ import (
 const Name = prover.Revocation
 
 // DefaultMaxAge bounds how old a signed head a client accepts: how long
-// after a revocation a stale "not revoked" proof still passes.
-const DefaultMaxAge = time.Hour
+// after a revocation a stale "not revoked" proof still passes. The
+// prover's health limit defaults to the same value.
+const DefaultMaxAge = treeproof.DefaultClientMaxAge
 
 // Duration is a JSON duration string ("1h").
 type Duration = conf.Duration
@@ -42,6 +43,10 @@ type ProverConfig struct {
 	SyncInterval Duration `json:"sync_interval,omitzero"`
 	// MaxAge refuses heads older than this at sync; zero means 24h.
 	MaxAge Duration `json:"max_age,omitzero"`
+	// HealthMaxAge is the head age past which /healthz reports the
+	// prover unhealthy: set it to the max_age the clients' verifiers use.
+	// Zero means 1h, the verifiers' default (DefaultMaxAge).
+	HealthMaxAge Duration `json:"health_max_age,omitzero"`
 }
 
 // JSON returns c as NewProver's configuration.
@@ -79,6 +84,7 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	}
 	return treeproof.NewProver(ctx, pkie.Revocation, env, treeproof.MirrorConfig{
 		PKIE: prover.Revocation, URL: c.AuthorityURL, Key: c.AuthorityKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
+		HealthMaxAge: c.HealthMaxAge.D(),
 	}, proverKey, nil)
 }
 

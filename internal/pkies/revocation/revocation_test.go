@@ -1,6 +1,7 @@
 package revocation_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"strings"
@@ -176,4 +177,69 @@ func TestConfigs(t *testing.T) {
 	if _, err := revocation.NewProver(context.Background(), pkie.ProverEnv{DataDir: t.TempDir()}, []byte(`{"authority_url":"http://127.0.0.1:1"}`)); err == nil {
 		t.Error("prover config without a key accepted")
 	}
+}
+
+// FuzzVerify: whatever body the cloud relays for a revocation proof,
+// Verify does not panic, never answers Unknown for a body it was given,
+// passes only the authority's genuine "not revoked" proof byte for byte,
+// and never passes the revoked certificate. The seeds are real proofs
+// from a prover mirroring a real authority on loopback.
+func FuzzVerify(f *testing.F) {
+	ctx := context.Background()
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: f.TempDir()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { ttp.Close() })
+	root, _ := testbed.NewRootCA("Fuzz Root", testbed.ECDSAP256)
+	ca, _ := root.NewIntermediate("Fuzz CA", testbed.ECDSAP256)
+	good, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
+	revoked, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
+	if err := ttp.Revoke(ctx, ca, revoked.Cert.SerialNumber); err != nil {
+		f.Fatal(err)
+	}
+	if err := ttp.Refresh(ctx); err != nil {
+		f.Fatal(err)
+	}
+	p, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: f.TempDir()},
+		revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	if err != nil {
+		f.Fatal(err)
+	}
+	proofOf := func(chain [][]byte) []byte {
+		pr, err := p.Prove(ctx, &pkie.ProveRequest{Subject: subject(chain)})
+		if err != nil {
+			f.Fatal(err)
+		}
+		return pr.Body
+	}
+	goodBody, revokedBody := proofOf(good.Chain), proofOf(revoked.Chain)
+	v, err := revocation.NewVerifier(revocation.VerifierConfig{Key: ttp.RevocationKey}.JSON())
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Now()
+	// The genuine proofs verify as they should before anything is fuzzed.
+	if a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(good.Chain), Proof: &pkie.Proof{ID: pkie.Revocation, Version: 1, Body: goodBody}, Now: now}); a.Status != pkie.Pass {
+		f.Fatalf("genuine proof: %s %s", a.Status, a.Reason)
+	}
+	f.Add(goodBody, false)
+	f.Add(goodBody, true)
+	f.Add(revokedBody, true)
+	f.Add(revokedBody, false)
+	f.Add([]byte{1, 2}, false)
+	f.Add([]byte{}, true)
+	f.Fuzz(func(t *testing.T, body []byte, forRevoked bool) {
+		chain := good.Chain
+		if forRevoked {
+			chain = revoked.Chain
+		}
+		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(chain), Proof: &pkie.Proof{ID: pkie.Revocation, Version: 1, Body: body}, Now: now})
+		switch {
+		case a.Status == pkie.Unknown:
+			t.Fatalf("Unknown for a body given: %s", a.Reason)
+		case a.Status == pkie.Pass && (forRevoked || !bytes.Equal(body, goodBody)):
+			t.Fatalf("passed (revoked leaf %v) a body that is not the genuine proof: %s", forRevoked, a.Reason)
+		}
+	})
 }

@@ -21,14 +21,26 @@ const (
 	DefaultMaxAge       = 24 * time.Hour
 )
 
+// DefaultClientMaxAge is how old a signed head the CT and revocation
+// verifiers accept by default (their max_age): how long an old proof can be
+// replayed, and how long after a revocation a stale "not revoked" proof
+// still passes. It is also the prover's default health limit, so that
+// /healthz turns unhealthy when clients start refusing its proofs, not a
+// day later.
+const DefaultClientMaxAge = time.Hour
+
 // MirrorConfig is how a prover reaches and trusts its TTP.
 type MirrorConfig struct {
 	PKIE     string // prover.CT or prover.Revocation
 	URL      string // the TTP's base URL (its feed is URL/v1/sorted)
 	Key      string // the TTP's pinned note verifier key
 	Interval time.Duration
-	MaxAge   time.Duration    // refuse heads older than this at sync
-	Now      func() time.Time // nil: time.Now
+	MaxAge   time.Duration // refuse heads older than this at sync
+	// HealthMaxAge is the head age past which Health reports the prover
+	// unhealthy: the oldest head its clients accept. Zero means
+	// DefaultClientMaxAge, the verifiers' default.
+	HealthMaxAge time.Duration
+	Now          func() time.Time // nil: time.Now
 }
 
 // Prover is an enhancement's server half on a verified mirror of a TTP's
@@ -41,7 +53,7 @@ type Prover struct {
 	keyOf    func(*pkie.ProveRequest) ([32]byte, error)
 	scts     prover.SCTSource
 	interval time.Duration
-	maxAge   time.Duration
+	maxAge   time.Duration // Health's limit: MirrorConfig.HealthMaxAge
 	now      func() time.Time
 	log      *slog.Logger
 }
@@ -61,11 +73,14 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultMaxAge
 	}
+	if c.HealthMaxAge == 0 {
+		c.HealthMaxAge = DefaultClientMaxAge
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Interval < 0 || c.MaxAge < 0 {
-		return nil, fmt.Errorf("%s prover: sync interval and maximum age must be positive", c.PKIE)
+	if c.Interval < 0 || c.MaxAge < 0 || c.HealthMaxAge < 0 {
+		return nil, fmt.Errorf("%s prover: sync interval, maximum age and health maximum age must be positive", c.PKIE)
 	}
 	v, err := checkpoint.NewVerifier(c.Key)
 	if err != nil {
@@ -97,7 +112,7 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 		return nil, err
 	}
 	log.Info("synced", "pkie", c.PKIE, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
-	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.MaxAge, now: c.Now, log: log}
+	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.HealthMaxAge, now: c.Now, log: log}
 	if scts != nil {
 		tp.scts = scts(base, hc)
 	}
@@ -149,7 +164,8 @@ func (p *Prover) Run(ctx context.Context) {
 }
 
 // Health reports an unsynced mirror, or one whose head is older than the
-// maximum age: clients would refuse its proofs.
+// health maximum age (MirrorConfig.HealthMaxAge): clients with that
+// max_age refuse its proofs.
 func (p *Prover) Health() error {
 	st := p.p.Status()
 	if !st.Synced {
@@ -159,7 +175,7 @@ func (p *Prover) Health() error {
 		return fmt.Errorf("%s prover: not synced", st.PKIE)
 	}
 	if age := p.now().Sub(st.CheckpointTime); age > p.maxAge {
-		msg := fmt.Sprintf("%s prover: head of %s is %s old, over the %s maximum", st.PKIE,
+		msg := fmt.Sprintf("%s prover: head of %s is %s old, over the %s maximum clients accept (health_max_age)", st.PKIE,
 			st.CheckpointTime.UTC().Format(time.RFC3339), age.Round(time.Second), p.maxAge)
 		if st.LastError != "" {
 			msg += "; last sync: " + st.LastError

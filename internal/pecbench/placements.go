@@ -1,0 +1,633 @@
+package pecbench
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/pec"
+)
+
+// The latency study (`pkie bench pec --placements`) repeats the PEC paper's
+// Amazon experiment (§6.2, Figure 5) and its footprint comparison (§6.3.1,
+// Figure 6) with real handshakes on loopback: client, server and cloud are
+// placed on an RTT matrix of data centres, the site sits behind a TCP delay
+// proxy at the client–server round trip, the cloud behind a UDP delay
+// proxy at the client–cloud round trip, and every placement is measured as
+// plain TLS and in each PEC deployment, several times, over TLS 1.2 and
+// TLS 1.3. All round trips are divided by Scale so a run takes minutes;
+// relative inflation does not depend on the scale, but the fixed
+// processing times (handshake crypto, proving, verifying) weigh Scale
+// times more against the network than they would at real distances.
+
+// Deployments.
+const (
+	// DeployClientOnly: the client forwards the server's chain to the
+	// cloud when its handshake delivers it (pec.Dialer).
+	DeployClientOnly = "client-only"
+	// DeployClientServer: the server forwards its chain when the
+	// ClientHello arrives (the PEC TLS extension, issue 10 §1).
+	DeployClientServer = "client-server"
+)
+
+// Cloud selections and footprints.
+const (
+	SelectRandom  = "random"  // client, server and cloud: three distinct regions at random
+	SelectNearest = "nearest" // client and server at random, the cloud nearest the client (the paper's "smart" model)
+
+	FootprintRegions = "aws-14"  // the cloud runs in the 14 regions
+	FootprintPoP     = "pop-all" // a point of presence next to every client (the paper's Akamai case)
+)
+
+// Paper figures for the study.
+const (
+	PaperUnder1ClientOnly   = 0.85  // §6.2: nearest cloud, inflation under 1%
+	PaperUnder1ClientServer = 0.91  //
+	PaperTLS13MeanInflation = 0.065 // Appendix A
+)
+
+// StudyConfig says what the latency study measures. Zero values take the
+// defaults.
+type StudyConfig struct {
+	// Placements per model: random and nearest on the 14 regions, and
+	// nearest on the large footprint (150 each by default, a negative
+	// count none).
+	Random, Nearest, Footprint int
+	// Reps is how many times each placement is measured in each mode;
+	// the mean is used, as the paper does with its 20.
+	Reps int
+	// Versions are the TLS versions measured (1.2 and 1.3).
+	Versions []uint16
+	// Scale divides every round trip (10).
+	Scale float64
+	// FibreFactor is the fibre route's length over the great circle.
+	FibreFactor float64
+	// PoPRTT is the client's round trip to its point of presence in the
+	// large footprint, at real scale.
+	PoPRTT time.Duration
+	// Seed makes the placements repeatable.
+	Seed uint64
+	// LogFill and RevokedFill size the trees as in Config.
+	LogFill, RevokedFill int
+	// Progress receives a line per placement; nil for none.
+	Progress io.Writer
+}
+
+func (c *StudyConfig) defaults() {
+	if c.Random == 0 {
+		c.Random = 150
+	}
+	if c.Nearest == 0 {
+		c.Nearest = 150
+	}
+	if c.Footprint == 0 {
+		c.Footprint = 150
+	}
+	if c.Reps <= 0 {
+		c.Reps = 5
+	}
+	if len(c.Versions) == 0 {
+		c.Versions = []uint16{tls.VersionTLS12, tls.VersionTLS13}
+	}
+	if c.Scale == 0 {
+		c.Scale = 10
+	}
+	if c.FibreFactor == 0 {
+		c.FibreFactor = DefaultFibreFactor
+	}
+	if c.PoPRTT == 0 {
+		c.PoPRTT = DefaultPoPRTT
+	}
+	if c.Seed == 0 {
+		c.Seed = 2017
+	}
+	if c.LogFill == 0 {
+		c.LogFill = 4095
+	}
+	if c.RevokedFill == 0 {
+		c.RevokedFill = PaperRevokedLeaves
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Check reports what is wrong with c before anything runs.
+func (c *StudyConfig) Check() error {
+	n := len(PaperRegions)
+	if c.Random > n*(n-1)*(n-2) {
+		return fmt.Errorf("%d random placements: %d regions give %d distinct ones", c.Random, n, n*(n-1)*(n-2))
+	}
+	if c.Nearest > n*(n-1) || c.Footprint > n*(n-1) {
+		return fmt.Errorf("nearest-cloud placements: %d regions give %d distinct client–server pairs", n, n*(n-1))
+	}
+	if c.Scale < 0 || (c.Scale > 0 && c.Scale < 1) {
+		return fmt.Errorf("scale %v: round trips are divided by it, so at least 1", c.Scale)
+	}
+	if c.FibreFactor != 0 && c.FibreFactor < 1 {
+		return fmt.Errorf("fibre-path factor %v below 1", c.FibreFactor)
+	}
+	for _, v := range c.Versions {
+		if v != tls.VersionTLS12 && v != tls.VersionTLS13 {
+			return fmt.Errorf("TLS version %#x: the study measures 1.2 and 1.3", v)
+		}
+	}
+	return nil
+}
+
+// Study is a whole latency study.
+type Study struct {
+	Machine     Machine    `json:"machine"`
+	Started     time.Time  `json:"started"`
+	Seconds     float64    `json:"seconds"`
+	Scale       float64    `json:"scale"`
+	FibreFactor float64    `json:"fibre_factor"`
+	PoPRTTms    float64    `json:"pop_rtt_ms"`
+	Reps        int        `json:"reps"`
+	Matrix      *RTTMatrix `json:"matrix"`
+	// Deployments are the modes measured; NotMeasured the others, each
+	// with the reason.
+	Deployments []string          `json:"deployments"`
+	NotMeasured map[string]string `json:"not_measured,omitempty"`
+	Placements  []Placement       `json:"placements"`
+	Summaries   []StudySummary    `json:"summaries"`
+}
+
+// Placement is one placement measured over one TLS version. Round trips
+// are at real scale; times are as measured, at the emulated scale.
+type Placement struct {
+	Footprint string `json:"footprint"`
+	Selection string `json:"selection"`
+	Client    string `json:"client"`
+	Server    string `json:"server"`
+	// Cloud is a region, or "pop" for the large footprint's point of
+	// presence in the client's metro.
+	Cloud            string  `json:"cloud"`
+	ServerRTTms      float64 `json:"client_server_rtt_ms"`
+	CloudRTTms       float64 `json:"client_cloud_rtt_ms"`
+	ServerCloudRTTms float64 `json:"server_cloud_rtt_ms"`
+	TLS              string  `json:"tls"`
+	// BaselineMs is the mean plain TLS handshake.
+	BaselineMs float64         `json:"baseline_ms"`
+	Runs       []DeploymentRun `json:"runs"`
+}
+
+// DeploymentRun is one deployment on one placement.
+type DeploymentRun struct {
+	Deployment string  `json:"deployment"`
+	MeanMs     float64 `json:"mean_ms"`
+	// Inflation is (MeanMs - BaselineMs) / BaselineMs.
+	Inflation float64 `json:"inflation"`
+	// Model is what the round trips alone predict (no processing), as
+	// the paper's §6.3.1 simulation computes it.
+	Model float64 `json:"model"`
+	// Phases are the PEC dialer's own timings, means over the measured
+	// handshakes: where the time beyond the handshake went.
+	Phases *Phases `json:"phases,omitempty"`
+}
+
+// Phases are means of pec.Timings in milliseconds.
+type Phases struct {
+	CertificateMs  float64 `json:"certificate_ms"`
+	HandshakeMs    float64 `json:"handshake_ms"`
+	LastProofMs    float64 `json:"last_proof_ms"`
+	VerificationMs float64 `json:"verification_ms"`
+	TotalMs        float64 `json:"total_ms"`
+}
+
+func (p *Phases) add(t pec.Timings) {
+	p.CertificateMs += ms(t.Certificate)
+	p.HandshakeMs += ms(t.Handshake)
+	p.LastProofMs += ms(t.LastProof)
+	p.VerificationMs += ms(t.Verification)
+	p.TotalMs += ms(t.Total)
+}
+
+func (p *Phases) div(n int) {
+	f := float64(n)
+	p.CertificateMs, p.HandshakeMs, p.LastProofMs, p.VerificationMs, p.TotalMs = p.CertificateMs/f, p.HandshakeMs/f, p.LastProofMs/f, p.VerificationMs/f, p.TotalMs/f
+}
+
+// StudySummary is the distribution of one deployment's inflation over the
+// placements of one footprint, selection and TLS version.
+type StudySummary struct {
+	Footprint  string  `json:"footprint"`
+	Selection  string  `json:"selection"`
+	TLS        string  `json:"tls"`
+	Deployment string  `json:"deployment"`
+	N          int     `json:"n"`
+	Under1     float64 `json:"under_1pct"`
+	Under2     float64 `json:"under_2pct"`
+	Mean       float64 `json:"mean"`
+	Median     float64 `json:"median"`
+	P90        float64 `json:"p90"`
+	// The same from the round trips alone.
+	ModelUnder1 float64 `json:"model_under_1pct"`
+	ModelUnder2 float64 `json:"model_under_2pct"`
+	ModelMean   float64 `json:"model_mean"`
+
+	inflation []float64 // for the plot
+}
+
+// triple is a placement on the matrix: client, server, cloud (-1: the
+// client's point of presence).
+type triple struct {
+	footprint, selection  string
+	client, server, cloud int
+}
+
+// choosePlacements draws the placements without repeats.
+func choosePlacements(m *RTTMatrix, cfg *StudyConfig) []triple {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 10))
+	n := len(m.Regions)
+	var out []triple
+	var all []triple
+	for c := range n {
+		for s := range n {
+			for k := range n {
+				if c != s && s != k && c != k {
+					all = append(all, triple{FootprintRegions, SelectRandom, c, s, k})
+				}
+			}
+		}
+	}
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	out = append(out, all[:max(cfg.Random, 0)]...)
+	pairs := func(footprint string, count int) {
+		var ps []triple
+		for c := range n {
+			for s := range n {
+				if c != s {
+					k := -1
+					if footprint == FootprintRegions {
+						// Three distinct VMs, as the paper's "3 out of
+						// the 14": the nearest region other than the
+						// client's own and the server's.
+						k = m.Nearest(c, s)
+					}
+					ps = append(ps, triple{footprint, SelectNearest, c, s, k})
+				}
+			}
+		}
+		rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+		out = append(out, ps[:max(count, 0)]...)
+	}
+	pairs(FootprintRegions, cfg.Nearest)
+	pairs(FootprintPoP, cfg.Footprint)
+	return out
+}
+
+// rtts returns t's client–server, client–cloud and server–cloud round
+// trips at real scale. The large footprint's PoP is in the client's metro,
+// so the server reaches it over the client–server distance.
+func (t triple) rtts(m *RTTMatrix, pop time.Duration) (cs, cc, sc time.Duration) {
+	cs = m.RTT(t.client, t.server)
+	if t.cloud < 0 {
+		return cs, pop, cs
+	}
+	return cs, m.RTT(t.client, t.cloud), m.RTT(t.server, t.cloud)
+}
+
+// ModelInflation is the inflation the round trips alone predict for a
+// deployment: the time at which the proofs reach the client against the
+// time at which the handshake lets it send data, both from the
+// ClientHello (the TCP handshake is not counted, as the delay proxies do
+// not delay it). TLS 1.3 is done in one client–server round trip, TLS 1.2
+// in two; the server's certificate reaches the client after one. A client
+// forwards it then, so its proofs arrive a client–cloud round trip later;
+// a server forwards its chain when the ClientHello arrives (half a round
+// trip in), and the proofs travel server → cloud → client.
+func ModelInflation(deployment string, version uint16, cs, cc, sc time.Duration) float64 {
+	rs := cs.Seconds()
+	base := rs
+	if version == tls.VersionTLS12 {
+		base = 2 * rs
+	}
+	var ready float64
+	switch deployment {
+	case DeployClientOnly:
+		ready = rs + cc.Seconds()
+	case DeployClientServer:
+		ready = (rs + sc.Seconds() + cc.Seconds()) / 2
+	}
+	if base <= 0 {
+		return 0
+	}
+	return max(0, ready-base) / base
+}
+
+func versionName(v uint16) string {
+	if v == tls.VersionTLS12 {
+		return "1.2"
+	}
+	return "1.3"
+}
+
+// rig is one placement's emulated network: the site behind a delay proxy at
+// the client–server round trip and a PEC client registered with the cloud
+// through a UDP delay proxy at the client–cloud round trip, both scaled.
+type rig struct {
+	w     *world
+	site  *testbed.Site
+	cloud *testbed.Cloud
+	// Scaled round trips.
+	serverRTT, cloudRTT, serverCloudRTT time.Duration
+	siteAddr                            string
+	client                              *pec.Client
+}
+
+// deployment is one way of making a connection, timed to the moment the
+// application may use it.
+type deployment struct {
+	name string
+	// dialer prepares the deployment on a placement's rig and returns a
+	// function making one connection and returning the PEC dialer's
+	// timings of it; cleanup is called after the placement.
+	dialer func(ctx context.Context, r *rig, version uint16) (dial dialFunc, cleanup func(), err error)
+}
+
+// dialFunc makes one connection and returns when the application may use
+// it, with the PEC dialer's timings (nil for plain TLS).
+type dialFunc func(context.Context) (*pec.Timings, error)
+
+// deployments are the PEC deployments the study measures, and the ones it
+// cannot, with the reason.
+func deployments() ([]deployment, map[string]string) {
+	return []deployment{{DeployClientOnly, clientOnlyDialer}},
+		map[string]string{DeployClientServer: "the PEC TLS extension's server side (issue 10 §1) is not on main yet: " +
+			"add a deployment whose dialer starts the site behind the PEC listener with its own path to the cloud at the rig's serverCloudRTT"}
+}
+
+func baseTLS(w *world, version uint16) *tls.Config {
+	// No resumption: every handshake is a full one, proved afresh.
+	return &tls.Config{RootCAs: w.root.Pool(), ServerName: siteName, SessionTicketsDisabled: true, MinVersion: version, MaxVersion: version}
+}
+
+func plainDialer(r *rig, version uint16) dialFunc {
+	return func(ctx context.Context) (*pec.Timings, error) {
+		td := tls.Dialer{Config: baseTLS(r.w, version)}
+		conn, err := td.DialContext(ctx, "tcp", r.siteAddr)
+		if err != nil {
+			return nil, fmt.Errorf("pecbench: TLS %s handshake: %w", versionName(version), err)
+		}
+		defer conn.Close()
+		if v := conn.(*tls.Conn).ConnectionState().Version; v != version {
+			return nil, fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
+		}
+		return nil, nil
+	}
+}
+
+func clientOnlyDialer(_ context.Context, r *rig, version uint16) (dialFunc, func(), error) {
+	addr := r.siteAddr
+	d := &pec.Dialer{Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: baseTLS(r.w, version), Resumption: pec.ResumeFresh,
+		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var nd net.Dialer
+			return nd.DialContext(ctx, network, addr)
+		}}
+	return func(ctx context.Context) (*pec.Timings, error) {
+		c, err := d.Dial(ctx, "tcp", net.JoinHostPort(siteName, "443"))
+		if err != nil {
+			return nil, fmt.Errorf("pecbench: client-only PEC over TLS %s: %w", versionName(version), err)
+		}
+		defer c.Close()
+		if v := c.ConnectionState().Version; v != version {
+			return nil, fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
+		}
+		t := c.Timings()
+		return &t, nil
+	}, func() {}, nil
+}
+
+// RunStudy runs the latency study.
+func RunStudy(ctx context.Context, cfg StudyConfig) (*Study, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, fmt.Errorf("pecbench: %w", err)
+	}
+	cfg.defaults()
+	logf := func(format string, a ...any) { fmt.Fprintf(cfg.Progress, format+"\n", a...) }
+	m, err := NewRTTMatrix(PaperRegions, cfg.FibreFactor)
+	if err != nil {
+		return nil, err
+	}
+	deps, notMeasured := deployments()
+	st := &Study{
+		Machine: Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0)},
+		Started: time.Now().UTC(), Scale: cfg.Scale, FibreFactor: cfg.FibreFactor, PoPRTTms: ms(cfg.PoPRTT), Reps: cfg.Reps,
+		Matrix: m, NotMeasured: notMeasured,
+	}
+	for _, d := range deps {
+		st.Deployments = append(st.Deployments, d.name)
+	}
+	logf("building the world: CA, log, revocation authority, a %d-byte chain", PaperFlightBytes)
+	w, err := newWorld(ctx, max(cfg.LogFill, 0), max(cfg.RevokedFill, 0), logf)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	site, err := testbed.StartSite(siteName, w.leaf, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer site.Close()
+	cl, err := w.startCloud(ctx, "pec.bench", benchCloudConfig(4))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ts := choosePlacements(m, &cfg)
+	for i, t := range ts {
+		ps, err := runPlacement(ctx, &cfg, w, m, site, cl, deps, t)
+		if err != nil {
+			return nil, fmt.Errorf("placement %d (%s %s, client %s, server %s): %w", i+1, t.footprint, t.selection,
+				m.Regions[t.client].Code, m.Regions[t.server].Code, err)
+		}
+		for _, p := range ps {
+			line := fmt.Sprintf("placements: %d/%d %s %s client %s server %s cloud %s: TLS %s %.1f ms", i+1, len(ts), p.Footprint, p.Selection,
+				p.Client, p.Server, p.Cloud, p.TLS, p.BaselineMs)
+			for _, r := range p.Runs {
+				line += fmt.Sprintf(", %s %+.1f%% (model %+.1f%%)", r.Deployment, 100*r.Inflation, 100*r.Model)
+			}
+			logf("%s", line)
+		}
+		st.Placements = append(st.Placements, ps...)
+	}
+	st.Summaries = summarize(st.Placements)
+	st.Seconds = time.Since(st.Started).Seconds()
+	return st, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func scaled(d time.Duration, scale float64) time.Duration {
+	return time.Duration(float64(d) / scale)
+}
+
+// runPlacement measures one placement over every TLS version.
+func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix, site *testbed.Site, cl *testbed.Cloud, deps []deployment, t triple) (_ []Placement, err error) {
+	cs, cc, sc := t.rtts(m, cfg.PoPRTT)
+	r := &rig{w: w, site: site, cloud: cl, serverRTT: scaled(cs, cfg.Scale), cloudRTT: scaled(cc, cfg.Scale), serverCloudRTT: scaled(sc, cfg.Scale)}
+	sp, err := testbed.StartDelayProxy(site.Addr.String(), r.serverRTT)
+	if err != nil {
+		return nil, err
+	}
+	defer sp.Close()
+	r.siteAddr = sp.Addr.String()
+	cp, err := testbed.StartUDPProxy(cl.QUIC, testbed.UDPProxyConfig{Delay: r.cloudRTT / 2})
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Close()
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	r.client, err = pec.Dial(dctx, pec.ClientConfig{Clouds: []*pec.Bundle{quicOnly(cl, "pec.bench", cp.Addr.String())}, Transport: pec.TransportQUIC})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("registering with the cloud: %w", err)
+	}
+	defer r.client.Close()
+
+	cloud := "pop"
+	if t.cloud >= 0 {
+		cloud = m.Regions[t.cloud].Code
+	}
+	var out []Placement
+	for _, v := range cfg.Versions {
+		p := Placement{Footprint: t.footprint, Selection: t.selection, Client: m.Regions[t.client].Code, Server: m.Regions[t.server].Code, Cloud: cloud,
+			ServerRTTms: ms(cs), CloudRTTms: ms(cc), ServerCloudRTTms: ms(sc), TLS: versionName(v)}
+		dials := []dialFunc{plainDialer(r, v)}
+		for _, d := range deps {
+			dial, cleanup, err := d.dialer(ctx, r, v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.name, err)
+			}
+			defer cleanup()
+			dials = append(dials, dial)
+		}
+		sums := make([]time.Duration, len(dials))
+		phases := make([]*Phases, len(dials))
+		// One unmeasured round first (first-use costs: the dialer's
+		// set-up, the verifiers' head caches), then Reps measured
+		// ones, the modes interleaved so that the machine's load falls
+		// on all alike.
+		for rep := range cfg.Reps + 1 {
+			for i, dial := range dials {
+				hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				t0 := time.Now()
+				tm, err := dial(hctx)
+				d := time.Since(t0)
+				cancel()
+				if err != nil {
+					return nil, err
+				}
+				if rep > 0 {
+					sums[i] += d
+					if tm != nil {
+						if phases[i] == nil {
+							phases[i] = &Phases{}
+						}
+						phases[i].add(*tm)
+					}
+				}
+			}
+		}
+		mean := func(i int) float64 { return ms(sums[i]) / float64(cfg.Reps) }
+		p.BaselineMs = mean(0)
+		for i, d := range deps {
+			run := DeploymentRun{Deployment: d.name, MeanMs: mean(i + 1), Model: ModelInflation(d.name, v, cs, cc, sc), Phases: phases[i+1]}
+			if run.Phases != nil {
+				run.Phases.div(cfg.Reps)
+			}
+			if p.BaselineMs > 0 {
+				run.Inflation = (run.MeanMs - p.BaselineMs) / p.BaselineMs
+			}
+			p.Runs = append(p.Runs, run)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// summarize groups the placements by footprint, selection, TLS version and
+// deployment.
+func summarize(ps []Placement) []StudySummary {
+	type key struct{ f, s, v, d string }
+	idx := map[key]int{}
+	var out []StudySummary
+	var models [][]float64
+	for _, p := range ps {
+		for _, r := range p.Runs {
+			k := key{p.Footprint, p.Selection, p.TLS, r.Deployment}
+			i, ok := idx[k]
+			if !ok {
+				i = len(out)
+				idx[k] = i
+				out = append(out, StudySummary{Footprint: k.f, Selection: k.s, TLS: k.v, Deployment: k.d})
+				models = append(models, nil)
+			}
+			out[i].inflation = append(out[i].inflation, r.Inflation)
+			models[i] = append(models[i], r.Model)
+		}
+	}
+	for i := range out {
+		s := &out[i]
+		s.N = len(s.inflation)
+		s.Under1, s.Under2, s.Mean = shareBelow(s.inflation, 0.01), shareBelow(s.inflation, 0.02), meanOf(s.inflation)
+		sorted := slices.Clone(s.inflation)
+		slices.Sort(sorted)
+		s.Median, s.P90 = quantileOf(sorted, 0.5), quantileOf(sorted, 0.9)
+		s.ModelUnder1, s.ModelUnder2, s.ModelMean = shareBelow(models[i], 0.01), shareBelow(models[i], 0.02), meanOf(models[i])
+	}
+	return out
+}
+
+func shareBelow(xs []float64, limit float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	n := 0
+	for _, x := range xs {
+		if x < limit {
+			n++
+		}
+	}
+	return float64(n) / float64(len(xs))
+}
+
+func meanOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// quantileOf is the nearest-rank quantile of sorted values.
+func quantileOf(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// Summary returns the summary for a footprint, selection, version and
+// deployment, or nil.
+func (s *Study) Summary(footprint, selection, version, deployment string) *StudySummary {
+	for i := range s.Summaries {
+		x := &s.Summaries[i]
+		if x.Footprint == footprint && x.Selection == selection && x.TLS == version && x.Deployment == deployment {
+			return x
+		}
+	}
+	return nil
+}

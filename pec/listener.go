@@ -1,0 +1,585 @@
+package pec
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkie/pkie/internal/pecwire"
+)
+
+// Defaults of a ServerConfig.
+const (
+	// DefaultHelloTimeout bounds the wait for a connection's ClientHello.
+	DefaultHelloTimeout = 10 * time.Second
+	// DefaultForwardRate and DefaultForwardBurst bound the forwarding of
+	// all connections together: chains sent per second, and at once.
+	DefaultForwardRate  = 200.0
+	DefaultForwardBurst = 400
+	// DefaultPerClientRate and DefaultPerClientBurst bound one client
+	// address's share.
+	DefaultPerClientRate  = 5.0
+	DefaultPerClientBurst = 20
+	// DefaultCloudDialTimeout bounds opening a session with a cloud.
+	DefaultCloudDialTimeout = 5 * time.Second
+)
+
+// AllowedCloud is a point of presence a PEC server forwards chains to.
+type AllowedCloud struct {
+	Addr Addr
+	// Pin is the SHA-256 of the cloud's SubjectPublicKeyInfo, as in its
+	// bundle. Without one (Pinned false) the server accepts whatever key
+	// the point of presence shows: what it sends (its own public chain,
+	// the name the client asked for, the client's identifier and nonce) is
+	// what a network observer sees anyway, but a pinned cloud cannot be
+	// impersonated to learn the client's identifier.
+	Pin    [32]byte
+	Pinned bool
+}
+
+// AllowBundle returns every point of presence of a cloud's bundle, pinned
+// to its key.
+func AllowBundle(b *Bundle) ([]AllowedCloud, error) {
+	pin, err := b.Pin()
+	if err != nil {
+		return nil, fmt.Errorf("pec: bundle %q: %w", b.Name, err)
+	}
+	var out []AllowedCloud
+	for _, p := range b.Points {
+		if p.QUIC != "" {
+			out = append(out, AllowedCloud{Addr: Addr{pecwire.QUIC, p.QUIC}, Pin: pin, Pinned: true})
+		}
+		if p.TCP != "" {
+			out = append(out, AllowedCloud{Addr: Addr{pecwire.TCP, p.TCP}, Pin: pin, Pinned: true})
+		}
+	}
+	return out, nil
+}
+
+// ServerConfig configures a PEC server's listener.
+type ServerConfig struct {
+	// TLSConfig is the configuration the connections are served with: the
+	// chain sent to the cloud is the one it presents for the client's
+	// server name (GetCertificate, or Certificates). It is not modified.
+	TLSConfig *tls.Config
+	// Clouds are the points of presence the server forwards to; a
+	// ClientHello naming any other is not forwarded (the reflection guard
+	// of the PEC paper, §7). Empty: nothing is forwarded.
+	Clouds []AllowedCloud
+	// Port is the port clients connect to, as they name it in their own
+	// submissions; 0 means the listener's local port. Set it behind a port
+	// mapping, or the cloud proves the client's submission and the
+	// server's separately.
+	Port int
+	// HelloTimeout bounds the wait for the ClientHello; 0 means
+	// DefaultHelloTimeout. The TLS stack's own deadlines still apply.
+	HelloTimeout time.Duration
+	// ForwardRate and ForwardBurst bound forwarding over all connections
+	// (chains per second; at once); 0 means the defaults, negative
+	// forwards nothing.
+	ForwardRate  float64
+	ForwardBurst int
+	// PerClientRate and PerClientBurst bound forwarding for one client IP
+	// address; 0 means the defaults.
+	PerClientRate  float64
+	PerClientBurst int
+	// Budget is what the server tells the cloud it may spend on the
+	// proofs; 0 lets the cloud use its maximum.
+	Budget time.Duration
+	// Logger receives forwarding failures; nil discards them.
+	Logger *slog.Logger
+}
+
+// ServerStats counts what a Listener did with ClientHellos.
+type ServerStats struct {
+	// Hellos counts ClientHellos read; WithExtension those carrying a PEC
+	// extension that parsed.
+	Hellos        uint64 `json:"hellos"`
+	WithExtension uint64 `json:"with_extension"`
+	// Malformed counts extensions that did not parse.
+	Malformed uint64 `json:"malformed"`
+	// Forwarded counts chains sent to a cloud.
+	Forwarded uint64 `json:"forwarded"`
+	// NotAllowed counts extensions naming a cloud not on the allowlist.
+	NotAllowed uint64 `json:"not_allowed"`
+	// RateLimited counts forwards refused by the rate limits.
+	RateLimited uint64 `json:"rate_limited"`
+	// NoChain counts connections whose server name matched no certificate.
+	NoChain uint64 `json:"no_chain"`
+	// Failed counts forwards that could not be sent.
+	Failed uint64 `json:"failed"`
+	// Rejected counts submissions the cloud refused (Reject).
+	Rejected uint64 `json:"rejected"`
+}
+
+// Listener is a net.Listener for a stock crypto/tls server that makes it a
+// PEC server (PEC paper §4.1, Figure 2a): it reads each connection's
+// ClientHello before the TLS stack does, and when it carries the PEC
+// extension naming an allowed cloud, sends the server's own chain for the
+// client's server name to that cloud at once, half a round trip before
+// the client could; then it hands the connection on with the bytes it read
+// replayed, so the TLS stack sees it untouched. It never fails a
+// connection: an unreadable ClientHello, a missing or malformed extension,
+// a cloud not allowed or unreachable all leave the connection to the TLS
+// stack, and the client, which submits the chain itself when no proofs
+// come, to the client-only deployment.
+//
+// Wrap the listener given to tls.NewListener or http.Server.ServeTLS.
+type Listener struct {
+	net.Listener
+	cfg     ServerConfig
+	log     *slog.Logger
+	allowed map[Addr]AllowedCloud
+	total   *bucket
+	perIP   *bucketMap
+	port    int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	pools map[Addr]*cloudSession
+
+	st struct {
+		hellos, withExt, malformed, forwarded, notAllowed, limited, noChain, failed, rejected atomic.Uint64
+	}
+}
+
+// NewListener wraps inner.
+func NewListener(inner net.Listener, cfg ServerConfig) (*Listener, error) {
+	if cfg.TLSConfig == nil || (len(cfg.TLSConfig.Certificates) == 0 && cfg.TLSConfig.GetCertificate == nil) {
+		return nil, errors.New("pec: ServerConfig needs a TLSConfig with a certificate")
+	}
+	if cfg.Port < 0 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("pec: port %d out of range", cfg.Port)
+	}
+	l := &Listener{Listener: inner, cfg: cfg, log: cfg.Logger, allowed: map[Addr]AllowedCloud{}, pools: map[Addr]*cloudSession{}}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	for _, a := range cfg.Clouds {
+		if err := a.Addr.Check(); err != nil {
+			return nil, fmt.Errorf("pec: allowed cloud: %w", err)
+		}
+		l.allowed[a.Addr] = a
+	}
+	rate, burst := orDefault(cfg.ForwardRate, DefaultForwardRate), cfg.ForwardBurst
+	if burst == 0 {
+		burst = DefaultForwardBurst
+	}
+	l.total = newBucket(rate, burst, time.Now())
+	prate, pburst := orDefault(cfg.PerClientRate, DefaultPerClientRate), cfg.PerClientBurst
+	if pburst == 0 {
+		pburst = DefaultPerClientBurst
+	}
+	l.perIP = &bucketMap{rate: prate, burst: pburst, m: map[string]*bucket{}}
+	l.port = cfg.Port
+	if l.port == 0 {
+		if ta, ok := inner.Addr().(*net.TCPAddr); ok {
+			l.port = ta.Port
+		}
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l, nil
+}
+
+func orDefault(v, d float64) float64 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// Accept returns the next connection. Its ClientHello is read on the
+// connection's first Read, in the goroutine that serves it, so one slow
+// client never holds up Accept.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &helloConn{Conn: c, l: l}, nil
+}
+
+// Close closes the listener and the sessions with the clouds, and waits
+// for forwards under way.
+func (l *Listener) Close() error {
+	err := l.Listener.Close()
+	l.cancel()
+	l.mu.Lock()
+	for _, s := range l.pools {
+		s.conn.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	return err
+}
+
+// Stats returns the listener's counters.
+func (l *Listener) Stats() ServerStats {
+	return ServerStats{
+		Hellos: l.st.hellos.Load(), WithExtension: l.st.withExt.Load(), Malformed: l.st.malformed.Load(),
+		Forwarded: l.st.forwarded.Load(), NotAllowed: l.st.notAllowed.Load(), RateLimited: l.st.limited.Load(),
+		NoChain: l.st.noChain.Load(), Failed: l.st.failed.Load(), Rejected: l.st.rejected.Load(),
+	}
+}
+
+// helloConn reads the ClientHello on its first Read and then replays it.
+type helloConn struct {
+	net.Conn
+	l *Listener
+
+	once   sync.Once
+	replay []byte
+	rerr   error
+
+	dmu      sync.Mutex
+	deadline time.Time // the TLS stack's read deadline
+	peeking  bool
+}
+
+// NetConn returns the accepted connection, for wrappers that look through
+// (httplimit's connection caps).
+func (c *helloConn) NetConn() net.Conn { return c.Conn }
+
+func (c *helloConn) SetReadDeadline(t time.Time) error {
+	c.dmu.Lock()
+	c.deadline = t
+	peeking := c.peeking
+	c.dmu.Unlock()
+	if peeking {
+		return nil // applied once the ClientHello is read
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *helloConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
+}
+
+func (c *helloConn) Read(b []byte) (int, error) {
+	c.once.Do(c.peek)
+	if len(c.replay) > 0 {
+		n := copy(b, c.replay)
+		c.replay = c.replay[n:]
+		return n, nil
+	}
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
+	return c.Conn.Read(b)
+}
+
+// peek reads the ClientHello within HelloTimeout (or the TLS stack's
+// earlier deadline) and forwards the chain when the extension asks.
+func (c *helloConn) peek() {
+	l := c.l
+	c.dmu.Lock()
+	c.peeking = true
+	limit := time.Now().Add(cmpOr(l.cfg.HelloTimeout, DefaultHelloTimeout))
+	if !c.deadline.IsZero() && c.deadline.Before(limit) {
+		limit = c.deadline
+	}
+	c.dmu.Unlock()
+	c.Conn.SetReadDeadline(limit)
+	raw, hello, err := readClientHello(c.Conn, MaxClientHello)
+	c.dmu.Lock()
+	c.peeking = false
+	c.Conn.SetReadDeadline(c.deadline)
+	c.dmu.Unlock()
+	c.replay = raw
+	if err != nil {
+		// Hand on what was read; a read error recurs on the next Read
+		// unless it was only the ClientHello being unusual.
+		var ne net.Error
+		if len(raw) == 0 || errors.As(err, &ne) {
+			c.rerr = unwrapRead(err)
+		}
+		return
+	}
+	l.st.hellos.Add(1)
+	if !hello.HasPEC {
+		return
+	}
+	ext, err := ParseExtension(hello.PEC)
+	if err != nil {
+		l.st.malformed.Add(1)
+		l.log.Debug("pec: malformed extension", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	l.st.withExt.Add(1)
+	l.forward(c, hello.ServerName, ext)
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// unwrapRead returns the transport error inside a reader error, so that
+// the TLS stack sees the timeout or EOF it would have seen itself.
+func unwrapRead(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return ne
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if errors.Unwrap(e) == nil {
+			return e
+		}
+	}
+	return err
+}
+
+// forward sends the server's chain to the cloud the extension names, if it
+// is allowed and the rate limits let it, without waiting: the TLS
+// handshake goes on meanwhile.
+func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
+	if len(ext.EphID) > 0 {
+		// The privacy forwarder's identifiers are for the forwarder's
+		// cloud path; a server sends those submissions there only once
+		// it knows how (issue 10 §2).
+		l.st.notAllowed.Add(1)
+		return
+	}
+	ac, ok := l.allowed[ext.Cloud]
+	if !ok {
+		l.st.notAllowed.Add(1)
+		l.log.Debug("pec: extension names a cloud not on the allowlist", "remote", c.RemoteAddr().String(), "cloud", ext.Cloud.String())
+		return
+	}
+	now := time.Now()
+	ip := remoteIP(c)
+	if !l.perIP.take(ip, now) || !l.total.take(now) {
+		l.st.limited.Add(1)
+		return
+	}
+	chain := l.chainFor(c, serverName)
+	if chain == nil {
+		l.st.noChain.Add(1)
+		return
+	}
+	m := &pecwire.Submit{
+		ClientID: ext.ClientID, Nonce: ext.Nonce, Budget: l.cfg.Budget,
+		ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain,
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		if err := l.send(ac, m); err != nil {
+			l.st.failed.Add(1)
+			l.log.Warn("pec: forwarding to the cloud failed", "cloud", ac.Addr.String(), "err", err)
+			return
+		}
+		l.st.forwarded.Add(1)
+	}()
+}
+
+func remoteIP(c net.Conn) string {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	h, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return h
+}
+
+// chainFor returns the chain the TLS stack presents for serverName, as
+// crypto/tls chooses it: GetCertificate, else the only certificate, else
+// the first whose leaf is valid for the name, else the first.
+func (l *Listener) chainFor(c net.Conn, serverName string) [][]byte {
+	tc := l.cfg.TLSConfig
+	if tc.GetCertificate != nil {
+		cert, err := tc.GetCertificate(&tls.ClientHelloInfo{ServerName: serverName, Conn: c})
+		if err == nil && cert != nil {
+			return cert.Certificate
+		}
+		if len(tc.Certificates) == 0 {
+			return nil
+		}
+	}
+	if len(tc.Certificates) == 1 || serverName == "" {
+		return tc.Certificates[0].Certificate
+	}
+	for _, cert := range tc.Certificates {
+		leaf := cert.Leaf
+		if leaf == nil && len(cert.Certificate) > 0 {
+			leaf, _ = x509.ParseCertificate(cert.Certificate[0])
+		}
+		if leaf != nil && leaf.VerifyHostname(serverName) == nil {
+			return cert.Certificate
+		}
+	}
+	return tc.Certificates[0].Certificate
+}
+
+// cloudSession is the pooled session with one allowed cloud.
+type cloudSession struct {
+	conn *pecwire.Conn
+	dead atomic.Bool
+}
+
+// send submits m over the pooled session with ac, opening it if needed,
+// and once more on a fresh session if the pooled one broke.
+func (l *Listener) send(ac AllowedCloud, m *pecwire.Submit) error {
+	var err error
+	for range 2 {
+		var s *cloudSession
+		s, err = l.session(ac)
+		if err != nil {
+			return err
+		}
+		if err = s.conn.Send(m, time.Now().Add(DefaultCloudDialTimeout)); err == nil {
+			return nil
+		}
+		l.drop(ac.Addr, s)
+	}
+	return err
+}
+
+// sessionMu serialises dialling, so that a burst of connections opens one
+// session per cloud.
+func (l *Listener) session(ac AllowedCloud) (*cloudSession, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.pools[ac.Addr]; s != nil && !s.dead.Load() {
+		return s, nil
+	}
+	if l.ctx.Err() != nil {
+		return nil, net.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, DefaultCloudDialTimeout)
+	defer cancel()
+	tc := pecwire.ClientTLS(ac.Pin)
+	if !ac.Pinned {
+		tc.VerifyConnection = nil
+	}
+	var conn *pecwire.Conn
+	var err error
+	if ac.Addr.Transport == pecwire.QUIC {
+		conn, err = pecwire.DialQUIC(ctx, ac.Addr.HostPort, tc, nil)
+	} else {
+		conn, err = pecwire.DialTCP(ctx, ac.Addr.HostPort, tc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &cloudSession{conn: conn}
+	l.pools[ac.Addr] = s
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.readCloud(ac.Addr, s)
+	}()
+	return s, nil
+}
+
+// readCloud reads what the cloud sends the server (refusals; it sends no
+// proofs to a submitter that is not the client) until the session ends.
+func (l *Listener) readCloud(a Addr, s *cloudSession) {
+	defer l.drop(a, s)
+	for {
+		m, err := s.conn.Recv(time.Time{})
+		if err != nil {
+			return
+		}
+		switch m := m.(type) {
+		case *pecwire.Reject:
+			l.st.rejected.Add(1)
+			l.log.Debug("pec: the cloud refused a forwarded chain", "cloud", a.String(), "code", m.Code.String(), "text", m.Text)
+		case *pecwire.Error:
+			l.log.Info("pec: the cloud ended the session", "cloud", a.String(), "err", m)
+			return
+		}
+	}
+}
+
+func (l *Listener) drop(a Addr, s *cloudSession) {
+	s.dead.Store(true)
+	s.conn.Close()
+	l.mu.Lock()
+	if l.pools[a] == s {
+		delete(l.pools, a)
+	}
+	l.mu.Unlock()
+}
+
+// bucket is a token bucket.
+type bucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	at     time.Time
+}
+
+func newBucket(rate float64, burst int, now time.Time) *bucket {
+	return &bucket{rate: rate, burst: float64(burst), tokens: float64(burst), at: now}
+}
+
+func (b *bucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rate < 0 {
+		return false
+	}
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.rate)
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// bucketMap is a token bucket per client address, forgetting full ones so
+// that it stays as small as the set of recently active clients.
+type bucketMap struct {
+	mu    sync.Mutex
+	rate  float64
+	burst int
+	m     map[string]*bucket
+}
+
+// maxTracked bounds bucketMap; beyond it, full buckets are swept.
+const maxTracked = 1 << 16
+
+func (bm *bucketMap) take(key string, now time.Time) bool {
+	bm.mu.Lock()
+	b := bm.m[key]
+	if b == nil {
+		if len(bm.m) >= maxTracked {
+			for k, x := range bm.m {
+				x.mu.Lock()
+				full := x.tokens+now.Sub(x.at).Seconds()*x.rate >= x.burst
+				x.mu.Unlock()
+				if full {
+					delete(bm.m, k)
+				}
+			}
+			if len(bm.m) >= maxTracked {
+				bm.mu.Unlock()
+				return false // every tracked client is active: fail safe
+			}
+		}
+		b = newBucket(bm.rate, bm.burst, now)
+		bm.m[key] = b
+	}
+	bm.mu.Unlock()
+	return b.take(now)
+}
