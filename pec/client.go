@@ -1026,7 +1026,12 @@ type Pending struct {
 	// expect is what an expectation's submitter is to submit, its
 	// ClientID filled in from the session the outcome arrives on; nil
 	// for Expect, which binds to the first outcome's digest.
-	expect         *pecwire.Submit
+	expect *pecwire.Submit
+	// hold marks an expectation whose chain is not known yet (the
+	// client–server dialer's, until the handshake delivers it): its
+	// outcomes wait in held, by digest, until bindExpected.
+	hold           bool
+	held           []heldProof
 	size           int
 	got            map[pkie.ID]bool
 	via            *session
@@ -1278,6 +1283,74 @@ func (c *Client) expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration
 	return p
 }
 
+// heldProof is an outcome that arrived for an expectation before its
+// chain was known.
+type heldProof struct {
+	s  *session
+	m  *pecwire.Proof
+	at time.Time
+}
+
+// maxHeldDigests bounds the submissions whose outcomes an expectation
+// holds before its chain is known: copies with the same nonce and other
+// chains, which whoever saw the nonce in the ClientHello can submit.
+const maxHeldDigests = 8
+
+// expectHeld is Expect for an expectation whose chain the handshake will
+// deliver: outcomes are held, not delivered, until bindExpected names the
+// submission, so that none of a copy with another chain is taken.
+func (c *Client) expectHeld(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration) *Pending {
+	p := c.expect(nonce, ids, budget, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !p.done {
+		p.hold = true
+	}
+	return p
+}
+
+// holdLocked keeps m for p until its chain is known, within bounds.
+func (c *Client) holdLocked(p *Pending, s *session, m *pecwire.Proof, now time.Time) {
+	digests := map[pecwire.Digest]int{}
+	for _, h := range p.held {
+		digests[h.m.Digest]++
+	}
+	n, seen := digests[m.Digest]
+	if (!seen && len(digests) >= maxHeldDigests) || n >= len(p.ids) {
+		c.st.Dropped++
+		return
+	}
+	p.held = append(p.held, heldProof{s, m, now})
+}
+
+// bindExpected names the submission an expectation from expectHeld waits
+// for, now that the handshake has delivered the chain: the held outcomes
+// of that submission are delivered, the others dropped, and later ones
+// are matched by its digest.
+func (c *Client) bindExpected(p *Pending, sub Submission) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.done || !p.hold {
+		return
+	}
+	p.hold = false
+	if !p.bound {
+		p.expect = &pecwire.Submit{
+			Nonce: p.nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
+		}
+	}
+	held := p.held
+	p.held = nil
+	for _, h := range held {
+		if p.done || h.s.dead || !p.wants(h.m.ID) || !p.matchesLocked(h.s, h.m.Digest) {
+			c.st.Dropped++
+			continue
+		}
+		h.s.answered.Store(true)
+		c.deliverLocked(p, Outcome{ID: h.m.ID, Status: h.m.Status, Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: h.s.label})
+	}
+}
+
 // matchesLocked reports whether an outcome carrying digest d, arriving on
 // s, belongs to p, binding an Expect to the first digest it sees.
 func (p *Pending) matchesLocked(s *session, d pecwire.Digest) bool {
@@ -1297,6 +1370,10 @@ func (c *Client) onProof(s *session, m *pecwire.Proof) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[m.Nonce]
+	if p != nil && !p.done && p.hold && p.sub == nil && m.ClientID == s.id && !s.aux && p.wants(m.ID) {
+		c.holdLocked(p, s, m, now)
+		return
+	}
 	switch {
 	case p == nil, p.done, m.ClientID != s.id, p.sub != nil && p.via != s, p.sub == nil && s.aux,
 		!p.wants(m.ID), !p.matchesLocked(s, m.Digest):
@@ -1323,7 +1400,7 @@ func (p *Pending) wants(id pkie.ID) bool {
 func (c *Client) onReject(s *session, m *pecwire.Reject) {
 	c.mu.Lock()
 	p := c.pending[m.Nonce]
-	if p == nil || p.done || (p.sub != nil && p.via != s) || !p.matchesLocked(s, m.Digest) {
+	if p == nil || p.done || (p.sub != nil && p.via != s) || (p.hold && p.sub == nil) || !p.matchesLocked(s, m.Digest) {
 		c.st.Dropped++
 		c.mu.Unlock()
 		return

@@ -769,3 +769,43 @@ func TestJoinErrors(t *testing.T) {
 		t.Error("joining none or one error is not nil or the error itself")
 	}
 }
+
+// TestExpectHeldUntilChain: the client–server dialer's expectation is made
+// before the handshake, when the chain is unknown and the nonce has just
+// gone out in the clear. Outcomes arriving before the chain (a copy with
+// another chain, proved first, and the server's own) are held, and once
+// the chain is known only the server's are delivered.
+func TestExpectHeldUntilChain(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
+	sub := testSubmission(10*time.Second, pkie.CT, pkie.Revocation)
+	sub.Nonce = pecwire.Nonce{8, 7, 6, 5, 4, 3, 2, 1}
+	pend := c.expectHeld(sub.Nonce, []pkie.ID{pkie.CT, pkie.Revocation}, 10*time.Second)
+	a.mu.Lock()
+	ps := a.sessions[len(a.sessions)-1]
+	a.mu.Unlock()
+	real := &pecwire.Submit{ClientID: c.ID(), Nonce: sub.Nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
+	forged := *real
+	forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
+	for _, id := range []pkie.ID{pkie.CT, pkie.Revocation} {
+		ps.send(&pecwire.Proof{ClientID: c.ID(), Nonce: sub.Nonce, Digest: forged.Digest(), ID: id, Status: pecwire.ProofFailed, Text: "forged"})
+	}
+	ps.prove(real, pkie.CT)
+	eventually(t, "outcomes held", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(pend.held) == 3
+	})
+	select {
+	case o := <-pend.C():
+		t.Fatalf("delivered before the chain was known: %+v", o)
+	default:
+	}
+	c.bindExpected(pend, sub)
+	ps.prove(real, pkie.Revocation)
+	wantProofs(t, waitAll(t, pend), sub.Nonce, "alpha", pkie.CT, pkie.Revocation)
+	if d := c.Status().Dropped; d != 2 {
+		t.Fatalf("dropped %d, want the 2 forged outcomes", d)
+	}
+}
