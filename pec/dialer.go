@@ -49,9 +49,12 @@ const (
 
 // A Dialer opens TLS connections whose server certificate is trusted on
 // the evidence of PKI enhancements delivered by a PEC cloud, in the
-// client-only deployment of "Towards Sustainable Evolution for the TLS
-// PKI" (PEC, ASIA CCS 2018, §4.1, Figure 2b). An application uses it in
-// place of tls.Dial.
+// client-server or client-only deployment of "Towards Sustainable
+// Evolution for the TLS PKI" (PEC, ASIA CCS 2018, §4.1, Figure 2). An
+// application uses it in place of tls.Dial. In client-server mode (Mode,
+// the default; dialer_cs.go) the ClientHello carries the PEC extension, a
+// PEC server submits its chain itself, and the Dialer submits it too only
+// when the proofs have not come within ServerGrace.
 //
 // The moment the server's certificate arrives, from inside the handshake
 // (tls.Config.VerifyConnection, which runs before the client's Finished),

@@ -372,11 +372,15 @@ func (v *usessionView) Put(key string, cs *utls.ClientSessionState) {
 }
 
 // flushHeldCS stores (accepted) or drops the sessions uTLS handed over
-// before the verdict; called with the verdict by sessionsAccept and
-// sessionsDecided.
+// before the verdict, and on a refusal ends the dial's expectation; called
+// with the verdict by sessionsAccept and sessionsDecided.
 func (st *dialState) flushHeldCS(accepted bool, ev *sessionEvidence) {
 	if st.cs == nil {
 		return
+	}
+	if !accepted {
+		// Nothing waits for this connection's proofs any more.
+		st.forget("the connection was refused")
 	}
 	st.mu.Lock()
 	held := st.cs.held

@@ -151,8 +151,8 @@ func get(t *testing.T, c net.Conn, host string) string {
 	return string(b)
 }
 
-// submissions reads the cloud's submission counters from its /metrics.
-func (w *csWorld) submissions(t *testing.T) (accepted, duplicate int) {
+// metric reads one counter of the cloud's /metrics (0 when absent).
+func (w *csWorld) metric(t *testing.T, series string) int {
 	t.Helper()
 	resp, err := http.Get(w.cloud.HTTP + "/metrics")
 	if err != nil {
@@ -160,15 +160,18 @@ func (w *csWorld) submissions(t *testing.T) (accepted, duplicate int) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	n := func(outcome string) int {
-		m := regexp.MustCompile(`pkie_cloud_submissions_total\{outcome="` + outcome + `"\} (\d+)`).FindSubmatch(b)
-		if m == nil {
-			return 0
-		}
-		v, _ := strconv.Atoi(string(m[1]))
-		return v
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\d+)$`).FindSubmatch(b)
+	if m == nil {
+		return 0
 	}
-	return n("accepted"), n("duplicate")
+	v, _ := strconv.Atoi(string(m[1]))
+	return v
+}
+
+// submissions reads the cloud's submission counters.
+func (w *csWorld) submissions(t *testing.T) (accepted, duplicate int) {
+	t.Helper()
+	return w.metric(t, `pkie_cloud_submissions_total{outcome="accepted"}`), w.metric(t, `pkie_cloud_submissions_total{outcome="duplicate"}`)
 }
 
 // TestClientServerListener: a stock http.Server behind the PEC listener
@@ -211,6 +214,11 @@ func TestClientServerListener(t *testing.T) {
 	}
 	if acc, dup := w.submissions(t); acc != 2 || dup != 0 {
 		t.Fatalf("cloud saw %d accepted and %d duplicate submissions after revoked.test; want 2 and 0", acc, dup)
+	}
+	// The server forwarded both over one pooled session: the cloud saw
+	// two sessions in all, the client's and the server's.
+	if n := w.metric(t, `pkie_cloud_sessions_opened_total{transport="tcp"}`) + w.metric(t, `pkie_cloud_sessions_opened_total{transport="quic"}`); n != 2 {
+		t.Fatalf("the cloud saw %d sessions; want the client's and one of the server's", n)
 	}
 }
 
@@ -436,11 +444,11 @@ func TestForgedCloudNotReflected(t *testing.T) {
 		}
 	}
 	s.l.Close() // waits for any forward under way
-	if st := s.l.Stats(); st.NotAllowed != 3 || st.Forwarded != 0 || st.Failed != 0 {
-		t.Fatalf("listener stats %+v; want 3 refused by the allowlist", st)
-	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the forged cloud address received %d connections", n)
+	}
+	if st := s.l.Stats(); st.NotAllowed != 3 || st.Forwarded != 0 || st.Failed != 0 {
+		t.Fatalf("listener stats %+v; want 3 refused by the allowlist", st)
 	}
 }
 

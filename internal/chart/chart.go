@@ -29,6 +29,12 @@ type Plot struct {
 	Series                []Series
 	LogX                  bool
 	YMin, YMax            *float64 // fixed Y range when set
+	// XMin and XMax fix the X range when set; lines beyond it are cut
+	// at the axis (a CDF with a long tail keeps its body readable).
+	XMin, XMax *float64
+	// LegendBottom puts the legend at the bottom right, where a CDF's
+	// curves are not.
+	LegendBottom bool
 }
 
 var palette = []color.Color{
@@ -93,7 +99,13 @@ func (p *Plot) Save(path string) error {
 			pl.Legend.Add(s.Name, l)
 		}
 	}
-	pl.Legend.Top = true
+	pl.Legend.Top = !p.LegendBottom
+	if p.XMin != nil {
+		pl.X.Min = *p.XMin
+	}
+	if p.XMax != nil {
+		pl.X.Max = *p.XMax
+	}
 	if p.YMin != nil {
 		pl.Y.Min = *p.YMin
 	}

@@ -52,3 +52,29 @@ func TestSave(t *testing.T) {
 		t.Error("mismatched series saved without error")
 	}
 }
+
+// TestXRange: a fixed X range cuts a long tail off the axis.
+func TestXRange(t *testing.T) {
+	dir := t.TempDir()
+	values := []float64{1, 2, 3, 5, 8, 1000}
+	save := func(name string, xmax *float64) string {
+		p := &Plot{Series: []Series{CDF("a", values)}, XMax: xmax, LegendBottom: true}
+		path := filepath.Join(dir, name)
+		if err := p.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	ten := 10.0
+	full, cut := save("full.svg", nil), save("cut.svg", &ten)
+	if !bytes.Contains([]byte(full), []byte(">1000<")) {
+		t.Fatalf("the full plot has no 1000 tick")
+	}
+	if bytes.Contains([]byte(cut), []byte(">1000<")) || !bytes.Contains([]byte(cut), []byte(">10<")) {
+		t.Errorf("the plot cut at 10 still reaches 1000, or does not reach 10")
+	}
+}

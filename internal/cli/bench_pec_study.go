@@ -51,6 +51,7 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 	logFill := fs.Int("log-fill", 4095, "certificates logged besides the site's")
 	revokedFill := fs.Int("revoked-fill", pecbench.PaperRevokedLeaves, "serials revoked (the PEC paper's CRL: 53,164)")
 	plot := fs.String("plot", "", "write the inflation CDFs to PREFIX-fig5-tls12.svg/.png, PREFIX-fig6-tls13.svg/.png, …")
+	from := fs.String("from", "", "print and plot a study saved with --json instead of running one")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -58,6 +59,21 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 	}
 	if len(pos) > 0 {
 		return usageError("unexpected argument %q", pos[0])
+	}
+	if *from != "" {
+		if err := checkOutput("--plot", *plot); err != nil {
+			return err
+		}
+		f, err := os.Open(*from)
+		if err != nil {
+			return usageError("--from: %v", err)
+		}
+		st, err := pecbench.LoadStudy(f)
+		f.Close()
+		if err != nil {
+			return usageError("--from %s: %v", *from, err)
+		}
+		return printStudy(env, st, *asJSON, *plot)
 	}
 	if *random < 0 || *nearest < 0 || *footprint < 0 || *random+*nearest+*footprint == 0 {
 		return usageError("--random, --nearest and --footprint must not be negative, and not all zero")
@@ -102,15 +118,22 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	return printStudy(env, st, *asJSON, *plot)
+}
+
+// printStudy prints st (results first: a plot that cannot be written must
+// not lose the run) and draws its plots.
+func printStudy(env *Env, st *pecbench.Study, asJSON bool, plot string) error {
+	var err error
+	if asJSON {
 		err = writeJSON(env.Stdout, st)
 	} else {
 		st.WriteText(env.Stdout)
 	}
-	if err != nil || *plot == "" {
+	if err != nil || plot == "" {
 		return err
 	}
-	files, err := st.SavePlots(*plot)
+	files, err := st.SavePlots(plot)
 	if err != nil {
 		return fmt.Errorf("--plot: %w (the results above are complete)", err)
 	}

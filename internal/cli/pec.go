@@ -179,6 +179,8 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	roots := fs.String("roots", "", "PEM file of CA roots for CA validation (default: the system's roots)")
 	agility := fs.Bool("trust-agility", false, "do not require CA validation: trust on the enhancements' evidence alone")
 	warn := fs.Bool("warn", false, "on an inconclusive verdict (a required proof missing at the deadline, a busy cloud) fetch anyway and say so (default: fail closed)")
+	mode := fs.String("mode", pec.ModeClientServer, "client-server (the PEC extension in the ClientHello: a PEC server forwards its chain; the client submits it too after --server-grace if no proofs came) | client-only")
+	grace := fs.Duration("server-grace", 0, "client-server: how long after the certificate to wait for a PEC server's proofs before submitting the chain too (0: adaptive, 10-250ms)")
 	maxTime := fs.Duration("max-time", 30*time.Second, "overall time limit")
 	output := fs.String("o", "", "write the body to `FILE` instead of stdout")
 	resolve := addResolveFlags(fs, "the URL's host", true)
@@ -189,6 +191,9 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	}
 	if len(pos) != 1 {
 		return usageError("want exactly one URL, got %d arguments", len(pos))
+	}
+	if *mode != pec.ModeClientServer && *mode != pec.ModeClientOnly {
+		return usageError("--mode %q: want client-server or client-only", *mode)
 	}
 	u, err := url.Parse(pos[0])
 	if err != nil || u.Scheme != "https" || u.Host == "" {
@@ -205,7 +210,7 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 
 	reg := builtin.Registry()
 	d := &pec.Dialer{Registry: reg, TrustAgility: *agility, Warn: *warn, ProofTimeout: *cf.budget,
-		TLSConfig: &tls.Config{}}
+		TLSConfig: &tls.Config{}, Mode: *mode, ServerGrace: *grace}
 	if *roots != "" {
 		if d.TLSConfig.RootCAs, err = loadRoots(*roots); err != nil {
 			return usageError("--roots: %v", err)

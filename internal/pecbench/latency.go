@@ -90,7 +90,7 @@ func latencyPoint(ctx context.Context, w *world, site *testbed.Site, client *pec
 	addr := sp.Addr.String()
 	// No resumption: every handshake is a full one, proved afresh.
 	base := &tls.Config{RootCAs: w.root.Pool(), ServerName: siteName, SessionTicketsDisabled: true}
-	d := &pec.Dialer{Cloud: client, Verifiers: w.verifiers, TLSConfig: base.Clone(), Resumption: pec.ResumeFresh,
+	d := &pec.Dialer{Mode: pec.ModeClientOnly, Cloud: client, Verifiers: w.verifiers, TLSConfig: base.Clone(), Resumption: pec.ResumeFresh,
 		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var nd net.Dialer
 			return nd.DialContext(ctx, network, addr)

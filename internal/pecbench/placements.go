@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/netip"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/pec"
 )
@@ -191,6 +195,12 @@ type DeploymentRun struct {
 	// Phases are the PEC dialer's own timings, means over the measured
 	// handshakes: where the time beyond the handshake went.
 	Phases *Phases `json:"phases,omitempty"`
+	// Client-server only, of the measured handshakes: how many the
+	// server forwarded its chain for (the listener's count), and how
+	// many were proved on the server's submission alone, the client's
+	// own after the server grace not needed.
+	ServerForwards int `json:"server_forwards,omitempty"`
+	ProvedOnServer int `json:"proved_on_server,omitempty"`
 }
 
 // Phases are means of pec.Timings in milliseconds.
@@ -303,7 +313,10 @@ func (t triple) rtts(m *RTTMatrix, pop time.Duration) (cs, cc, sc time.Duration)
 // in two; the server's certificate reaches the client after one. A client
 // forwards it then, so its proofs arrive a client–cloud round trip later;
 // a server forwards its chain when the ClientHello arrives (half a round
-// trip in), and the proofs travel server → cloud → client.
+// trip in), and the proofs travel server → cloud → client; pkie's
+// client-server client also submits the chain itself when the server's
+// proofs are later than ServerGrace(cc) after the certificate, so its
+// proofs come by whichever path is first.
 func ModelInflation(deployment string, version uint16, cs, cc, sc time.Duration) float64 {
 	rs := cs.Seconds()
 	base := rs
@@ -315,12 +328,20 @@ func ModelInflation(deployment string, version uint16, cs, cc, sc time.Duration)
 	case DeployClientOnly:
 		ready = rs + cc.Seconds()
 	case DeployClientServer:
-		ready = (rs + sc.Seconds() + cc.Seconds()) / 2
+		ready = min((rs+sc.Seconds()+cc.Seconds())/2, rs+ServerGrace(cc, 1).Seconds()+cc.Seconds())
 	}
 	if base <= 0 {
 		return 0
 	}
 	return max(0, ready-base) / base
+}
+
+// ServerGrace is pec.Dialer's default server grace for a client whose
+// cloud is cc away (one and a half round trips, within 10–250 ms), with
+// its bounds divided by scale as the study divides the round trips.
+func ServerGrace(cc time.Duration, scale float64) time.Duration {
+	lo, hi := scaled(10*time.Millisecond, scale), scaled(250*time.Millisecond, scale)
+	return min(max(cc+cc/2, lo), hi)
 }
 
 func versionName(v uint16) string {
@@ -340,7 +361,11 @@ type rig struct {
 	// Scaled round trips.
 	serverRTT, cloudRTT, serverCloudRTT time.Duration
 	siteAddr                            string
-	client                              *pec.Client
+	// cloudAddr is the client's point of presence (the UDP proxy); grace
+	// the client-server dialer's server grace.
+	cloudAddr string
+	grace     time.Duration
+	client    *pec.Client
 }
 
 // deployment is one way of making a connection, timed to the moment the
@@ -354,15 +379,21 @@ type deployment struct {
 }
 
 // dialFunc makes one connection and returns when the application may use
-// it, with the PEC dialer's timings (nil for plain TLS).
-type dialFunc func(context.Context) (*pec.Timings, error)
+// it, with what the PEC dialer and server saw of it (nil for plain TLS).
+type dialFunc func(context.Context) (*dialInfo, error)
+
+type dialInfo struct {
+	timings pec.Timings
+	// forwarded: the PEC server sent its chain to the cloud for this
+	// connection; onServer: the proofs came without the client
+	// submitting.
+	forwarded, onServer bool
+}
 
 // deployments are the PEC deployments the study measures, and the ones it
 // cannot, with the reason.
 func deployments() ([]deployment, map[string]string) {
-	return []deployment{{DeployClientOnly, clientOnlyDialer}},
-		map[string]string{DeployClientServer: "the PEC TLS extension's server side (issue 10 §1) is not on main yet: " +
-			"add a deployment whose dialer starts the site behind the PEC listener with its own path to the cloud at the rig's serverCloudRTT"}
+	return []deployment{{DeployClientOnly, clientOnlyDialer}, {DeployClientServer, clientServerDialer}}, nil
 }
 
 func baseTLS(w *world, version uint16) *tls.Config {
@@ -371,7 +402,7 @@ func baseTLS(w *world, version uint16) *tls.Config {
 }
 
 func plainDialer(r *rig, version uint16) dialFunc {
-	return func(ctx context.Context) (*pec.Timings, error) {
+	return func(ctx context.Context) (*dialInfo, error) {
 		td := tls.Dialer{Config: baseTLS(r.w, version)}
 		conn, err := td.DialContext(ctx, "tcp", r.siteAddr)
 		if err != nil {
@@ -387,23 +418,97 @@ func plainDialer(r *rig, version uint16) dialFunc {
 
 func clientOnlyDialer(_ context.Context, r *rig, version uint16) (dialFunc, func(), error) {
 	addr := r.siteAddr
-	d := &pec.Dialer{Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: baseTLS(r.w, version), Resumption: pec.ResumeFresh,
+	d := &pec.Dialer{Mode: pec.ModeClientOnly, Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: baseTLS(r.w, version), Resumption: pec.ResumeFresh,
 		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var nd net.Dialer
 			return nd.DialContext(ctx, network, addr)
 		}}
-	return func(ctx context.Context) (*pec.Timings, error) {
+	return pecDial(d, DeployClientOnly, version, nil), func() {}, nil
+}
+
+// pecDial makes one connection through d and checks what it negotiated;
+// forwards, if set, is the PEC server's count of chains forwarded.
+func pecDial(d *pec.Dialer, name string, version uint16, forwards func() uint64) dialFunc {
+	return func(ctx context.Context) (*dialInfo, error) {
+		var before uint64
+		if forwards != nil {
+			before = forwards()
+		}
 		c, err := d.Dial(ctx, "tcp", net.JoinHostPort(siteName, "443"))
 		if err != nil {
-			return nil, fmt.Errorf("pecbench: client-only PEC over TLS %s: %w", versionName(version), err)
+			return nil, fmt.Errorf("pecbench: %s PEC over TLS %s: %w", name, versionName(version), err)
 		}
 		defer c.Close()
 		if v := c.ConnectionState().Version; v != version {
 			return nil, fmt.Errorf("pecbench: negotiated TLS %#x, not %s", v, versionName(version))
 		}
-		t := c.Timings()
-		return &t, nil
-	}, func() {}, nil
+		ev := c.Evidence()
+		if ev.Reused || !ev.Extension != (d.Mode == pec.ModeClientOnly) {
+			return nil, fmt.Errorf("pecbench: %s dial: evidence %+v is not this deployment's", name, ev)
+		}
+		info := &dialInfo{timings: c.Timings(), onServer: ev.ServerForwarded}
+		if forwards != nil {
+			info.forwarded = forwards() > before
+		}
+		return info, nil
+	}
+}
+
+// clientServerDialer starts a PEC server for the placement: the site's
+// certificate served by a stock net/http server behind pec.Listener, which
+// forwards the chain to the cloud the client names (its point of presence:
+// the rig's UDP proxy, whose flows after the client's own cross the
+// server–cloud distance), reached through its own TCP delay proxy at the
+// client–server round trip. The client's server grace is the Dialer's
+// default, scaled with the round trips.
+func clientServerDialer(ctx context.Context, r *rig, version uint16) (dialFunc, func(), error) {
+	pin, err := r.cloud.Bundle.Pin()
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("pecbench: PEC server: %w", err)
+	}
+	srvTLS := &tls.Config{Certificates: []tls.Certificate{r.w.leaf.TLSCertificate()}}
+	// One client address makes every connection of the study: lift the
+	// per-client share, which is there to refuse such a client.
+	pl, err := pec.NewListener(ln, pec.ServerConfig{TLSConfig: srvTLS, Port: 443,
+		Clouds:        []pec.AllowedCloud{{Addr: pec.Addr{Transport: pecwire.QUIC, HostPort: r.cloudAddr}, Pin: pin, Pinned: true}},
+		PerClientRate: 1e6, PerClientBurst: 1 << 20, ForwardRate: 1e6, ForwardBurst: 1 << 20})
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	srv := &http.Server{TLSConfig: srvTLS, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, siteName) })}
+	go srv.ServeTLS(pl, "", "")
+	sp, err := testbed.StartDelayProxy(ln.Addr().String(), r.serverRTT)
+	if err != nil {
+		srv.Close()
+		pl.Close()
+		return nil, nil, err
+	}
+	cleanup := func() {
+		sp.Close()
+		srv.Close()
+		pl.Close()
+	}
+	addr := sp.Addr.String()
+	base := baseTLS(r.w, version)
+	d := &pec.Dialer{Mode: pec.ModeClientServer, ServerGrace: r.grace, Cloud: r.client, Verifiers: r.w.verifiers, TLSConfig: base, Resumption: pec.ResumeFresh,
+		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var nd net.Dialer
+			return nd.DialContext(ctx, network, addr)
+		}}
+	// Forwards the listener decided to make: counted before the
+	// ClientHello reaches the TLS stack, so before the dial can return
+	// (Forwarded itself is counted when the sending is done).
+	forwards := func() uint64 {
+		st := pl.Stats()
+		return st.WithExtension - st.NotAllowed - st.RateLimited - st.NoChain
+	}
+	return pecDial(d, DeployClientServer, version, forwards), cleanup, nil
 }
 
 // RunStudy runs the latency study.
@@ -480,11 +585,19 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 	}
 	defer sp.Close()
 	r.siteAddr = sp.Addr.String()
-	cp, err := testbed.StartUDPProxy(cl.QUIC, testbed.UDPProxyConfig{Delay: r.cloudRTT / 2})
+	// The client registers first: its flow crosses the client–cloud
+	// distance, every later one (the PEC server's) the server–cloud one.
+	cp, err := testbed.StartUDPProxy(cl.QUIC, testbed.UDPProxyConfig{FlowDelay: func(_ netip.AddrPort, rank int) time.Duration {
+		if rank == 0 {
+			return r.cloudRTT / 2
+		}
+		return r.serverCloudRTT / 2
+	}})
 	if err != nil {
 		return nil, err
 	}
 	defer cp.Close()
+	r.cloudAddr, r.grace = cp.Addr.String(), ServerGrace(r.cloudRTT, cfg.Scale)
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	r.client, err = pec.Dial(dctx, pec.ClientConfig{Clouds: []*pec.Bundle{quicOnly(cl, "pec.bench", cp.Addr.String())}, Transport: pec.TransportQUIC})
 	cancel()
@@ -512,6 +625,7 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 		}
 		sums := make([]time.Duration, len(dials))
 		phases := make([]*Phases, len(dials))
+		forwards, onServer := make([]int, len(dials)), make([]int, len(dials))
 		// One unmeasured round first (first-use costs: the dialer's
 		// set-up, the verifiers' head caches), then Reps measured
 		// ones, the modes interleaved so that the machine's load falls
@@ -520,7 +634,7 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 			for i, dial := range dials {
 				hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				t0 := time.Now()
-				tm, err := dial(hctx)
+				info, err := dial(hctx)
 				d := time.Since(t0)
 				cancel()
 				if err != nil {
@@ -528,11 +642,17 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 				}
 				if rep > 0 {
 					sums[i] += d
-					if tm != nil {
+					if info != nil {
 						if phases[i] == nil {
 							phases[i] = &Phases{}
 						}
-						phases[i].add(*tm)
+						phases[i].add(info.timings)
+						if info.forwarded {
+							forwards[i]++
+						}
+						if info.onServer {
+							onServer[i]++
+						}
 					}
 				}
 			}
@@ -540,7 +660,8 @@ func runPlacement(ctx context.Context, cfg *StudyConfig, w *world, m *RTTMatrix,
 		mean := func(i int) float64 { return ms(sums[i]) / float64(cfg.Reps) }
 		p.BaselineMs = mean(0)
 		for i, d := range deps {
-			run := DeploymentRun{Deployment: d.name, MeanMs: mean(i + 1), Model: ModelInflation(d.name, v, cs, cc, sc), Phases: phases[i+1]}
+			run := DeploymentRun{Deployment: d.name, MeanMs: mean(i + 1), Model: ModelInflation(d.name, v, cs, cc, sc), Phases: phases[i+1],
+				ServerForwards: forwards[i+1], ProvedOnServer: onServer[i+1]}
 			if run.Phases != nil {
 				run.Phases.div(cfg.Reps)
 			}

@@ -1,6 +1,7 @@
 package pecbench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -53,6 +54,9 @@ func mapKeys(m map[string]string) func(func(string) bool) {
 	}
 }
 
+// PlotMaxInflation is where the plots' inflation axis stops.
+const PlotMaxInflation = 2.0
+
 // SavePlots draws the inflation CDFs, each as PREFIX-NAME.svg and .png: per
 // TLS version, the 14 regions with random and nearest cloud (the paper's
 // Figure 5), and the nearest cloud on the 14 regions against a point of
@@ -76,8 +80,13 @@ func (s *Study) SavePlots(prefix string) ([]string, error) {
 				return name + ", " + x.Deployment, x.Selection == SelectNearest
 			}},
 		} {
+			// The axis stops at PlotMaxInflation: the random model's
+			// tail runs to several hundred percent over TLS 1.3, which
+			// would squeeze the curves that matter against zero.
+			lo, hi := -10.0, 100*PlotMaxInflation
 			p := &chart.Plot{Title: fmt.Sprintf("PEC latency inflation, TLS %s (%s)", v, fig.title),
-				XLabel: "relative inflation of the time to a usable connection (%)", YLabel: "fraction of placements"}
+				XLabel: fmt.Sprintf("relative inflation of the time to a usable connection (%%; axis cut at %.0f%%)", hi), YLabel: "fraction of placements",
+				XMin: &lo, XMax: &hi, LegendBottom: true}
 			for i := range s.Summaries {
 				x := &s.Summaries[i]
 				name, ok := fig.pick(x)
@@ -102,4 +111,19 @@ func (s *Study) SavePlots(prefix string) ([]string, error) {
 		}
 	}
 	return written, nil
+}
+
+// LoadStudy reads a study written as JSON (`pkie bench pec --placements
+// --json`) and recomputes its summaries from the placements, so that it can
+// be printed and plotted again.
+func LoadStudy(r io.Reader) (*Study, error) {
+	var st Study
+	if err := json.NewDecoder(r).Decode(&st); err != nil {
+		return nil, fmt.Errorf("pecbench: reading a study: %w", err)
+	}
+	if st.Matrix == nil || len(st.Placements) == 0 {
+		return nil, fmt.Errorf("pecbench: not a placements study (no matrix or placements)")
+	}
+	st.Summaries = summarize(st.Placements)
+	return &st, nil
 }

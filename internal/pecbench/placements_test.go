@@ -73,8 +73,13 @@ func TestModelInflation(t *testing.T) {
 		// TLS 1.2 has a second round trip to hide the cloud's in.
 		{DeployClientOnly, tls.VersionTLS12, 100 * ms, 10 * ms, 100 * ms, 0},
 		{DeployClientOnly, tls.VersionTLS12, 50 * ms, 150 * ms, 100 * ms, 1.0},
-		// Server forwards at 0.5 RTT: (100 + 150 + 10)/2 = 130 against 100.
-		{DeployClientServer, tls.VersionTLS13, 100 * ms, 10 * ms, 150 * ms, 0.30},
+		// Server forwards at 0.5 RTT: (100 + 150 + 10)/2 = 130, but the
+		// client submits itself after a 15 ms grace: 100 + 15 + 10 = 125.
+		{DeployClientServer, tls.VersionTLS13, 100 * ms, 10 * ms, 150 * ms, 0.25},
+		// The server's path first: (100 + 80 + 10)/2 = 95 against 100.
+		{DeployClientServer, tls.VersionTLS13, 100 * ms, 10 * ms, 80 * ms, 0},
+		// Near: (20 + 30 + 10)/2 = 30; the client's own 20 + 15 + 10.
+		{DeployClientServer, tls.VersionTLS13, 20 * ms, 10 * ms, 30 * ms, 0.5},
 		{DeployClientServer, tls.VersionTLS12, 100 * ms, 10 * ms, 150 * ms, 0},
 	} {
 		if got := ModelInflation(tc.dep, tc.v, tc.cs, tc.cc, tc.sc); math.Abs(got-tc.want) > 1e-9 {
@@ -127,8 +132,8 @@ func TestStudy(t *testing.T) {
 	if len(st.Placements) != 6 {
 		t.Fatalf("%d placement records, want 3 placements × 2 TLS versions", len(st.Placements))
 	}
-	if _, ok := st.NotMeasured[DeployClientServer]; !ok && len(st.Deployments) < 2 {
-		t.Errorf("client-server neither measured nor reported as not measured")
+	if len(st.Deployments) != 2 || len(st.NotMeasured) != 0 {
+		t.Errorf("deployments %v, not measured %v: want client-only and client-server", st.Deployments, st.NotMeasured)
 	}
 	for _, p := range st.Placements {
 		rounds := 1.0
@@ -146,19 +151,32 @@ func TestStudy(t *testing.T) {
 		if min := (p.ServerRTTms + p.CloudRTTms) / st.Scale; p.Runs[0].MeanMs < min {
 			t.Errorf("%+v: client-only PEC ready after %.2f ms, before its proofs could arrive (%.2f ms)", p, p.Runs[0].MeanMs, min)
 		}
+		if len(p.Runs) != 2 || p.Runs[1].Deployment != DeployClientServer {
+			t.Fatalf("%+v: no client-server run", p)
+		}
+		// The server forwarded on every measured connection, and no
+		// proofs can arrive before half a round trip to the server, the
+		// server–cloud and the cloud–client legs.
+		cs := p.Runs[1]
+		if cs.ServerForwards != st.Reps {
+			t.Errorf("%+v: the PEC server forwarded %d of %d connections", p, cs.ServerForwards, st.Reps)
+		}
+		if min := min(p.ServerRTTms+p.ServerCloudRTTms+p.CloudRTTms, 2*p.ServerRTTms+2*p.CloudRTTms) / 2 / st.Scale; cs.MeanMs < min {
+			t.Errorf("%+v: client-server PEC ready after %.2f ms, before its proofs could arrive (%.2f ms)", p, cs.MeanMs, min)
+		}
 		if p.Footprint == FootprintPoP && (p.Cloud != "pop" || p.CloudRTTms != ms(DefaultPoPRTT)) {
 			t.Errorf("%+v: the PoP footprint's cloud is not the client's PoP", p)
 		}
 	}
-	if n := len(st.Summaries); n != 6 {
-		t.Errorf("%d summaries, want 3 groups × 2 versions × 1 deployment", n)
+	if n := len(st.Summaries); n != 12 {
+		t.Errorf("%d summaries, want 3 groups × 2 versions × 2 deployments", n)
 	}
 	if !strings.Contains(progress.String(), "placements: 3/3") {
 		t.Errorf("progress does not count placements:\n%s", progress.String())
 	}
 	var out strings.Builder
 	st.WriteText(&out)
-	for _, want := range []string{"us-east-1", "NOT MEASURED: client-server", "aws-14   nearest  1.3  client-only"} {
+	for _, want := range []string{"us-east-1", "aws-14   nearest  1.3  client-only", "pop-all  nearest  1.2  client-server"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
