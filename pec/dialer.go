@@ -129,7 +129,8 @@ type Dialer struct {
 	// ServerGrace is how long after the certificate arrived a
 	// client-server dial waits for the server's proofs before submitting
 	// the chain itself; 0 means one and a half times the cloud session's
-	// round trip, within 10–250 ms and a quarter of ProofTimeout; negative
+	// round trip, within 10–250 ms and a quarter of ProofTimeout, and none
+	// for a server whose last connection was not forwarded; negative
 	// means at once.
 	ServerGrace time.Duration
 
@@ -141,6 +142,8 @@ type Dialer struct {
 	sessions tls.ClientSessionCache
 	// usessions is the session cache of client-server mode.
 	usessions utls.ClientSessionCache
+	// forwarders remembers which servers forwarded (client-server mode).
+	forwarders forwarderMemo
 }
 
 // Timings are the phases of one dial, each measured from its start except
