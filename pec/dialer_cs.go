@@ -110,7 +110,7 @@ func (st *dialState) handshake(ctx context.Context, raw net.Conn, conf *tls.Conf
 				ids[i] = r.ID
 			}
 			cs.ext = body
-			cs.pending = d.Cloud.Expect(e.Nonce, ids, d.handshakeTimeout()+d.proofTimeout())
+			cs.pending = d.Cloud.expectHeld(e.Nonce, ids, d.handshakeTimeout()+d.proofTimeout())
 		}
 	}
 	uc := utls.UClient(raw, st.utlsConfig(conf), utls.HelloCustom)
@@ -184,6 +184,9 @@ func (st *dialState) expectLocked(now time.Time) bool {
 	if s.ServerName == "" {
 		s.ServerName = st.host
 	}
+	// Only the outcomes of the submission of this chain count: a copy
+	// with the nonce (sent in the clear) and another chain does not.
+	st.d.Cloud.bindExpected(cs.pending, s)
 	_, _, rtt, _ := st.d.Cloud.Presence()
 	grace := st.d.serverGrace(rtt)
 	if st.d.ServerGrace == 0 && st.d.forwarders.silent(st.serverKey()) {

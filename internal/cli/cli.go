@@ -120,7 +120,9 @@ func Main(ctx context.Context, env *Env, args []string) int {
 			}
 			return ee.code
 		}
-		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(err.Error()))
+		// Errors of the command's own package already name it
+		// ("cloud: …"); the prefix is said once.
+		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(strings.TrimPrefix(err.Error(), c.name+": ")))
 		return ExitUsage
 	}
 	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])

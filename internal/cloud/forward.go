@@ -108,6 +108,9 @@ func (c *Cloud) submitSealed(from *session, m *pecwire.SealedSubmit) bool {
 		c.m.rejects.WithLabelValues(code.String()).Inc()
 		return from.push(&pecwire.EphIDReject{EphID: m.EphID, Code: code, Text: text})
 	}
+	if !c.allowSubmit(from) {
+		return reject(pecwire.RejectLimited, "this session or address is over its rate of submissions")
+	}
 	if c.cfg.HPKEKey == nil {
 		return reject(pecwire.RejectInvalid, "this cloud takes no sealed submissions (it has no HPKE key)")
 	}
@@ -130,13 +133,19 @@ func (c *Cloud) submitSealed(from *session, m *pecwire.SealedSubmit) bool {
 		c.releaseJob(from.addr)
 		return reject(pecwire.RejectInvalid, err.Error())
 	}
+	// The outcomes go back on the forwarder's own session: their places
+	// in its queue are reserved first, as for a client's own submission.
+	if !from.reserve(len(sub.Requests), true) {
+		c.releaseJob(from.addr)
+		return reject(pecwire.RejectLimited, "the forwarder's session has no room for more outcomes: read them first")
+	}
 	budget := sub.Budget
 	if budget <= 0 || budget > c.cfg.MaxBudget {
 		budget = c.cfg.MaxBudget
 	}
 	name := strings.ToLower(sub.ServerName)
 	j := &job{
-		target: from, submitter: from.addr, key: keyOf(sub, name),
+		target: from, own: true, submitter: from.addr, key: sub.Digest(),
 		subject:  pkie.Subject{ServerName: name, Port: int(sub.Port), Chain: sub.Chain, Certs: certs},
 		reqs:     sub.Requests,
 		received: received, deadline: received.Add(budget),

@@ -107,6 +107,9 @@ func (c *Cloud) link(addr string) (*session, error) {
 	l.wg.Go(s.writeLoop)
 	l.wg.Go(func() {
 		defer stop()
+		// Its proved submissions count against MaxRemembered like any
+		// session's; a dead link gives them back.
+		defer s.forgetAll()
 		// The forwarder answers pings and, when it ends the session,
 		// says why; nothing else is expected.
 		for {
@@ -150,6 +153,9 @@ func (c *Cloud) submitServerSealed(from *session, m *pecwire.ServerSealed) bool 
 		return from.push(&pecwire.EphIDReject{EphID: m.EphID, Code: code, Text: text})
 	}
 	sub := &m.Submit
+	if !c.allowSubmit(from) {
+		return reject(pecwire.RejectLimited, "this session or address is over its rate of submissions")
+	}
 	if len(sub.Requests) == 0 {
 		return reject(pecwire.RejectInvalid, "the submission requests no enhancement")
 	}
@@ -178,13 +184,18 @@ func (c *Cloud) submitServerSealed(from *session, m *pecwire.ServerSealed) bool 
 			c.log.Warn("no session to a forwarder", "forwarder", m.Forwarder, "err", err)
 			return
 		}
+		if !target.reserve(len(sub.Requests), true) {
+			c.releaseJob(from.addr)
+			c.log.Warn("the session to a forwarder has no room for more outcomes", "forwarder", m.Forwarder)
+			return
+		}
 		budget := sub.Budget
 		if budget <= 0 || budget > c.cfg.MaxBudget {
 			budget = c.cfg.MaxBudget
 		}
 		name := strings.ToLower(sub.ServerName)
 		j := &job{
-			target: target, submitter: from.addr, key: keyOf(sub, name),
+			target: target, own: true, submitter: from.addr, key: sub.Digest(),
 			subject:  pkie.Subject{ServerName: name, Port: int(sub.Port), Chain: sub.Chain, Certs: certs},
 			reqs:     sub.Requests,
 			received: received, deadline: received.Add(budget),
