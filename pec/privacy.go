@@ -361,12 +361,19 @@ func (pv *privacy) maintain() {
 	for {
 		c.mu.Lock()
 		ka := pv.keepalive
+		connected := pv.conn != nil
 		c.mu.Unlock()
 		if c.cfg.Keepalive > 0 && c.cfg.Keepalive < ka {
 			ka = c.cfg.Keepalive
 		}
 		if ka <= 0 {
 			ka = DefaultKeepalive
+		}
+		// Ping at the keepalive while connected; retry sooner, backing
+		// off, while not.
+		wait := ka
+		if !connected {
+			wait = retry
 		}
 		select {
 		case <-c.base.Done():
@@ -378,7 +385,7 @@ func (pv *privacy) maintain() {
 				conn.Close()
 			}
 			return
-		case <-time.After(min(ka, retry)):
+		case <-time.After(wait):
 		}
 		c.mu.Lock()
 		conn := pv.conn

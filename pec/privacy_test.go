@@ -697,3 +697,82 @@ func TestPrivacyClientServer(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivacyForwarderLost: when the forwarder shuts down the client
+// notices (its session ends), reports it, and registers again with a
+// forwarder at the same address; submissions work again with fresh
+// identifiers.
+func TestPrivacyForwarderLost(t *testing.T) {
+	sp := newSignerProver(pkie.CT)
+	reg := builtin.Registry()
+	cloudB, _ := startPrivCloud(t, reg, sp)
+	fs := listenForwarder(t)
+	tcpAddr := fs.ln.Addr().String()
+	// The forwarder announces a short keepalive; a second forwarder
+	// with the same key takes over the address once the first is gone.
+	cert := fs.cert
+	k := make([]byte, 32)
+	rand.Read(k)
+	f1, err := forwarder.New(forwarder.Config{Certificate: cert, EphIDKey: k, Clouds: []*Bundle{cloudB}, Keepalive: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	go func() { f1.ServeTCP(ctx1, fs.ln); close(done1) }()
+	fs.pc.Close()
+	b := &Bundle{Version: pecwire.BundleVersion, Name: "lost", Points: []pecwire.Point{{TCP: tcpAddr}}, SPKISHA256: fs.bundle.SPKISHA256}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := Dial(ctx, ClientConfig{Clouds: []*Bundle{cloudB}, Forwarder: b, Transport: TransportTCP, EphIDBatch: 4, Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pki := newTestPKI(t)
+	prove := func() {
+		t.Helper()
+		p, err := cl.Submit(ctx, Submission{ServerName: "site.test", Port: 443, Chain: pki.leaf.Chain,
+			Requests: []pkie.Request{{ID: pkie.CT}}, Budget: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := p.Wait(ctx)[pkie.CT]; o.Status != pecwire.ProofOK {
+			t.Fatalf("%+v", o)
+		}
+	}
+	prove()
+	cancel1()
+	<-done1
+	f1.Wait()
+	for cl.PrivacyStatus().Connected {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the client never noticed the forwarder was gone")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	ln2, err := net.Listen("tcp", tcpAddr)
+	if err != nil {
+		t.Skipf("address taken meanwhile: %v", err)
+	}
+	f2, err := forwarder.New(forwarder.Config{Certificate: cert, EphIDKey: k, Clouds: []*Bundle{cloudB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan struct{})
+	go func() { f2.ServeTCP(ctx2, ln2); close(done2) }()
+	defer func() { cancel2(); <-done2; f2.Wait() }()
+	for st := cl.PrivacyStatus(); !st.Connected || st.IDs == 0; st = cl.PrivacyStatus() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the client never registered again: %+v", st)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if st := cl.PrivacyStatus(); st.Reconnects < 1 || st.LastError == "" {
+		t.Errorf("status %+v", st)
+	}
+	prove()
+}
