@@ -2,11 +2,13 @@ package check_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"time"
 
 	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/checkpoint"
 )
 
 // An embedder that completed its own TLS handshake asks whether to trust the
@@ -43,4 +45,32 @@ func ExampleChecker_Converge() {
 	if !ok {
 		fmt.Println("refusing:", v.Result, v.Reasons)
 	}
+}
+
+// An application pins the TTP keys of the built-in enhancements it checks
+// and builds their verifiers, for a Config or a pec.Dialer.
+func ExampleNewVerifiers() {
+	_, logKey, err := checkpoint.GenerateKey("log.example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, authorityKey, err := checkpoint.GenerateKey("ra.example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A nil registry means check.BuiltinRegistry().
+	verifiers, err := check.NewVerifiers(nil, map[string]json.RawMessage{
+		"ct":         check.CTVerifierConfig{Key: logKey, MaxAge: 30 * time.Minute}.JSON(),
+		"revocation": check.RevocationVerifierConfig{Key: authorityKey}.JSON(),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg := check.BuiltinRegistry()
+	for _, v := range verifiers {
+		fmt.Println(reg.Name(v.ID()))
+	}
+	// Output:
+	// ct
+	// revocation
 }

@@ -681,7 +681,11 @@ func (c *Client) pingLoop(s *session) {
 				c.failed(s, firstMiss, fmt.Errorf("%d pings unanswered", misses), false)
 				return
 			}
-			if err := s.conn.Send(&pecwire.Ping{Seq: seq}, now.Add(s.keepalive)); err != nil {
+			// The deadline counts from now, not from the tick: after a
+			// stall (a loaded machine, a resumed laptop) the tick is late,
+			// and a deadline already past would end a live session on
+			// the first ping instead of after MissedPings.
+			if err := s.conn.Send(&pecwire.Ping{Seq: seq}, time.Now().Add(s.keepalive)); err != nil {
 				c.failed(s, now, fmt.Errorf("ping: %w", err), false)
 				return
 			}
@@ -889,6 +893,9 @@ func (c *Client) assignLocked(p *Pending, s *session) *pecwire.Submit {
 			m.Requests = append(m.Requests, r)
 		}
 	}
+	// Outcomes of this submission, and of no other with the same nonce,
+	// are taken from now on.
+	p.digest, p.bound = m.Digest(), true
 	p.via = s
 	p.cloud = s.label
 	if s.aux {
@@ -1011,7 +1018,20 @@ type Pending struct {
 	deadline time.Time
 
 	// guarded by Client.mu
-	sub            *pecwire.Submit // nil for Expect
+	sub *pecwire.Submit // nil for Expect
+	// digest is the submission's digest outcomes must carry: that of the
+	// Submit last sent, or for an expectation, once bound.
+	digest pecwire.Digest
+	bound  bool
+	// expect is what an expectation's submitter is to submit, its
+	// ClientID filled in from the session the outcome arrives on; nil
+	// for Expect, which binds to the first outcome's digest.
+	expect *pecwire.Submit
+	// hold marks an expectation whose chain is not known yet (the
+	// client–server dialer's, until the handshake delivers it): its
+	// outcomes wait in held, by digest, until bindExpected.
+	hold           bool
+	held           []heldProof
 	size           int
 	got            map[pkie.ID]bool
 	via            *session
@@ -1203,7 +1223,32 @@ func (c *Client) Submit(ctx context.Context, sub Submission) (*Pending, error) {
 // changes and such proofs cannot arrive. When the client is closed or
 // MaxPending is reached, the Pending delivers ProofFailed or ProofBusy for
 // every ID at once.
+//
+// Expect knows no chain, so it takes the outcomes of the first submission
+// with this nonce to reach it (the first outcome binds the digest): a copy
+// with another chain submitted by someone who saw the nonce may pre-empt
+// the server's. Use ExpectSubmission when the handshake has delivered the
+// chain.
 func (c *Client) Expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration) *Pending {
+	return c.expect(nonce, ids, budget, nil)
+}
+
+// ExpectSubmission is Expect for the submission sub describes: the
+// connection's nonce, server name, port, requests and the chain the
+// handshake delivered. Only outcomes carrying that submission's digest
+// (with this client's identifier) are taken, so a copy with the same
+// nonce and another chain or requests cannot pre-empt it.
+func (c *Client) ExpectSubmission(sub Submission) *Pending {
+	ids := make([]pkie.ID, len(sub.Requests))
+	for i, r := range sub.Requests {
+		ids[i] = r.ID
+	}
+	return c.expect(sub.Nonce, ids, sub.Budget, &pecwire.Submit{
+		Nonce: sub.Nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
+	})
+}
+
+func (c *Client) expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration, tmpl *pecwire.Submit) *Pending {
 	var uniq []pkie.ID
 	seen := map[pkie.ID]bool{}
 	for _, id := range ids {
@@ -1213,6 +1258,7 @@ func (c *Client) Expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration
 		}
 	}
 	p := newPending(nonce, uniq, budget)
+	p.expect = tmpl
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -1237,14 +1283,100 @@ func (c *Client) Expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration
 	return p
 }
 
+// heldProof is an outcome that arrived for an expectation before its
+// chain was known.
+type heldProof struct {
+	s  *session
+	m  *pecwire.Proof
+	at time.Time
+}
+
+// maxHeldDigests bounds the submissions whose outcomes an expectation
+// holds before its chain is known: copies with the same nonce and other
+// chains, which whoever saw the nonce in the ClientHello can submit.
+const maxHeldDigests = 8
+
+// expectHeld is Expect for an expectation whose chain the handshake will
+// deliver: outcomes are held, not delivered, until bindExpected names the
+// submission, so that none of a copy with another chain is taken.
+func (c *Client) expectHeld(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration) *Pending {
+	p := c.expect(nonce, ids, budget, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !p.done {
+		p.hold = true
+	}
+	return p
+}
+
+// holdLocked keeps m for p until its chain is known, within bounds.
+func (c *Client) holdLocked(p *Pending, s *session, m *pecwire.Proof, now time.Time) {
+	digests := map[pecwire.Digest]int{}
+	for _, h := range p.held {
+		digests[h.m.Digest]++
+	}
+	n, seen := digests[m.Digest]
+	if (!seen && len(digests) >= maxHeldDigests) || n >= len(p.ids) {
+		c.st.Dropped++
+		return
+	}
+	p.held = append(p.held, heldProof{s, m, now})
+}
+
+// bindExpected names the submission an expectation from expectHeld waits
+// for, now that the handshake has delivered the chain: the held outcomes
+// of that submission are delivered, the others dropped, and later ones
+// are matched by its digest.
+func (c *Client) bindExpected(p *Pending, sub Submission) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.done || !p.hold {
+		return
+	}
+	p.hold = false
+	if !p.bound {
+		p.expect = &pecwire.Submit{
+			Nonce: p.nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
+		}
+	}
+	held := p.held
+	p.held = nil
+	for _, h := range held {
+		if p.done || h.s.dead || !p.wants(h.m.ID) || !p.matchesLocked(h.s, h.m.Digest) {
+			c.st.Dropped++
+			continue
+		}
+		h.s.answered.Store(true)
+		c.deliverLocked(p, Outcome{ID: h.m.ID, Status: h.m.Status, Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: h.s.label})
+	}
+}
+
+// matchesLocked reports whether an outcome carrying digest d, arriving on
+// s, belongs to p, binding an Expect to the first digest it sees.
+func (p *Pending) matchesLocked(s *session, d pecwire.Digest) bool {
+	if !p.bound && p.expect != nil {
+		m := *p.expect
+		m.ClientID = s.id
+		p.digest, p.bound = m.Digest(), true
+	}
+	if !p.bound {
+		p.digest, p.bound = d, true
+	}
+	return p.digest == d
+}
+
 func (c *Client) onProof(s *session, m *pecwire.Proof) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[m.Nonce]
+	if p != nil && !p.done && p.hold && p.sub == nil && m.ClientID == s.id && !s.aux && p.wants(m.ID) {
+		c.holdLocked(p, s, m, now)
+		return
+	}
 	switch {
 	case p == nil, p.done, m.ClientID != s.id, p.sub != nil && p.via != s, p.sub == nil && s.aux,
-		!p.wants(m.ID):
+		!p.wants(m.ID), !p.matchesLocked(s, m.Digest):
 		c.st.Dropped++
 		c.log.Debug("pec: outcome dropped", "cloud", s.label, "nonce", m.Nonce, "id", m.ID, "client", m.ClientID)
 		return
@@ -1268,7 +1400,7 @@ func (p *Pending) wants(id pkie.ID) bool {
 func (c *Client) onReject(s *session, m *pecwire.Reject) {
 	c.mu.Lock()
 	p := c.pending[m.Nonce]
-	if p == nil || p.done || (p.sub != nil && p.via != s) {
+	if p == nil || p.done || (p.sub != nil && p.via != s) || (p.hold && p.sub == nil) || !p.matchesLocked(s, m.Digest) {
 		c.st.Dropped++
 		c.mu.Unlock()
 		return

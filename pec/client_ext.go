@@ -72,7 +72,9 @@ func (c *Client) submitExpected(ctx context.Context, p *Pending, sub Submission,
 	if out != nil {
 		out.Requests = m.Requests
 		out.Budget = min(out.Budget, sub.Budget)
+		p.digest = out.Digest() // the requests sent, whole
 	}
+	p.hold = false
 	c.mu.Unlock()
 	if out != nil {
 		deadline := time.Now().Add(out.Budget)

@@ -288,7 +288,7 @@ func TestFailoverCloudStops(t *testing.T) {
 func TestBusy(t *testing.T) {
 	key := newCloudKey(t)
 	busy := func(ps *peerSession, m *pecwire.Submit) {
-		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy, Text: "too many jobs"})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectBusy, Text: "too many jobs"})
 	}
 	for _, tc := range []struct {
 		policy    string
@@ -355,7 +355,7 @@ func TestBusy(t *testing.T) {
 func TestBusyNextWithNowhereElse(t *testing.T) {
 	key := newCloudKey(t)
 	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
-		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy, Text: "full"})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectBusy, Text: "full"})
 	}})
 	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT))
@@ -402,7 +402,7 @@ func TestForeignOutcomesDropped(t *testing.T) {
 		ps.prove(&other, pkie.CT) // unknown nonce
 		other = *m
 		other.ClientID[0] ^= 1 // another client's, with another body
-		ps.send(&pecwire.Proof{ClientID: other.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
+		ps.send(&pecwire.Proof{ClientID: other.ClientID, Nonce: m.Nonce, Digest: m.Digest(), ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
 		ps.prove(m, pkie.Notary) // not requested
 		ps.prove(m, pkie.CT)
 		ps.prove(m, pkie.CT) // again
@@ -420,6 +420,57 @@ func TestForeignOutcomesDropped(t *testing.T) {
 	}
 }
 
+// TestForgedCopyDoesNotPreempt: outcomes of a copy of the submission
+// with the same nonce but another chain (or other requests), which anyone
+// who saw the nonce can have proved, reach the client first; the client
+// takes only those carrying its own submission's digest.
+func TestForgedCopyDoesNotPreempt(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
+		forged := *m
+		forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofUnsupported, Text: "forged"})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: forged.Digest(), Code: pecwire.RejectInvalid, Text: "forged"})
+		forged = *m
+		forged.Requests = append(forged.Requests, pkie.Request{ID: pkie.Notary})
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofFailed, Text: "forged"})
+		ps.proveAll(m)
+	}})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
+	pend, err := c.Submit(context.Background(), testSubmission(10*time.Second, pkie.CT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha", pkie.CT)
+	if d := c.Status().Dropped; d != 3 {
+		t.Fatalf("dropped %d, want the 3 forged outcomes", d)
+	}
+}
+
+// TestExpectSubmission: an expectation that knows the chain the handshake
+// delivered takes only the outcomes of that submission, even when a copy
+// with the same nonce and another chain is proved first.
+func TestExpectSubmission(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
+	sub := testSubmission(10*time.Second, pkie.CT)
+	sub.Nonce = pecwire.Nonce{1, 2, 3, 4, 5, 6, 7, 8}
+	pend := c.ExpectSubmission(sub)
+	a.mu.Lock()
+	ps := a.sessions[len(a.sessions)-1]
+	a.mu.Unlock()
+	real := &pecwire.Submit{ClientID: c.ID(), Nonce: sub.Nonce, ServerName: strings.ToUpper(sub.ServerName), Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
+	forged := *real
+	forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
+	ps.send(&pecwire.Proof{ClientID: c.ID(), Nonce: sub.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofUnsupported, Text: "forged"})
+	ps.prove(real, pkie.CT)
+	wantProofs(t, waitAll(t, pend), sub.Nonce, "alpha", pkie.CT)
+	if d := c.Status().Dropped; d != 1 {
+		t.Fatalf("dropped %d, want the forged outcome", d)
+	}
+}
+
 func TestRejects(t *testing.T) {
 	key := newCloudKey(t)
 	for _, tc := range []struct {
@@ -432,7 +483,7 @@ func TestRejects(t *testing.T) {
 	} {
 		t.Run(tc.code.String(), func(t *testing.T) {
 			a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
-				ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: tc.code, Text: "because"})
+				ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: tc.code, Text: "because"})
 			}})
 			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 			pend, err := c.Submit(context.Background(), testSubmission(10*time.Second, pkie.CT, pkie.Revocation))
@@ -462,7 +513,7 @@ func TestReregisterOnUnknown(t *testing.T) {
 		first := n == 1
 		ps.p.mu.Unlock()
 		if first {
-			ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectUnknown})
+			ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectUnknown})
 			return
 		}
 		ps.proveAll(m)
@@ -665,8 +716,8 @@ func TestBogusPongs(t *testing.T) {
 func TestProofFromRefusingCloudDropped(t *testing.T) {
 	key := newCloudKey(t)
 	a := newPeer(t, key, peerBehaviour{onSubmit: func(ps *peerSession, m *pecwire.Submit) {
-		ps.send(&pecwire.Reject{Nonce: m.Nonce, Code: pecwire.RejectBusy})
-		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
+		ps.send(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: pecwire.RejectBusy})
+		ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: m.Digest(), ID: pkie.CT, Proof: &pkie.Proof{ID: pkie.CT, Body: []byte("forged")}})
 	}})
 	release := make(chan struct{})
 	b := newPeer(t, key, peerBehaviour{beforeRegistered: func() { <-release }})
@@ -716,5 +767,45 @@ func TestJoinErrors(t *testing.T) {
 	}
 	if joinErrors(nil) != nil || joinErrors([]error{nil}) != nil || joinErrors([]error{busy}) != error(busy) {
 		t.Error("joining none or one error is not nil or the error itself")
+	}
+}
+
+// TestExpectHeldUntilChain: the client–server dialer's expectation is made
+// before the handshake, when the chain is unknown and the nonce has just
+// gone out in the clear. Outcomes arriving before the chain (a copy with
+// another chain, proved first, and the server's own) are held, and once
+// the chain is known only the server's are delivered.
+func TestExpectHeldUntilChain(t *testing.T) {
+	key := newCloudKey(t)
+	a := newPeer(t, key, peerBehaviour{})
+	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
+	sub := testSubmission(10*time.Second, pkie.CT, pkie.Revocation)
+	sub.Nonce = pecwire.Nonce{8, 7, 6, 5, 4, 3, 2, 1}
+	pend := c.expectHeld(sub.Nonce, []pkie.ID{pkie.CT, pkie.Revocation}, 10*time.Second)
+	a.mu.Lock()
+	ps := a.sessions[len(a.sessions)-1]
+	a.mu.Unlock()
+	real := &pecwire.Submit{ClientID: c.ID(), Nonce: sub.Nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
+	forged := *real
+	forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
+	for _, id := range []pkie.ID{pkie.CT, pkie.Revocation} {
+		ps.send(&pecwire.Proof{ClientID: c.ID(), Nonce: sub.Nonce, Digest: forged.Digest(), ID: id, Status: pecwire.ProofFailed, Text: "forged"})
+	}
+	ps.prove(real, pkie.CT)
+	eventually(t, "outcomes held", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(pend.held) == 3
+	})
+	select {
+	case o := <-pend.C():
+		t.Fatalf("delivered before the chain was known: %+v", o)
+	default:
+	}
+	c.bindExpected(pend, sub)
+	ps.prove(real, pkie.Revocation)
+	wantProofs(t, waitAll(t, pend), sub.Nonce, "alpha", pkie.CT, pkie.Revocation)
+	if d := c.Status().Dropped; d != 2 {
+		t.Fatalf("dropped %d, want the 2 forged outcomes", d)
 	}
 }

@@ -49,9 +49,12 @@ const (
 
 // A Dialer opens TLS connections whose server certificate is trusted on
 // the evidence of PKI enhancements delivered by a PEC cloud, in the
-// client-only deployment of "Towards Sustainable Evolution for the TLS
-// PKI" (PEC, ASIA CCS 2018, §4.1, Figure 2b). An application uses it in
-// place of tls.Dial.
+// client-server or client-only deployment of "Towards Sustainable
+// Evolution for the TLS PKI" (PEC, ASIA CCS 2018, §4.1, Figure 2). An
+// application uses it in place of tls.Dial. In client-server mode (Mode,
+// the default; dialer_cs.go) the ClientHello carries the PEC extension, a
+// PEC server submits its chain itself, and the Dialer submits it too only
+// when the proofs have not come within ServerGrace.
 //
 // The moment the server's certificate arrives, from inside the handshake
 // (tls.Config.VerifyConnection, which runs before the client's Finished),
@@ -126,7 +129,8 @@ type Dialer struct {
 	// ServerGrace is how long after the certificate arrived a
 	// client-server dial waits for the server's proofs before submitting
 	// the chain itself; 0 means one and a half times the cloud session's
-	// round trip, within 10–250 ms and a quarter of ProofTimeout; negative
+	// round trip, within 10–250 ms and a quarter of ProofTimeout, and none
+	// for a server whose last connection was not forwarded; negative
 	// means at once.
 	ServerGrace time.Duration
 
@@ -138,6 +142,8 @@ type Dialer struct {
 	sessions tls.ClientSessionCache
 	// usessions is the session cache of client-server mode.
 	usessions utls.ClientSessionCache
+	// forwarders remembers which servers forwarded (client-server mode).
+	forwarders forwarderMemo
 }
 
 // Timings are the phases of one dial, each measured from its start except

@@ -290,6 +290,7 @@ func BenchmarkDialer(b *testing.B) {
 	for _, mode := range []string{"full", "reuse"} {
 		b.Run(mode, func(b *testing.B) {
 			d := w.dialer(cl)
+			d.Mode = ModeClientOnly // the sites are stock servers; BenchmarkClientServer has the PEC server
 			d.TLSConfig.ServerName = "good.test"
 			d.TLSConfig.MaxVersion = tls.VersionTLS12 // tickets arrive in the handshake: no read needed to resume
 			d.TLSConfig.SessionTicketsDisabled = mode == "full"

@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"net"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,7 +100,7 @@ func (st *dialState) handshake(ctx context.Context, raw net.Conn, conf *tls.Conf
 				ids[i] = r.ID
 			}
 			cs.ext = body
-			cs.pending = d.Cloud.Expect(e.Nonce, ids, d.handshakeTimeout()+d.proofTimeout())
+			cs.pending = d.Cloud.expectHeld(e.Nonce, ids, d.handshakeTimeout()+d.proofTimeout())
 		}
 	}
 	uc := utls.UClient(raw, st.utlsConfig(conf), utls.HelloCustom)
@@ -172,8 +174,16 @@ func (st *dialState) expectLocked(now time.Time) bool {
 	if s.ServerName == "" {
 		s.ServerName = st.host
 	}
+	// Only the outcomes of the submission of this chain count: a copy
+	// with the nonce (sent in the clear) and another chain does not.
+	st.d.Cloud.bindExpected(cs.pending, s)
 	_, _, rtt, _ := st.d.Cloud.Presence()
 	grace := st.d.serverGrace(rtt)
+	if st.d.ServerGrace == 0 && st.d.forwarders.silent(st.serverKey()) {
+		// This server did not forward last time: submit at once. Should
+		// it forward now, the cloud takes the two submissions for one.
+		grace = 0
+	}
 	p := cs.pending
 	go func() {
 		t := time.NewTimer(grace)
@@ -191,7 +201,8 @@ func (st *dialState) expectLocked(now time.Time) bool {
 	return true
 }
 
-// evidenceCS fills in the client–server fields of a dial's evidence.
+// evidenceCS fills in the client–server fields of a dial's evidence and
+// remembers whether the server forwarded.
 func (st *dialState) evidenceCS(ev *Evidence) {
 	cs := st.cs
 	if cs == nil || cs.ext == nil || ev.Reused {
@@ -200,6 +211,45 @@ func (st *dialState) evidenceCS(ev *Evidence) {
 	ev.Extension = true
 	ev.Submitted = cs.submitted.Load()
 	ev.ServerForwarded = !ev.Submitted && len(ev.Missing) < len(st.d.requests)
+	if ev.ServerForwarded {
+		st.d.forwarders.set(st.serverKey(), true)
+	} else if ev.Submitted {
+		// Proofs that came only after our own submission: the server
+		// did not forward, or not within the grace.
+		st.d.forwarders.set(st.serverKey(), false)
+	}
+}
+
+func (st *dialState) serverKey() string {
+	return st.sni + "\x00" + st.host + ":" + strconv.Itoa(st.port)
+}
+
+// forwarderMemo remembers, per server, whether its last client-server
+// connection was proved on the server's forwarding: a server that did
+// not forward is not waited for next time. Bounded: past maxForwarders
+// entries it starts afresh.
+type forwarderMemo struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+const maxForwarders = 4096
+
+func (f *forwarderMemo) set(key string, forwarded bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= maxForwarders {
+		f.m = make(map[string]bool)
+	}
+	f.m[key] = forwarded
+}
+
+// silent reports whether the server's last connection was not forwarded.
+func (f *forwarderMemo) silent(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fw, ok := f.m[key]
+	return ok && !fw
 }
 
 // uConn adapts a uTLS connection to TLSConn.
@@ -369,11 +419,15 @@ func (v *usessionView) Put(key string, cs *utls.ClientSessionState) {
 }
 
 // flushHeldCS stores (accepted) or drops the sessions uTLS handed over
-// before the verdict; called with the verdict by sessionsAccept and
-// sessionsDecided.
+// before the verdict, and on a refusal ends the dial's expectation; called
+// with the verdict by sessionsAccept and sessionsDecided.
 func (st *dialState) flushHeldCS(accepted bool, ev *sessionEvidence) {
 	if st.cs == nil {
 		return
+	}
+	if !accepted {
+		// Nothing waits for this connection's proofs any more.
+		st.forget("the connection was refused")
 	}
 	st.mu.Lock()
 	held := st.cs.held

@@ -15,7 +15,14 @@
 // A [Dialer] is what an application uses in place of tls.Dial: it runs the
 // handshake, submits the server's chain through a Client the moment it
 // arrives, and returns the connection only once the required proofs have
-// arrived and verified.
+// arrived and verified. By default it also puts the PEC TLS extension
+// ([Extension]) in its ClientHello, so that a PEC server sends its chain
+// to the client's cloud first.
+//
+// A [Listener] makes a stock crypto/tls server a PEC server: it reads each
+// ClientHello, forwards the server's own chain to the cloud the extension
+// names if that cloud is on its allowlist and the rate limits allow, and
+// hands the connection to the TLS stack untouched.
 //
 // The Client verifies nothing: a cloud is an untrusted relay, and an
 // Outcome's proof is only as good as its verification by the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pecwire"
+	utls "github.com/refraction-networking/utls"
 )
 
 func sampleExtension() *Extension {
@@ -213,4 +214,49 @@ func FuzzReadClientHello(f *testing.F) {
 			ParseExtension(h.PEC)
 		}
 	})
+}
+
+// uHello returns the first flight of the client-server Dialer's uTLS
+// ClientHello carrying body (nil: no extension).
+func uHello(t testing.TB, body []byte) []byte {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	go func() {
+		uc := utls.UClient(c2, &utls.Config{ServerName: "www.example.com", InsecureSkipVerify: true, OmitEmptyPsk: true}, utls.HelloCustom)
+		if err := uc.ApplyPreset(goLikeSpec(body, &tls.Config{})); err == nil {
+			uc.Handshake()
+		}
+		c2.Close()
+	}()
+	c1.SetReadDeadline(time.Now().Add(5 * time.Second))
+	raw, h, err := readClientHello(c1, MaxClientHello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.HasPEC != (body != nil) || (body != nil && !bytes.Equal(h.PEC, body)) {
+		t.Fatalf("the ClientHello carries extension %x, want %x", h.PEC, body)
+	}
+	return raw
+}
+
+// TestClientHelloSize measures the ClientHello the client-server Dialer
+// sends, as docs/formats-pec.md reports it: the PEC paper's are about
+// 400 bytes.
+func TestClientHelloSize(t *testing.T) {
+	e := sampleExtension()
+	e.Cloud = Addr{Transport: pecwire.QUIC, HostPort: "pop1.cloud.example.net:4433"}
+	body, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, without := uHello(t, body), uHello(t, nil)
+	goDefault := recordedHello(t, &tls.Config{ServerName: "www.example.com"})
+	t.Logf("PEC extension %d bytes (%d with its header); ClientHello record %d bytes with it, %d without; crypto/tls's default %d",
+		len(body), len(body)+4, len(with), len(without), len(goDefault))
+	if len(with)-len(without) != len(body)+4 {
+		t.Errorf("the extension adds %d bytes to the ClientHello, want %d", len(with)-len(without), len(body)+4)
+	}
+	if len(with) > 512 {
+		t.Errorf("ClientHello of %d bytes with the extension; the paper's are about 400", len(with))
+	}
 }

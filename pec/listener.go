@@ -432,7 +432,17 @@ func (l *Listener) chainFor(c net.Conn, serverName string) [][]byte {
 type cloudSession struct {
 	conn *pecwire.Conn
 	dead atomic.Bool
+	used atomic.Int64 // unix nanoseconds of the last submission
 }
+
+// Pooled sessions are pinged every poolPing, below any cloud's idle
+// timeout (three missed 15 s keepalives by default), so that a forward
+// rarely meets a session the cloud has just dropped; one unused for
+// poolIdle is closed.
+const (
+	poolPing = 10 * time.Second
+	poolIdle = 5 * time.Minute
+)
 
 // send submits m over the pooled session with ac, opening it if needed,
 // and once more on a fresh session if the pooled one broke.
@@ -444,6 +454,7 @@ func (l *Listener) send(ac AllowedCloud, m *pecwire.Submit) error {
 		if err != nil {
 			return err
 		}
+		s.used.Store(time.Now().UnixNano())
 		if err = s.conn.Send(m, time.Now().Add(DefaultCloudDialTimeout)); err == nil {
 			return nil
 		}
@@ -480,13 +491,42 @@ func (l *Listener) session(ac AllowedCloud) (*cloudSession, error) {
 		return nil, err
 	}
 	s := &cloudSession{conn: conn}
+	s.used.Store(time.Now().UnixNano())
 	l.pools[ac.Addr] = s
-	l.wg.Add(1)
+	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
 		l.readCloud(ac.Addr, s)
 	}()
+	go func() {
+		defer l.wg.Done()
+		l.pingCloud(ac.Addr, s)
+	}()
 	return s, nil
+}
+
+// pingCloud keeps a pooled session alive while it is in use.
+func (l *Listener) pingCloud(a Addr, s *cloudSession) {
+	t := time.NewTicker(poolPing)
+	defer t.Stop()
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.dead.Load() {
+			return
+		}
+		if time.Since(time.Unix(0, s.used.Load())) > poolIdle {
+			l.drop(a, s)
+			return
+		}
+		if err := s.conn.Send(&pecwire.Ping{Seq: seq}, time.Now().Add(DefaultCloudDialTimeout)); err != nil {
+			l.drop(a, s)
+			return
+		}
+	}
 }
 
 // readCloud reads what the cloud sends the server (refusals; it sends no

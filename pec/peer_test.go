@@ -239,7 +239,7 @@ func proofFor(id pkie.ID, nonce pecwire.Nonce) *pkie.Proof {
 }
 
 func (ps *peerSession) prove(m *pecwire.Submit, id pkie.ID) {
-	ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, ID: id, Status: pecwire.ProofOK, Proof: proofFor(id, m.Nonce)})
+	ps.send(&pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: m.Digest(), ID: id, Status: pecwire.ProofOK, Proof: proofFor(id, m.Nonce)})
 }
 
 func (ps *peerSession) proveAll(m *pecwire.Submit) {

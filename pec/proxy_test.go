@@ -68,7 +68,7 @@ func TestRealCloudUDPBlockedMidSession(t *testing.T) {
 	rc := startRealCloud(t, cert, cloud.Config{Provers: []pkie.Prover{slow}})
 	px := proxied(t, rc.pt.QUIC, testbed.UDPProxyConfig{})
 	c := dial(t, ClientConfig{
-		Clouds:    []*Bundle{{Version: pecwire.BundleVersion, Name: "real", Points: []Point{{QUIC: px.Addr.String(), TCP: rc.pt.TCP}}, SPKISHA256: pin}},
+		Clouds: []*Bundle{{Version: pecwire.BundleVersion, Name: "real", Points: []Point{{QUIC: px.Addr.String(), TCP: rc.pt.TCP}}, SPKISHA256: pin}},
 		// A stall of the loaded machine as long as MissedPings keepalives
 		// can end the TCP session too (the client then registers over TCP
 		// again): at least one failover, ending on TCP.

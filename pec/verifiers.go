@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/pkies/builtin"
 )
 
 // operatorTTPs are the enhancements whose trusted party may be a cloud's
@@ -25,8 +26,12 @@ var (
 // one is verified against each cloud's key in turn: a proof passes when it
 // verifies under any of them, since the client pinned every one. An entry
 // for an enhancement whose TTP must be independent of the cloud is an
-// error; one this registry does not know is skipped, named in skipped.
+// error; one this registry does not know is skipped, named in skipped. A
+// nil reg means the built-in enhancements (check.BuiltinRegistry).
 func BundleVerifiers(reg *pkie.Registry, clouds []*Bundle) (vs []pkie.Verifier, skipped []string, err error) {
+	if reg == nil {
+		reg = builtin.Registry()
+	}
 	byName := map[string][]pkie.Verifier{}
 	var names []string
 	for _, b := range clouds {

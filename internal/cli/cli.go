@@ -109,17 +109,19 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
 		}
+		// An error may repeat what a remote party or a file chose (a
+		// server's certificate names, a peer's message, a bundle's name):
+		// escaped, it stays one line and cannot drive the terminal.
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, ee.msg)
+				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(ee.msg))
 			}
 			return ee.code
 		}
-		// An error may repeat what a remote party chose (a server's
-		// certificate names, a peer's message): escaped, it stays one
-		// line and cannot drive the terminal.
-		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(err.Error()))
+		// Errors of the command's own package already name it
+		// ("cloud: …"); the prefix is said once.
+		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(strings.TrimPrefix(err.Error(), c.name+": ")))
 		return ExitUsage
 	}
 	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])

@@ -106,6 +106,27 @@ func checkPKIEs(reg *pkie.Registry, ps []cloud.PKIEConfig) ([]cloud.PKIEConfig, 
 	return out, nil
 }
 
+// checkProverConfigs checks each configuration against its enhancement
+// without contacting any TTP or creating anything: a built-in's with its
+// strict decoder and NewProver's own checks, any other's as a JSON object.
+// A bad configuration is refused when it is written, not at serve.
+func checkProverConfigs(ps []cloud.PKIEConfig) error {
+	for _, p := range ps {
+		checked, err := builtin.CheckProverConfig(p.Name, p.Config)
+		if !checked {
+			var obj map[string]json.RawMessage
+			err = json.Unmarshal(p.Config, &obj)
+			if err == nil && obj == nil {
+				err = errors.New("want a JSON object")
+			}
+		}
+		if err != nil {
+			return usageError("--pkie %s: %v", p.Name, err)
+		}
+	}
+	return nil
+}
+
 func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
 	fs := newFlags(env, "cloud init", "[--data DIR] [--name NAME] [--pkie NAME[=CONFIGFILE]]... | --data DIR --new-notary-key")
 	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory")
@@ -135,6 +156,9 @@ func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry)
 	}
 	ps, err := checkPKIEs(reg, pkies)
 	if err != nil {
+		return err
+	}
+	if err := checkProverConfigs(ps); err != nil {
 		return err
 	}
 	d, err := cloud.Init(*data, cloud.FileConfig{Name: *name, PKIEs: ps})
@@ -239,7 +263,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	tcpAddr := fs.String("tcp", ":4433", "TCP address of the TLS listener, the fallback where UDP is blocked (empty: none)")
 	httpAddr := fs.String("http", "localhost:9433", "address of the plain-HTTP listener for /metrics and /healthz (empty: none)")
 	var over pkieFlag
-	fs.Var(&over, "pkie", "enable an enhancement with the prover configuration in a JSON file, replacing the data directory's configuration of that name (repeatable)")
+	fs.Var(&over, "pkie", "replace, for this run, the prover configuration of an enhancement the data directory enables, with that in a JSON file (repeatable)")
 	keepalive := fs.Duration("keepalive", cloud.DefaultKeepalive, "ping interval announced to clients")
 	missed := fs.Int("missed-pings", cloud.DefaultMissedPings, "intervals a session may stay silent before it is dropped and its client identifier freed")
 	handshake := fs.Duration("handshake-timeout", cloud.DefaultHandshakeTimeout, "time for a TLS or QUIC handshake and a session's first message")
@@ -254,6 +278,9 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client, whoever submits them")
 	maxCalls := fs.Int("max-prover-calls", cloud.DefaultMaxProverCalls, "calls in flight to each prover; beyond it that enhancement answers busy")
 	maxBudget := fs.Duration("max-budget", cloud.DefaultMaxBudget, "longest a submission may wait for its proofs; also the budget of a submission that names none")
+	submitRate := fs.Float64("submit-rate", cloud.DefaultSubmitRate, "submissions a second from one address (IPv6: per /64), refused or not, with twice that as burst; negative: no limit")
+	sessionRate := fs.Float64("session-submit-rate", cloud.DefaultSessionRate, "submissions a second on one session, with twice that as burst; negative: no limit")
+	maxRemembered := fs.Int("max-remembered", cloud.DefaultMaxRemembered, "proved submissions remembered for duplicate suppression, all sessions together")
 	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -282,6 +309,21 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	}
 	d, err := cloud.Load(*data)
 	if err != nil {
+		return err
+	}
+	// --pkie replaces the configuration of an enhancement init enabled,
+	// never enables another: what a cloud hosts is in cloud.json, where
+	// `pkie cloud bundle` reads it (the notary's key) too.
+	over, err = checkPKIEs(reg, over)
+	if err != nil {
+		return err
+	}
+	for _, o := range over {
+		if !hasPKIE(d.Config.PKIEs, o.Name) {
+			return usageError("--pkie %s: not enabled in %s; enable it with pkie cloud init, so that pkie cloud bundle knows it too", o.Name, *data)
+		}
+	}
+	if err := checkProverConfigs(over); err != nil {
 		return err
 	}
 	ps, err := checkPKIEs(reg, mergePKIEs(d.Config.PKIEs, over))
@@ -336,7 +378,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
 		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
 		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
-		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget,
+		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, MaxRemembered: *maxRemembered,
+		SubmitRate: *submitRate, SessionSubmitRate: *sessionRate,
 	})
 	if err != nil {
 		return err

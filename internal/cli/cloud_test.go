@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
@@ -230,6 +233,73 @@ func TestCloudServeJSON(t *testing.T) {
 		t.Fatal(err)
 	} else if _, ok := m.(*pecwire.Registered); !ok {
 		t.Fatalf("got %T", m)
+	}
+}
+
+// TestCloudInitChecksProverConfigs: init refuses a prover configuration
+// that serve would refuse, before it writes anything and without
+// contacting any TTP; serve --pkie may replace the configuration of an
+// enhancement init enabled but not enable another (bundle would not know
+// it); and errors name the command once.
+func TestCloudInitChecksProverConfigs(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	_, vkey, err := note.GenerateKey(rand.Reader, "log.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := write("good-ct.json", `{"log_url":"http://127.0.0.1:1","log_key":"`+vkey+`"}`)
+	for _, k := range []struct {
+		name, pkie, want string
+	}{
+		{"ct without configuration", "ct", "URL and its pinned key are both required"},
+		{"ct with a bad key", "ct=" + write("badkey.json", `{"log_url":"http://127.0.0.1:1","log_key":"not a key"}`), "TTP key"},
+		{"ct with a bad URL", "ct=" + write("badurl.json", `{"log_url":"127.0.0.1:1","log_key":"`+vkey+`"}`), "not an http or https URL"},
+		{"revocation misspelt", "revocation=" + write("typo.json", `{"authority_url":"http://127.0.0.1:1","authority_kye":"x"}`), "unknown field"},
+		{"notary negative", "notary=" + write("neg.json", `{"max_probes":-1}`), "must not be negative"},
+		{"notary not an object", "notary=" + write("arr.json", `[]`), "notary prover configuration"},
+	} {
+		data := filepath.Join(dir, "c-"+strings.ReplaceAll(k.name, " ", "-"))
+		code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--pkie", k.pkie)
+		if code != 2 || !strings.Contains(errs, k.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s: %d %q, want one line with %q", k.name, code, errs, k.want)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Errorf("%s: init wrote %s before refusing: %v", k.name, data, err)
+		}
+	}
+	// A good configuration passes without its log being reachable.
+	data := filepath.Join(dir, "ok")
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--pkie", "ct="+good, "--pkie", "notary"); code != 0 {
+		t.Fatalf("init with a good ct configuration: %s", errs)
+	}
+	// One prefix, not "pkie cloud: cloud: …".
+	code, _, errs := runCLI(t, "cloud", "init", "--data", data)
+	if code != 2 || !strings.HasPrefix(errs, "pkie cloud: ") || strings.Contains(errs, "cloud: cloud:") {
+		t.Fatalf("second init: %d %q", code, errs)
+	}
+	notaryOnly := filepath.Join(dir, "notary-only")
+	if code, _, errs := runCLI(t, "cloud", "init", "--data", notaryOnly); code != 0 {
+		t.Fatal(errs)
+	}
+	for _, k := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pkie", "ct=" + good}, "not enabled in"},
+		{[]string{"--pkie", "notary=" + write("neg2.json", `{"max_age":"-1h"}`)}, "must not be negative"},
+	} {
+		args := append([]string{"cloud", "serve", "--data", notaryOnly, "--quic", "127.0.0.1:0", "--tcp", "", "--http", ""}, k.args...)
+		if code, _, errs := runCLI(t, args...); code != 2 || !strings.Contains(errs, k.want) {
+			t.Errorf("serve %v: %d %q, want %q", k.args, code, errs, k.want)
+		}
 	}
 }
 

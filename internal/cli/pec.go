@@ -18,8 +18,6 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/pkies/builtin"
-	pkiect "github.com/pkie/pkie/internal/pkies/ct"
-	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/pec"
 )
@@ -181,6 +179,8 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	roots := fs.String("roots", "", "PEM file of CA roots for CA validation (default: the system's roots)")
 	agility := fs.Bool("trust-agility", false, "do not require CA validation: trust on the enhancements' evidence alone")
 	warn := fs.Bool("warn", false, "on an inconclusive verdict (a required proof missing at the deadline, a busy cloud) fetch anyway and say so (default: fail closed)")
+	mode := fs.String("mode", pec.ModeClientServer, "client-server (the PEC extension in the ClientHello: a PEC server forwards its chain; the client submits it too after --server-grace if no proofs came) | client-only")
+	grace := fs.Duration("server-grace", 0, "client-server: how long after the certificate to wait for a PEC server's proofs before submitting the chain too (0: adaptive, 10-250ms)")
 	maxTime := fs.Duration("max-time", 30*time.Second, "overall time limit")
 	output := fs.String("o", "", "write the body to `FILE` instead of stdout")
 	resolve := addResolveFlags(fs, "the URL's host", true)
@@ -191,6 +191,9 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	}
 	if len(pos) != 1 {
 		return usageError("want exactly one URL, got %d arguments", len(pos))
+	}
+	if *mode != pec.ModeClientServer && *mode != pec.ModeClientOnly {
+		return usageError("--mode %q: want client-server or client-only", *mode)
 	}
 	u, err := url.Parse(pos[0])
 	if err != nil || u.Scheme != "https" || u.Host == "" {
@@ -207,7 +210,7 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 
 	reg := builtin.Registry()
 	d := &pec.Dialer{Registry: reg, TrustAgility: *agility, Warn: *warn, ProofTimeout: *cf.budget,
-		TLSConfig: &tls.Config{}}
+		TLSConfig: &tls.Config{}, Mode: *mode, ServerGrace: *grace}
 	if *roots != "" {
 		if d.TLSConfig.RootCAs, err = loadRoots(*roots); err != nil {
 			return usageError("--roots: %v", err)
@@ -379,9 +382,9 @@ func printPECResult(w io.Writer, r *pecResult) {
 func proofVerifierConfig(name, key string, maxAge, mmd time.Duration) ([]byte, error) {
 	switch name {
 	case "ct":
-		return pkiect.VerifierConfig{Key: key, MaxAge: pkiect.Duration(maxAge), MMD: pkiect.Duration(mmd)}.JSON(), nil
+		return check.CTVerifierConfig{Key: key, MaxAge: maxAge, MMD: mmd}.JSON(), nil
 	case "revocation":
-		return pkierev.VerifierConfig{Key: key, MaxAge: pkierev.Duration(maxAge)}.JSON(), nil
+		return check.RevocationVerifierConfig{Key: key, MaxAge: maxAge}.JSON(), nil
 	}
 	return nil, fmt.Errorf("no verifier configuration for %s", name)
 }

@@ -62,6 +62,9 @@ const (
 	DefaultMaxJobsPerClient = 64
 	DefaultMaxProverCalls   = 1024
 	DefaultMaxBudget        = 10 * time.Second
+	DefaultSubmitRate       = 2000
+	DefaultSessionRate      = 500
+	DefaultMaxRemembered    = 1 << 18
 	// maxDone bounds how many completed submissions a session remembers
 	// for duplicate suppression.
 	maxDone = 1024
@@ -121,11 +124,27 @@ type Config struct {
 	// the enhancement's outcome is ProofBusy at once.
 	MaxProverCalls int
 	// MaxBudget caps a submission's budget; a submission without one
-	// gets MaxBudget.
+	// gets MaxBudget. It is also how long a proved submission is
+	// remembered for duplicate suppression.
 	MaxBudget time.Duration
 	// CertCache bounds the parsed certificates kept for later submissions
 	// (default 4,096; see certCache).
 	CertCache int
+
+	// MaxRemembered bounds the proved submissions remembered for
+	// duplicate suppression across all sessions (each session remembers
+	// at most 1,024, none older than MaxBudget).
+	MaxRemembered int
+
+	// SubmitRate bounds the submissions one address (an IPv6 /64) may
+	// send a second, SubmitBurst how many it may save up (default twice
+	// the rate). Every Submit counts, refused or not. Negative: no limit.
+	SubmitRate  float64
+	SubmitBurst int
+	// SessionSubmitRate and SessionSubmitBurst are the same for one
+	// session.
+	SessionSubmitRate  float64
+	SessionSubmitBurst int
 }
 
 func (c *Config) setDefaults() {
@@ -154,6 +173,15 @@ func (c *Config) setDefaults() {
 	def(&c.MaxProverCalls, DefaultMaxProverCalls)
 	def(&c.CertCache, certCacheSize)
 	defD(&c.MaxBudget, DefaultMaxBudget)
+	def(&c.MaxRemembered, DefaultMaxRemembered)
+	if c.SubmitRate == 0 {
+		c.SubmitRate = DefaultSubmitRate
+	}
+	if c.SessionSubmitRate == 0 {
+		c.SessionSubmitRate = DefaultSessionRate
+	}
+	def(&c.SubmitBurst, max(1, int(2*c.SubmitRate)))
+	def(&c.SessionSubmitBurst, max(1, int(2*c.SessionSubmitRate)))
 	if c.MaxFrame > pecwire.MaxFrameLimit {
 		c.MaxFrame = pecwire.MaxFrameLimit
 	}
@@ -198,6 +226,10 @@ type Cloud struct {
 	perAddr     map[string]int
 	jobs        int
 	jobsPerAddr map[string]int
+	// submitBuckets rate-limits submissions per address.
+	submitBuckets map[string]*tokenBucket
+	// remembered counts the proved submissions sessions remember.
+	remembered int
 
 	wg sync.WaitGroup // sessions and jobs
 }
@@ -222,6 +254,7 @@ func New(cfg Config) (*Cloud, error) {
 		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate),
 		provers: map[pkie.ID]*hosted{}, m: newMetrics(), certs: newCertCache(cfg.CertCache),
 		clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{}, jobsPerAddr: map[string]int{},
+		submitBuckets: map[string]*tokenBucket{},
 	}
 	var err error
 	if c.resetKey, err = statelessResetKey(cfg.Certificate); err != nil {
@@ -397,6 +430,7 @@ func (c *Cloud) admit(addr string) string {
 	if c.perAddr[addr] >= c.cfg.MaxSessionsPerAddr {
 		return "sessions_per_addr"
 	}
+	c.sweepBucketsLocked()
 	c.sessions++
 	c.perAddr[addr]++
 	c.m.sessions.Set(float64(c.sessions))
@@ -485,6 +519,19 @@ func (c *Cloud) acquireJob(addr string) pecwire.RejectCode {
 	c.jobs++
 	c.jobsPerAddr[addr]++
 	c.m.jobs.Set(float64(c.jobs))
+	return 0
+}
+
+// jobCode reports the reject code acquireJob would return, taking nothing.
+func (c *Cloud) jobCode(addr string) pecwire.RejectCode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jobs >= c.cfg.MaxJobs {
+		return pecwire.RejectBusy
+	}
+	if c.jobsPerAddr[addr] >= c.cfg.MaxJobsPerAddr {
+		return pecwire.RejectLimited
+	}
 	return 0
 }
 

@@ -2,9 +2,7 @@ package cloud
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,40 +12,15 @@ import (
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
-// dupKey identifies a submission for duplicate suppression: the SHA-256 of
-// everything the provers are given and everything the outcomes are
-// addressed by (client identifier, nonce, server name, port, requests with
-// their parameters, chain). Two submissions with one key would get the
-// same outcomes, so proving one is enough; two that differ in anything a
-// prover sees are never merged, so a submitter that knows a client's
-// identifier and nonce cannot pre-empt the client's own submission with
-// another chain or name.
-type dupKey [32]byte
-
-func keyOf(m *pecwire.Submit, serverName string) dupKey {
-	h := sha256.New()
-	var b []byte
-	b = append(b, m.ClientID[:]...)
-	b = append(b, m.Nonce[:]...)
-	b = append(b, byte(len(serverName)))
-	b = append(b, serverName...)
-	b = binary.BigEndian.AppendUint16(b, m.Port)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Requests)))
-	for _, r := range m.Requests {
-		b = binary.BigEndian.AppendUint16(b, uint16(r.ID))
-		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Params)))
-		b = append(b, r.Params...)
-	}
-	b = append(b, byte(len(m.Chain)))
-	h.Write(b)
-	for _, c := range m.Chain {
-		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(c))))
-		h.Write(c)
-	}
-	var k dupKey
-	h.Sum(k[:0])
-	return k
-}
+// dupKey identifies a submission for duplicate suppression: its digest
+// (pecwire.Submit.Digest), over everything the provers are given and
+// everything the outcomes are addressed by. Two submissions with one key
+// would get the same outcomes, so proving one is enough; two that differ
+// in anything a prover sees are never merged, and the client tells their
+// outcomes apart by the digest each Proof carries, so a submitter that
+// knows a client's identifier and nonce cannot pre-empt the client's own
+// submission with another chain or name.
+type dupKey = pecwire.Digest
 
 // Results of claim.
 const (
@@ -83,24 +56,18 @@ func (s *session) unclaim(key dupKey) {
 	delete(s.inflight, key)
 }
 
-// finish records key as proved, remembering at most maxDone of them.
-func (s *session) finish(key dupKey) {
+// finish records key as proved.
+func (s *session) finish(key dupKey, window time.Duration) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.inflight, key)
-	if _, ok := s.done[key]; !ok {
-		s.doneFIFO = append(s.doneFIFO, key)
-	}
-	s.done[key] = time.Now()
-	for len(s.doneFIFO) > maxDone {
-		delete(s.done, s.doneFIFO[0])
-		s.doneFIFO = s.doneFIFO[1:]
-	}
+	s.mu.Unlock()
+	s.remember(key, window)
 }
 
 // job is one accepted submission.
 type job struct {
 	target    *session
+	own       bool // submitted by the target's own session
 	submitter string
 	key       dupKey
 	clientID  pecwire.ClientID
@@ -115,54 +82,96 @@ type job struct {
 // Reject, nothing (a duplicate: the client gets the outcomes of the copy
 // being proved), or a job started. It returns false when from could not
 // take a Reject (its queue is full) and is being dropped.
+//
+// A session submitting for a client other than its own registration (a
+// PEC server, or anyone who learned an identifier) hears only of what is
+// its own or the whole cloud's: a malformed submission, its own rate and
+// shares, the cloud's bound on jobs. Whether the client exists, has room
+// or already has the submission is never told to it: the answer is the
+// same silence as for an accepted submission, so client identifiers
+// cannot be probed.
 func (c *Cloud) submit(from *session, m *pecwire.Submit) bool {
 	received := time.Now()
 	reject := func(code pecwire.RejectCode, text string) bool {
 		c.m.submissions.WithLabelValues("rejected").Inc()
 		c.m.rejects.WithLabelValues(code.String()).Inc()
-		return from.push(&pecwire.Reject{Nonce: m.Nonce, Code: code, Text: text})
+		return from.push(&pecwire.Reject{Nonce: m.Nonce, Digest: m.Digest(), Code: code, Text: text})
+	}
+	if !c.allowSubmit(from) {
+		return reject(pecwire.RejectLimited, "this session or address is over its rate of submissions")
 	}
 	if len(m.Requests) == 0 {
 		return reject(pecwire.RejectInvalid, "the submission requests no enhancement")
 	}
-	target := c.lookup(m.ClientID)
-	if target == nil {
-		return reject(pecwire.RejectUnknown, fmt.Sprintf("no client %s is registered at this point of presence", m.ClientID))
+	// The chain is parsed before the client is looked up, so that a
+	// malformed one is refused alike for every identifier.
+	certs := make([]*x509.Certificate, len(m.Chain))
+	for i, der := range m.Chain {
+		cert, err := c.certs.parse(der)
+		if err != nil {
+			return reject(pecwire.RejectInvalid, fmt.Sprintf("certificate %d of the chain does not parse", i))
+		}
+		certs[i] = cert
 	}
-	// SNI is case-insensitive; provers see one spelling, and duplicates
-	// differing only in case are one.
-	name := strings.ToLower(m.ServerName)
-	key := keyOf(m, name)
-	switch target.claim(key, c.cfg.MaxBudget, c.cfg.MaxJobsPerClient) {
-	case duplicate:
-		c.m.submissions.WithLabelValues("duplicate").Inc()
-		return true
-	case clientFull:
-		return reject(pecwire.RejectLimited, "this client has its share of submissions in flight")
-	}
-	if code := c.acquireJob(from.addr); code != 0 {
-		target.unclaim(key)
+	own := from.registered && m.ClientID == from.id
+	jobRefused := func(code pecwire.RejectCode) bool {
 		if code == pecwire.RejectBusy {
 			return reject(code, "too many submissions in flight: try another point of presence")
 		}
 		return reject(code, "this address has its share of submissions in flight")
 	}
-	certs := make([]*x509.Certificate, len(m.Chain))
-	for i, der := range m.Chain {
-		cert, err := c.certs.parse(der)
-		if err != nil {
-			c.releaseJob(from.addr)
-			target.unclaim(key)
-			return reject(pecwire.RejectInvalid, fmt.Sprintf("certificate %d of the chain does not parse", i))
+	// silent ends a submission another session made for this client
+	// without telling it why.
+	silent := func(why string) bool {
+		c.m.submissions.WithLabelValues(why).Inc()
+		return true
+	}
+	target := c.lookup(m.ClientID)
+	if target == nil {
+		if own {
+			// The client's own session, no longer registered: it learns
+			// nothing it does not know.
+			return reject(pecwire.RejectUnknown, fmt.Sprintf("no client %s is registered at this point of presence", m.ClientID))
 		}
-		certs[i] = cert
+		if code := c.jobCode(from.addr); code != 0 {
+			return jobRefused(code)
+		}
+		return silent("unknown")
+	}
+	if code := c.acquireJob(from.addr); code != 0 {
+		return jobRefused(code)
+	}
+	// SNI is case-insensitive; provers see one spelling, and duplicates
+	// differing only in case are one.
+	name := strings.ToLower(m.ServerName)
+	key := m.Digest()
+	switch target.claim(key, c.cfg.MaxBudget, c.cfg.MaxJobsPerClient) {
+	case duplicate:
+		c.releaseJob(from.addr)
+		return silent("duplicate")
+	case clientFull:
+		c.releaseJob(from.addr)
+		if !own {
+			return silent("client_full")
+		}
+		return reject(pecwire.RejectLimited, "this client has its share of submissions in flight")
+	}
+	// Every outcome has its place in the client's queue before the job
+	// starts, so that submissions, whoever sends them, never overflow it.
+	if !target.reserve(len(m.Requests), own) {
+		target.unclaim(key)
+		c.releaseJob(from.addr)
+		if !own {
+			return silent("client_full")
+		}
+		return reject(pecwire.RejectLimited, "this client has no room for more outcomes: read them first")
 	}
 	budget := m.Budget
 	if budget <= 0 || budget > c.cfg.MaxBudget {
 		budget = c.cfg.MaxBudget
 	}
 	j := &job{
-		target: target, submitter: from.addr, key: key, clientID: m.ClientID, nonce: m.Nonce,
+		target: target, own: own, submitter: from.addr, key: key, clientID: m.ClientID, nonce: m.Nonce,
 		subject:  pkie.Subject{ServerName: name, Port: int(m.Port), Chain: m.Chain, Certs: certs},
 		reqs:     m.Requests,
 		received: received, deadline: received.Add(budget),
@@ -185,13 +194,25 @@ type result struct {
 // reported as timed out.
 func (c *Cloud) run(j *job) {
 	defer c.releaseJob(j.submitter)
-	defer j.target.finish(j.key)
+	defer j.target.finish(j.key, c.cfg.MaxBudget)
 	ctx, cancel := context.WithDeadline(pkie.WithRequester(j.target.ctx, j.submitter), j.deadline)
 	defer cancel()
 
+	// One outcome per request, each in a place reserved for it; what is
+	// left unused (none, unless a prover misbehaves) is given back.
+	left := len(j.reqs)
+	defer func() {
+		if left > 0 {
+			j.target.unreserve(left, j.own)
+		}
+	}()
 	outcome := func(id pkie.ID, st pecwire.ProofStatus, p *pkie.Proof, text string) {
+		if left == 0 {
+			return
+		}
+		left--
 		c.m.proofs.WithLabelValues(c.cfg.Registry.Name(id), st.String()).Inc()
-		j.target.push(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, ID: id, Status: st, Proof: p, Text: text})
+		j.target.pushOutcome(&pecwire.Proof{ClientID: j.clientID, Nonce: j.nonce, Digest: j.key, ID: id, Status: st, Proof: p, Text: text}, j.own)
 	}
 	// Buffered for every prover, so that a prover answering after the
 	// deadline never blocks.

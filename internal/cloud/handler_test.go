@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,19 @@ func randomNonce(t testing.TB) pecwire.Nonce {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// expectNothing checks that c has been sent nothing: the answer to a Ping
+// sent now is the next message, since the cloud answers a session's
+// messages in order.
+func expectNothing(t *testing.T, c *pecwire.Conn) {
+	t.Helper()
+	n := randomNonce(t)
+	seq := binary.BigEndian.Uint64(n[:])
+	send(t, c, &pecwire.Ping{Seq: seq})
+	if m := recv(t, c); m.Type() != pecwire.TypePong || m.(*pecwire.Pong).Seq != seq {
+		t.Fatalf("got %T %+v, want nothing before the Pong", m, m)
+	}
 }
 
 func submitFor(id pecwire.ClientID, nonce pecwire.Nonce, chain [][]byte, budget time.Duration, ids ...pkie.ID) *pecwire.Submit {
@@ -167,7 +181,6 @@ func TestRejects(t *testing.T) {
 		m    *pecwire.Submit
 		code pecwire.RejectCode
 	}{
-		{"unknown client", submitFor(pecwire.ClientID{9, 9, 9, 9}, randomNonce(t), good, time.Second, idFast), pecwire.RejectUnknown},
 		{"bad certificate", submitFor(id, randomNonce(t), [][]byte{[]byte("not DER")}, time.Second, idFast), pecwire.RejectInvalid},
 		{"bad intermediate", submitFor(id, randomNonce(t), [][]byte{good[0], {0x30, 0x03, 1, 2, 3}}, time.Second, idFast), pecwire.RejectInvalid},
 		{"nothing requested", submitFor(id, randomNonce(t), good, time.Second), pecwire.RejectInvalid},
@@ -175,7 +188,7 @@ func TestRejects(t *testing.T) {
 	for _, k := range cases {
 		send(t, c, k.m)
 		r := recvAs[*pecwire.Reject](t, c)
-		if r.Code != k.code || r.Nonce != k.m.Nonce {
+		if r.Code != k.code || r.Nonce != k.m.Nonce || r.Digest != k.m.Digest() {
 			t.Errorf("%s: got %v (%q) for %v, want %v", k.name, r.Code, r.Text, r.Nonce, k.code)
 		}
 	}
@@ -199,16 +212,16 @@ func TestServerSubmitsForClient(t *testing.T) {
 	chain := testChain(t, "example.com")
 	send(t, server, submitFor(id, nonce, chain, 5*time.Second, idFast))
 	p := recvAs[*pecwire.Proof](t, client)
-	if p.Nonce != nonce || p.Status != pecwire.ProofOK {
+	if p.Nonce != nonce || p.Digest != submitFor(id, nonce, chain, 0, idFast).Digest() || p.Status != pecwire.ProofOK {
 		t.Fatalf("client got %+v", p)
 	}
 	if err := s.verify(&pkie.Subject{ServerName: "example.com", Port: 443, Chain: chain}, nil, p.Proof); err != nil {
 		t.Fatal(err)
 	}
+	// A server submitting for an unknown client hears what it hears for
+	// a known one: nothing.
 	send(t, server, submitFor(pecwire.ClientID{1, 1, 1, 1}, nonce, chain, time.Second, idFast))
-	if r := recvAs[*pecwire.Reject](t, server); r.Code != pecwire.RejectUnknown {
-		t.Fatalf("server got %v", r.Code)
-	}
+	expectNothing(t, server)
 	// A submitter keeps its session with pings, and may not register
 	// after submitting.
 	send(t, server, &pecwire.Ping{Seq: 7})
@@ -248,7 +261,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	eventually(t, "two duplicates", func() bool { return counterValue(t, dups) == 2 })
 	close(s.gate)
 	p := recvAs[*pecwire.Proof](t, client)
-	if p.Nonce != nonce || p.Status != pecwire.ProofOK {
+	if p.Nonce != nonce || p.Digest != m.Digest() || p.Status != pecwire.ProofOK {
 		t.Fatalf("got %+v", p)
 	}
 	// After completion a copy is still a duplicate; the Pong queued after
@@ -270,7 +283,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	}
 	send(t, server, &other)
 	p = recvAs[*pecwire.Proof](t, client)
-	if p.Status != pecwire.ProofOK || s.calls.Load() != 2 {
+	if p.Status != pecwire.ProofOK || p.Digest != other.Digest() || s.calls.Load() != 2 {
 		t.Fatalf("other chain: %v after %d calls", p.Status, s.calls.Load())
 	}
 	if err := s.verify(&pkie.Subject{ServerName: "example.com", Port: 443, Chain: other.Chain}, nil, p.Proof); err != nil {
@@ -369,11 +382,12 @@ func TestSessionResourcesFreed(t *testing.T) {
 				s, j := tc.Load()
 				return s == 0 && j == 0 && tc.Clients() == 0 && len(tc.provers[idSlow].sem) == 0
 			})
-			// The identifier is free: a submission for it is unknown.
+			// The identifier is free: a submission for it goes nowhere.
 			c2, _ := tc.register(t, tr)
 			send(t, c2, submitFor(id, randomNonce(t), testChain(t, "example.com"), time.Second, idSlow))
-			if r := recvAs[*pecwire.Reject](t, c2); r.Code != pecwire.RejectUnknown {
-				t.Fatalf("old id: %v", r.Code)
+			expectNothing(t, c2)
+			if got := counterValue(t, tc.m.submissions.WithLabelValues("unknown")); got != 1 {
+				t.Fatalf("submissions for unknown clients: %v", got)
 			}
 		})
 		t.Run(tr+"/missed-pings", func(t *testing.T) {
@@ -392,25 +406,69 @@ func TestSessionResourcesFreed(t *testing.T) {
 
 // TestKeepaliveKeepsSession: a client that pings more often than the
 // announced interval stays registered well past the idle limit.
+//
+// It once failed in a loaded full run with "Application error 0x0": the
+// cloud closing the QUIC session as idle, because the test had pinged
+// every 50 ms against a 1 s limit and a stall of the loaded machine
+// exceeded the limit between two pings. So the limit is now 2 s, pings go
+// every 100 ms until the sessions have lived 1.5 times the limit, and a
+// drop is blamed on the cloud only if no gap between the test's pings
+// came near the limit; otherwise the attempt is repeated (up to three).
 func TestKeepaliveKeepsSession(t *testing.T) {
-	tc := startCloud(t, Config{Keepalive: 200 * time.Millisecond, MissedPings: 5})
+	const keepalive, missed = 400 * time.Millisecond, 5
+	const limit = keepalive * missed
+	for attempt := 1; ; attempt++ {
+		stalled, err := keepaliveAttempt(t, keepalive, missed)
+		if err == nil {
+			return
+		}
+		if stalled < limit/2 || attempt == 3 {
+			t.Fatalf("attempt %d: %v (longest gap between pings %v, idle limit %v)", attempt, err, stalled, limit)
+		}
+		t.Logf("attempt %d: %v after a gap of %v between pings: the machine stalled, trying again", attempt, err, stalled)
+	}
+}
+
+// keepaliveAttempt pings two sessions until they have lived 1.5 times the
+// idle limit, and returns the longest gap between a session's pings and
+// what went wrong, if anything.
+func keepaliveAttempt(t *testing.T, keepalive time.Duration, missed int) (time.Duration, error) {
+	tc := startCloud(t, Config{Keepalive: keepalive, MissedPings: missed})
+	defer tc.cancel()
 	var cs []*pecwire.Conn
 	for _, tr := range transports {
 		c, _ := tc.register(t, tr)
 		cs = append(cs, c)
 	}
-	for i := range 30 { // 1.5 s, past the 1 s limit
-		for _, c := range cs {
-			send(t, c, &pecwire.Ping{Seq: uint64(i)})
-			if p := recvAs[*pecwire.Pong](t, c); p.Seq != uint64(i) {
-				t.Fatal(p.Seq)
+	limit := keepalive * time.Duration(missed)
+	var longest time.Duration
+	start := time.Now()
+	last := make([]time.Time, len(cs)) // each session's last message
+	for i := range last {
+		last[i] = start
+	}
+	for seq := uint64(0); time.Since(start) < limit*3/2; seq++ {
+		for i, c := range cs {
+			now := time.Now()
+			longest = max(longest, now.Sub(last[i]))
+			last[i] = now
+			if err := c.Send(&pecwire.Ping{Seq: seq}, now.Add(10*time.Second)); err != nil {
+				return longest, fmt.Errorf("ping %d: %w", seq, err)
+			}
+			m, err := c.Recv(time.Now().Add(10 * time.Second))
+			if err != nil {
+				return longest, fmt.Errorf("pong %d: %w", seq, err)
+			}
+			if p, ok := m.(*pecwire.Pong); !ok || p.Seq != seq {
+				t.Fatalf("got %T %+v, want Pong %d", m, m, seq)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	if tc.Clients() != 2 {
-		t.Fatalf("%d clients after pinging, want 2", tc.Clients())
+	if n := tc.Clients(); n != 2 {
+		return longest, fmt.Errorf("%d clients after pinging, want 2", n)
 	}
+	return longest, nil
 }
 
 // TestOversizeFrame: a frame over the announced limit ends that session
@@ -505,6 +563,8 @@ func TestHTTP(t *testing.T) {
 	send(t, c, submitFor(id, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast))
 	recvAs[*pecwire.Proof](t, c)
 	send(t, c, submitFor(pecwire.ClientID{7, 7, 7, 7}, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast))
+	expectNothing(t, c)
+	send(t, c, submitFor(id, randomNonce(t), [][]byte{[]byte("not DER")}, 5*time.Second, idFast))
 	recvAs[*pecwire.Reject](t, c)
 	srv := httptest.NewServer(tc.Handler())
 	defer srv.Close()
@@ -520,7 +580,8 @@ func TestHTTP(t *testing.T) {
 	_, m := get("/metrics")
 	for _, want := range []string{
 		`pkie_cloud_proofs_total{pkie="0xff01",status="ok"} 1`,
-		`pkie_cloud_rejects_total{code="unknown client"} 1`,
+		`pkie_cloud_rejects_total{code="invalid"} 1`,
+		`pkie_cloud_submissions_total{outcome="unknown"} 1`,
 		`pkie_cloud_submissions_total{outcome="accepted"} 1`,
 		`pkie_cloud_clients 1`,
 		`pkie_cloud_handler_duration_seconds_count 1`,
@@ -578,10 +639,17 @@ func TestSharesPerClient(t *testing.T) {
 		send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow))
 		<-slow.started
 	}
+	// A third party is not told that the client is full (nor that it
+	// exists); the client itself is.
+	send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast))
+	expectNothing(t, server)
+	if got := counterValue(t, tc.m.submissions.WithLabelValues("client_full")); got != 1 {
+		t.Fatalf("submissions refused for a full client: %v", got)
+	}
 	third := submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast)
-	send(t, server, third)
-	if r := recvAs[*pecwire.Reject](t, server); r.Code != pecwire.RejectLimited || r.Nonce != third.Nonce {
-		t.Fatalf("third submission for one client: %v", r.Code)
+	send(t, victim, third)
+	if r := recvAs[*pecwire.Reject](t, victim); r.Code != pecwire.RejectLimited || r.Nonce != third.Nonce {
+		t.Fatalf("third submission for one client, by the client: %v", r.Code)
 	}
 	other, oid := tc.register(t, pecwire.QUIC)
 	send(t, server, submitFor(oid, randomNonce(t), chain, 10*time.Second, idFast))

@@ -55,7 +55,7 @@ func newMetrics() *metrics {
 			Name: "pkie_cloud_registrations_total", Help: "Clients registered.",
 		}),
 		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pkie_cloud_submissions_total", Help: "Submissions received, by outcome (accepted, duplicate, rejected).",
+			Name: "pkie_cloud_submissions_total", Help: "Submissions received, by outcome: accepted, rejected, or unanswered (duplicate; unknown or client_full, submitted by another session).",
 		}, []string{"outcome"}),
 		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pkie_cloud_rejects_total", Help: "Submissions refused (Reject) and sessions ended (Error), by code.",

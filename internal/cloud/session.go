@@ -32,7 +32,23 @@ type session struct {
 	mu       sync.Mutex
 	inflight map[dupKey]bool      // submissions for this client being proved
 	done     map[dupKey]time.Time // recently proved ones, for duplicates
-	doneFIFO []dupKey
+	doneFIFO []doneEntry          // done's keys, oldest first
+	// reserved counts the places in out promised to outcomes of jobs
+	// being proved for this client, reservedOthers those of jobs that
+	// other sessions submitted. Guarded by mu, like every send on out,
+	// so that len(out)+reserved never exceeds cap(out): a job's outcome
+	// always has its place, and only the session's own traffic can
+	// overflow its queue.
+	reserved       int
+	reservedOthers int
+	// bucket limits this session's submissions, beside its address's.
+	bucket tokenBucket
+}
+
+// doneEntry is one remembered submission, in the order proved.
+type doneEntry struct {
+	key dupKey
+	at  time.Time
 }
 
 // Reasons a session ends, for logs and metrics.
@@ -56,6 +72,7 @@ func (c *Cloud) serveSession(ctx context.Context, conn *pecwire.Conn, addr strin
 		c: c, conn: conn, addr: addr, transport: conn.Transport(),
 		out: make(chan pecwire.Message, c.cfg.MaxPending), ctx: sctx, cancel: cancel,
 		inflight: map[dupKey]bool{}, done: map[dupKey]time.Time{},
+		bucket: tokenBucket{rate: c.cfg.SessionSubmitRate, burst: float64(c.cfg.SessionSubmitBurst)},
 	}
 	c.m.sessionsOpened.WithLabelValues(s.transport).Inc()
 	writerDone := make(chan struct{})
@@ -73,6 +90,7 @@ func (c *Cloud) serveSession(ctx context.Context, conn *pecwire.Conn, addr strin
 	if s.registered {
 		c.unregister(s.id, s)
 	}
+	s.forgetAll()
 	if s.final != nil && !closedByCancel {
 		// Tell the peer why, and let the message reach it before the
 		// connection goes.
@@ -191,19 +209,79 @@ func (s *session) fail(code pecwire.RejectCode, text string, reason error) error
 	return reason
 }
 
-// push queues m for the session. It returns false, and ends the session,
-// when the session has MaxPending messages queued already: a peer that does
-// not read its messages gets no unbounded buffer.
+// push queues one of the session's own messages (Registered, Pong, a
+// Reject of its submission). It returns false, and ends the session, when
+// the queue has no place left beside those reserved for outcomes: a peer
+// that does not read its messages gets no unbounded buffer.
 func (s *session) push(m pecwire.Message) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		return false
 	}
-	select {
-	case s.out <- m:
-		return true
-	default:
+	if len(s.out)+s.reserved >= cap(s.out) {
 		s.cancel(errSlowReader)
 		return false
+	}
+	s.out <- m // the check above, under mu, leaves a place
+	return true
+}
+
+// controlRoom is the part of a session's queue that outcomes may never
+// take: the session's own Pongs and Rejects always find a place, whatever
+// is being proved for it.
+func (s *session) controlRoom() int { return max(1, cap(s.out)/8) }
+
+// reserve promises n places in the queue to the outcomes of one job, or
+// reports that there is no room. Jobs submitted by other sessions may hold
+// at most half of the room for outcomes, so the client's own submissions
+// always find some.
+func (s *session) reserve(n int, own bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	room := cap(s.out) - s.controlRoom()
+	if len(s.out)+s.reserved+n > room {
+		return false
+	}
+	if !own && s.reservedOthers+n > room/2 {
+		return false
+	}
+	s.reserved += n
+	if !own {
+		s.reservedOthers += n
+	}
+	return true
+}
+
+// unreserve gives back n places promised to a job that did not use them.
+func (s *session) unreserve(n int, own bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved -= n
+	if !own {
+		s.reservedOthers -= n
+	}
+}
+
+// pushOutcome queues one outcome in a place reserved for it. It never ends
+// the session: the place was promised, and overflow caused by others'
+// submissions must not cost the client its session. A client that stops
+// reading is still dropped, by its own traffic or by the write deadline.
+func (s *session) pushOutcome(m pecwire.Message, own bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved--
+	if !own {
+		s.reservedOthers--
+	}
+	if s.ctx.Err() != nil {
+		return
+	}
+	select {
+	case s.out <- m:
+	default:
+		// Unreachable while every send on out goes through mu.
+		s.c.log.Error("outcome dropped: no place in a session's queue despite a reservation", "client", s.idString())
 	}
 }
 

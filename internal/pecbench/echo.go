@@ -134,8 +134,9 @@ func (e *EchoServer) serve(ctx context.Context, c *pecwire.Conn) {
 		case *pecwire.Ping:
 			err = c.Send(&pecwire.Pong{Seq: m.Seq}, deadline)
 		case *pecwire.Submit:
+			d := m.Digest()
 			for _, r := range m.Requests {
-				p := &pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, ID: r.ID, Status: pecwire.ProofUnsupported, Text: "not hosted"}
+				p := &pecwire.Proof{ClientID: m.ClientID, Nonce: m.Nonce, Digest: d, ID: r.ID, Status: pecwire.ProofUnsupported, Text: "not hosted"}
 				if t := e.templates[r.ID]; t != nil {
 					p.Status, p.Proof, p.Text = pecwire.ProofOK, t, ""
 				}

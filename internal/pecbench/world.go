@@ -137,6 +137,8 @@ func benchCloudConfig(sessions int) cloud.Config {
 	return cloud.Config{
 		MaxSessionsPerAddr: max(2*sessions, cloud.DefaultMaxSessionsAddr),
 		MaxJobsPerAddr:     cloud.DefaultMaxJobs,
+		SubmitRate:         -1,
+		SessionSubmitRate:  -1,
 		// Small enough that the new-leaf run's leaves always miss it while
 		// the intermediates every chain shares stay in it.
 		CertCache: benchCertCache,

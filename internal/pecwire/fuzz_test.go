@@ -2,6 +2,7 @@ package pecwire
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"reflect"
@@ -24,9 +25,9 @@ func seedMessages() []Message {
 			ServerName: "example.com", Port: 443,
 			Requests: []pkie.Request{{ID: pkie.CT}, {ID: pkie.Notary, Params: []byte{1, 2}}},
 			Chain:    [][]byte{{0x30, 0x03, 1, 2, 3}, {0x30, 0}}},
-		&Proof{ClientID: ClientID{1}, Nonce: Nonce{2}, ID: pkie.CT, Status: ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: []byte("proof")}},
+		&Proof{ClientID: ClientID{1}, Nonce: Nonce{2}, Digest: Digest{0xd1, 31: 0x9e}, ID: pkie.CT, Status: ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: []byte("proof")}},
 		&Proof{ClientID: ClientID{1}, Nonce: Nonce{2}, ID: pkie.Revocation, Status: ProofTimeout, Text: "no proof within 2s"},
-		&Reject{Nonce: Nonce{3}, Code: RejectBusy, Text: "try another point of presence"},
+		&Reject{Nonce: Nonce{3}, Digest: Digest{0xd2, 31: 0x01}, Code: RejectBusy, Text: "try another point of presence"},
 		&Error{Code: RejectTooLarge, Text: "frame of 70000 bytes"},
 	}
 }
@@ -91,7 +92,67 @@ func FuzzUnmarshal(f *testing.F) {
 		if text := messageText(m); termtext.Check(text) != nil || strings.ContainsFunc(text, termtext.Unsafe) {
 			t.Fatalf("%T: decoded text %q holds a control character", m, text)
 		}
+		// A submission's digest ignores the budget and ASCII case in
+		// the server name, and nothing else a prover sees.
+		if sub, ok := m.(*Submit); ok {
+			alt := *sub
+			alt.Budget += time.Second
+			alt.ServerName = strings.ToUpper(sub.ServerName)
+			if alt.Digest() != sub.Digest() && isASCII(sub.ServerName) {
+				t.Fatalf("digest depends on the budget or the name's case: %+v", sub)
+			}
+			alt = *sub
+			alt.Port++
+			if alt.Digest() == sub.Digest() {
+				t.Fatalf("digest ignores the port: %+v", sub)
+			}
+		}
 	})
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSubmitDigest pins the digest's definition (docs/formats-pec.md) to
+// a known answer and checks what it covers.
+func TestSubmitDigest(t *testing.T) {
+	base := Submit{ClientID: ClientID{1, 2, 3, 4}, Nonce: Nonce{8, 7, 6, 5, 4, 3, 2, 1}, Budget: time.Second,
+		ServerName: "Example.COM", Port: 443,
+		Requests: []pkie.Request{{ID: pkie.CT}, {ID: pkie.Notary, Params: []byte{1, 2}}},
+		Chain:    [][]byte{{0x30, 0x03, 1, 2, 3}, {0x30, 0}}}
+	// The bytes hashed, written out as docs/formats-pec.md defines them.
+	want := sha256.Sum256([]byte("\x01\x02\x03\x04" + "\x08\x07\x06\x05\x04\x03\x02\x01" +
+		"\x0bexample.com" + "\x01\xbb" + "\x00\x02" + "\x00\x01\x00\x00" + "\x00\x03\x00\x02\x01\x02" +
+		"\x02" + "\x00\x00\x00\x05\x30\x03\x01\x02\x03" + "\x00\x00\x00\x02\x30\x00"))
+	if got := base.Digest(); got != want {
+		t.Fatalf("digest %x, want %x", got, want)
+	}
+	same := base
+	same.Budget, same.ServerName = 0, "example.com"
+	if same.Digest() != base.Digest() {
+		t.Error("the budget or the name's case changes the digest")
+	}
+	for name, change := range map[string]func(*Submit){
+		"client":   func(m *Submit) { m.ClientID[0]++ },
+		"nonce":    func(m *Submit) { m.Nonce[0]++ },
+		"name":     func(m *Submit) { m.ServerName = "example.org" },
+		"port":     func(m *Submit) { m.Port = 8443 },
+		"requests": func(m *Submit) { m.Requests = m.Requests[:1] },
+		"params":   func(m *Submit) { m.Requests = []pkie.Request{{ID: pkie.CT}, {ID: pkie.Notary, Params: []byte{1, 3}}} },
+		"chain":    func(m *Submit) { m.Chain = m.Chain[:1] },
+	} {
+		m := base
+		change(&m)
+		if m.Digest() == base.Digest() {
+			t.Errorf("%s: the digest does not change", name)
+		}
+	}
 }
 
 // messageText is the human-readable text m carries, if any.
@@ -158,12 +219,13 @@ func rawTextBody(t *testing.T, m Message, text string) []byte {
 	case *Proof:
 		b := append([]byte(nil), m.ClientID[:]...)
 		b = append(b, m.Nonce[:]...)
+		b = append(b, m.Digest[:]...)
 		b = binary.BigEndian.AppendUint16(b, uint16(m.ID))
 		b = append(b, byte(m.Status))
 		b = appendUint24(b, len(text))
 		return append(b, text...)
 	case *Reject:
-		b := append(append([]byte(nil), m.Nonce[:]...), byte(m.Code))
+		b := append(append(append([]byte(nil), m.Nonce[:]...), m.Digest[:]...), byte(m.Code))
 		b = binary.BigEndian.AppendUint16(b, uint16(len(text)))
 		return append(b, text...)
 	case *Error:

@@ -148,8 +148,11 @@ func (s ProofStatus) String() string {
 type Proof struct {
 	ClientID ClientID
 	Nonce    Nonce
-	ID       pkie.ID
-	Status   ProofStatus
+	// Digest is the submission's (Submit.Digest): the client matches
+	// outcomes by it, not by the nonce alone.
+	Digest Digest
+	ID     pkie.ID
+	Status ProofStatus
 	// Proof is the proof when Status is ProofOK.
 	Proof *pkie.Proof
 	// Text says why otherwise.
@@ -187,8 +190,10 @@ func (c RejectCode) String() string {
 // Reject refuses a submission.
 type Reject struct {
 	Nonce Nonce
-	Code  RejectCode
-	Text  string
+	// Digest is the refused submission's (Submit.Digest).
+	Digest Digest
+	Code   RejectCode
+	Text   string
 }
 
 // Error ends a session.
@@ -327,6 +332,7 @@ func (m *Proof) appendBody(b []byte) ([]byte, error) {
 	}
 	b = append(b, m.ClientID[:]...)
 	b = append(b, m.Nonce[:]...)
+	b = append(b, m.Digest[:]...)
 	b = binary.BigEndian.AppendUint16(b, uint16(m.ID))
 	b = append(b, byte(m.Status))
 	b = appendUint24(b, len(data))
@@ -335,6 +341,7 @@ func (m *Proof) appendBody(b []byte) ([]byte, error) {
 func (m *Proof) decodeBody(r *reader) error {
 	r.copy(m.ClientID[:])
 	r.copy(m.Nonce[:])
+	r.copy(m.Digest[:])
 	m.ID = pkie.ID(r.u16())
 	m.Status = ProofStatus(r.u8())
 	data := r.bytes(r.u24())
@@ -366,11 +373,13 @@ func (m *Proof) decodeBody(r *reader) error {
 
 func (m *Reject) appendBody(b []byte) ([]byte, error) {
 	b = append(b, m.Nonce[:]...)
+	b = append(b, m.Digest[:]...)
 	b = append(b, byte(m.Code))
 	return appendText(b, m.Text), nil
 }
 func (m *Reject) decodeBody(r *reader) error {
 	r.copy(m.Nonce[:])
+	r.copy(m.Digest[:])
 	m.Code = RejectCode(r.u8())
 	var err error
 	m.Text, err = r.text()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +60,22 @@ func TestEveryAPIErrorIsJSON(t *testing.T) {
 				t.Fatalf("%s %s: %d %s %q, want %d and a JSON error", tc.method, tc.url, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.code)
 			}
 		})
+	}
+}
+
+// TestStartTTPsError: a log that cannot be created is an error, and the
+// half-built TTPs are cleaned up rather than panicking on a nil receiver.
+func TestStartTTPsError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: file})
+	if err == nil {
+		ttp.Close()
+		t.Fatal("TTPs started under a regular file")
+	}
+	if ttp != nil {
+		t.Errorf("StartTTPs returned %v with error %v", ttp, err)
 	}
 }

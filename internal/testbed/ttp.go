@@ -53,8 +53,8 @@ type TTPs struct {
 // StartTTPs starts the log, the authority and the prover server. The
 // provers are not synced: call Refresh after adding certificates or
 // revocations.
-func StartTTPs(o TTPOptions) (t *TTPs, err error) {
-	t = &TTPs{}
+func StartTTPs(o TTPOptions) (_ *TTPs, err error) {
+	t := &TTPs{} // not the named result, which an error return sets to nil before the cleanup runs
 	defer func() {
 		if err != nil {
 			t.Close()

@@ -148,9 +148,9 @@ func NewProverFrom(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (*Pr
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	id, err := load(env.DataDir)
+	id, err := load(env.DataDir) // its error names the notary's keys and their directory
 	if err != nil {
-		return nil, fmt.Errorf("notary prover: %w", err)
+		return nil, err
 	}
 	popts := probe.Options{Timeout: c.ProbeTimeout.D(), AllowPrivate: c.AllowPrivate, Vantage: id.Name}
 	if len(c.Resolve) > 0 {
