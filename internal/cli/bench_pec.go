@@ -16,6 +16,9 @@ func runBenchPEC(ctx context.Context, env *Env, args []string) error {
 		return runBenchPECStudy(ctx, env, mode, args)
 	}
 	fs := newFlags(env, "bench pec", "[--placements | --cost] [--rows LIST] [--duration D] [--sessions N] [--window N] [--plot PREFIX] [--json]")
+	// Handled by studyMode before parsing; declared so that -h lists them.
+	fs.Bool("placements", false, "run the latency study on the PEC paper's 14 data centres instead (pkie bench pec --placements -h)")
+	fs.Bool("cost", false, "recompute the PEC paper's Table 3 from a measured throughput row instead (pkie bench pec --cost -h)")
 	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(pecbench.AllRows, ", "))
 	sessions := fs.Int("sessions", 64, "throughput: concurrent client sessions")
 	window := fs.Int("window", 8, "throughput: submissions in flight per session")

@@ -219,13 +219,20 @@ func CostModel(t *ThroughputRow, vcpus int) (*CostReport, error) {
 	rep.Bases = []CostBasis{{Name: "paper", MachinePerSecond: PaperPerSecond, InBytes: PaperInBytes, OutBytes: PaperOutBytes,
 		Source: "§6.3.2: 1,900 connections/s on a t2.medium; 4,553-byte ServerHello in; 1,999 B of proofs out (Table 3's Data Out / Data In × 4,553)"}}
 	if t != nil {
-		if t.Cloud == nil || t.Cloud.PerCPUSecond <= 0 || t.Cloud.SubmitBytes <= 0 || t.Cloud.ProofBytes <= 0 {
+		// The slower per CPU second of the cloud's runs: one site's chain
+		// again and again (its parsed chain cached), or a new leaf every
+		// time.
+		x := t.Cloud
+		if n := t.CloudNewLeaves; n != nil && n.PerCPUSecond > 0 && (x == nil || n.PerCPUSecond < x.PerCPUSecond) {
+			x = n
+		}
+		if x == nil || x.PerCPUSecond <= 0 || x.SubmitBytes <= 0 || x.ProofBytes <= 0 {
 			return nil, fmt.Errorf("pecbench: the throughput row has no measured rate or message sizes")
 		}
-		rep.Bases = append(rep.Bases, CostBasis{Name: "measured", MachinePerSecond: t.Cloud.PerCPUSecond * float64(vcpus),
-			InBytes: t.Cloud.SubmitBytes, OutBytes: t.Cloud.ProofBytes,
-			Source: fmt.Sprintf("this run: %.0f connections per CPU second × %d vCPUs (%.0f/s on %.2f cores of this machine, %s); a %d-byte Submit in (the %d-byte chain, framed); %d bytes of Proof frames out",
-				t.Cloud.PerCPUSecond, vcpus, t.Cloud.PerSecond, t.Cloud.CPUCores, t.Cloud.Transport, t.Cloud.SubmitBytes, t.ChainBytes, t.Cloud.ProofBytes)})
+		rep.Bases = append(rep.Bases, CostBasis{Name: "measured", MachinePerSecond: x.PerCPUSecond * float64(vcpus),
+			InBytes: x.SubmitBytes, OutBytes: x.ProofBytes,
+			Source: fmt.Sprintf("this run's %q (the slower per CPU second of the cloud's runs): %.0f connections per CPU second × %d vCPUs (%.0f/s on %.2f cores of this shared machine, %s; CPU seconds include the load generator's, so a lower bound); a %d-byte Submit in (the %d-byte chain, framed); %d bytes of Proof frames out",
+				x.Name, x.PerCPUSecond, vcpus, x.PerSecond, x.CPUCores, x.Transport, x.SubmitBytes, t.ChainBytes, x.ProofBytes)})
 	}
 	for _, r := range rep.Regions {
 		for _, b := range rep.Bases {

@@ -94,6 +94,11 @@ func TestCostMeasuredBasis(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
 	}
+	// A slower run with new leaves is the one costed.
+	row.CloudNewLeaves = &Throughput{Name: "cloud, new leaves", Transport: "quic", PerCPUSecond: 3000, SubmitBytes: 4700, ProofBytes: 1100}
+	if rep, err = CostModel(row, 4); err != nil || rep.Bases[1].MachinePerSecond != 12000 || rep.Bases[1].InBytes != 4700 {
+		t.Errorf("with a slower new-leaves run: %+v, %v; want 4 × 3000/s and its sizes", rep.Bases, err)
+	}
 	if _, err := CostModel(&ThroughputRow{Cloud: &Throughput{PerCPUSecond: 100}}, 2); err == nil {
 		t.Error("a throughput row without message sizes was accepted")
 	}
