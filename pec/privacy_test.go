@@ -506,13 +506,21 @@ func TestPrivacyEphIDOnce(t *testing.T) {
 // connection's key (tampered, sealed to another key, or to another
 // identifier) are dropped by the client and counted; the genuine one is
 // delivered.
+// TestPrivacyForgedProof is the attack of a server, or anyone on path,
+// that read the client's EphID from its ClientHello: on sessions of their
+// own with the forwarder they send an EphIDReject and garbage sealed
+// proofs under it, to fail the connection or spend the identifier's
+// budget. The forwarder refuses them (no client certificate of a
+// configured cloud) and ends those sessions; the genuine proof still
+// arrives and is trusted. A forgery that did reach the client would be
+// refused there (sealed to another key, tampered, under another EphID).
 func TestPrivacyForgedProof(t *testing.T) {
 	sp := newSignerProver(pkie.CT)
 	sp.gate = make(chan struct{})
 	sp.started = make(chan struct{}, 1)
 	reg := builtin.Registry()
 	cloudB, _ := startPrivCloud(t, reg, sp)
-	fwdB, _, _ := startForwarder(t, forwarder.Config{}, cloudB)
+	fwdB, _, _ := startForwarder(t, forwarder.Config{MaxPerUse: 4}, cloudB)
 	pki := newTestPKI(t)
 	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP)
 
@@ -538,9 +546,6 @@ func TestPrivacyForgedProof(t *testing.T) {
 	if eph == nil {
 		t.Fatal("nothing waiting")
 	}
-	// An attacker posing as a cloud, on a session of its own with the
-	// forwarder, sends forgeries under the client's identifier.
-	attacker, _ := forwarderSession(t, fwdB, -1)
 	genuine := &pecwire.Proof{ID: pkie.CT, Status: pecwire.ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: []byte("forged proof body")}}
 	otherKey := make([]byte, 32)
 	rand.Read(otherKey)
@@ -550,16 +555,25 @@ func TestPrivacyForgedProof(t *testing.T) {
 	otherEph := bytes.Clone(eph)
 	otherEph[3] ^= 1
 	wrongEph, _ := pecwire.SealProof(key, otherEph, genuine)
-	for _, sealed := range [][]byte{wrongKey, tampered, wrongEph} {
-		if err := attacker.Send(&pecwire.SealedProof{EphID: eph, Sealed: sealed}, time.Now().Add(5*time.Second)); err != nil {
-			t.Fatal(err)
-		}
+	forgeries := []pecwire.Message{&pecwire.EphIDReject{EphID: eph, Code: pecwire.RejectInvalid, Text: "forged"}}
+	for _, sealed := range [][]byte{wrongKey, tampered, wrongEph, wrongKey, tampered, wrongEph} {
+		forgeries = append(forgeries, &pecwire.SealedProof{EphID: eph, Sealed: sealed})
 	}
-	for cl.PrivacyStatus().Forged < 3 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("forged %d of 3 refused", cl.PrivacyStatus().Forged)
-		case <-time.After(10 * time.Millisecond):
+	// The attacker, unregistered and then registered as a client: either
+	// way the forwarder refuses the message and ends the session.
+	for _, n := range []int{-1, 0} {
+		for _, m := range forgeries {
+			attacker, _ := forwarderSession(t, fwdB, n)
+			dl := time.Now().Add(10 * time.Second)
+			// The ping's Pong would come first were m accepted.
+			if err := attacker.Send(m, dl); err != nil {
+				t.Fatal(err)
+			}
+			attacker.Send(&pecwire.Ping{Seq: 1}, dl)
+			got, err := attacker.Recv(dl)
+			if e, ok := got.(*pecwire.Error); !ok || e.Code != pecwire.RejectInvalid {
+				t.Errorf("attacker (registered %v) sent %T: got %v, %v; want the session refused", n == 0, m, got, err)
+			}
 		}
 	}
 	close(sp.gate)
@@ -568,8 +582,15 @@ func TestPrivacyForgedProof(t *testing.T) {
 	if o.Status != pecwire.ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
 		t.Fatalf("outcome %+v, want the prover's genuine proof", o)
 	}
-	if n := cl.PrivacyStatus().Forged; n != 3 {
-		t.Errorf("forged %d, want 3", n)
+	if n := cl.PrivacyStatus().Forged; n != 0 {
+		t.Errorf("forged %d reached the client, want 0", n)
+	}
+	// The forgeries, had they been relayed, would have been refused at
+	// the client too.
+	for i, sealed := range [][]byte{wrongKey, tampered, wrongEph} {
+		if _, err := pecwire.OpenProof(key, eph, sealed); err == nil {
+			t.Errorf("forgery %d opens with the connection's key", i)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -87,11 +88,16 @@ func (c *Cloud) link(addr string) (*session, error) {
 	transport, hostport, _ := strings.Cut(addr, "://")
 	dctx, cancel := context.WithTimeout(l.ctx, c.cfg.HandshakeTimeout)
 	defer cancel()
+	// The cloud presents its own certificate, the key its bundle pins:
+	// the forwarder relays proofs and rejections only from a cloud that
+	// authenticated so.
+	tc := pecwire.ClientTLS(pin)
+	tc.Certificates = []tls.Certificate{c.cfg.Certificate}
 	var conn *pecwire.Conn
 	if transport == pecwire.QUIC {
-		conn, err = pecwire.DialQUIC(dctx, hostport, pecwire.ClientTLS(pin), nil)
+		conn, err = pecwire.DialQUIC(dctx, hostport, tc, nil)
 	} else {
-		conn, err = pecwire.DialTCP(dctx, hostport, pecwire.ClientTLS(pin))
+		conn, err = pecwire.DialTCP(dctx, hostport, tc)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("forwarder %s: %w", addr, err)

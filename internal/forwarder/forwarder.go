@@ -33,6 +33,7 @@ package forwarder
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -178,7 +179,7 @@ func New(cfg Config) (*Forwarder, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Forwarder{
-		cfg: cfg, log: log, tls: pecwire.ServerTLS(cfg.Certificate), ids: ids,
+		cfg: cfg, log: log, ids: ids,
 		used: newUsedSet(cfg.MaxUsed, cfg.UseWindow, cfg.MaxPerUse), m: newMetrics(),
 		clouds: map[[32]byte]*upstream{}, clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{},
 	}
@@ -189,7 +190,36 @@ func New(cfg Config) (*Forwarder, error) {
 		}
 		f.clouds[pin] = &upstream{f: f, bundle: b, pin: pin}
 	}
+	// A cloud that sends proofs to the forwarder (the client–server
+	// deployment) authenticates with its own TLS certificate, the key its
+	// bundle pins: an EphID travels in the clear in the ClientHello, so
+	// without this anyone could send rejections or garbage under a
+	// client's identifier. Clients present no certificate.
+	f.tls = pecwire.ServerTLS(cfg.Certificate)
+	f.tls.ClientAuth = tls.RequestClientCert
+	f.tls.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, err := f.peerCloud(cs)
+		return err
+	}
 	return f, nil
+}
+
+// peerCloud returns the name of the cloud whose pinned key the peer's
+// client certificate holds, or "" when the peer sent none (a client). A
+// certificate of no configured cloud fails the handshake. The TLS 1.3
+// handshake has the peer sign with the certificate's key, so a match is
+// proof of holding the cloud's key.
+func (f *Forwarder) peerCloud(cs tls.ConnectionState) (string, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return "", nil
+	}
+	got := pecwire.SPKIHash(cs.PeerCertificates[0])
+	for pin, u := range f.clouds {
+		if subtle.ConstantTimeCompare(got[:], pin[:]) == 1 {
+			return u.bundle.Name, nil
+		}
+	}
+	return "", errors.New("forwarder: the client certificate is no configured cloud's")
 }
 
 // Config returns the configuration in effect.
@@ -254,7 +284,10 @@ func (f *Forwarder) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 				f.leave(addr)
 				return
 			}
-			f.serveSession(ctx, conn, addr)
+			// The handshake's VerifyConnection has refused any unknown
+			// certificate already.
+			cloud, _ := f.peerCloud(qc.ConnectionState().TLS)
+			f.serveSession(ctx, conn, addr, cloud)
 		})
 	}
 }
@@ -290,14 +323,23 @@ func (f *Forwarder) ServeTCP(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		f.wg.Go(func() {
+			// This connection's own config, to learn which cloud (if any)
+			// the handshake authenticated.
+			var cloud string
+			tc := f.tls.Clone()
+			tc.VerifyConnection = func(cs tls.ConnectionState) error {
+				var err error
+				cloud, err = f.peerCloud(cs)
+				return err
+			}
 			hctx, cancel := context.WithTimeout(ctx, f.cfg.HandshakeTimeout)
-			conn, err := pecwire.AcceptTCP(hctx, nc, f.tls, f.cfg.MaxFrame)
+			conn, err := pecwire.AcceptTCP(hctx, nc, tc, f.cfg.MaxFrame)
 			cancel()
 			if err != nil {
 				f.leave(addr)
 				return
 			}
-			f.serveSession(ctx, conn, addr)
+			f.serveSession(ctx, conn, addr, cloud)
 		})
 	}
 }

@@ -47,7 +47,7 @@ func newMetrics() *metrics {
 			Name: "pkie_forwarder_submissions_total", Help: "Sealed submissions from clients, by outcome (relayed, or the reject code).",
 		}, []string{"outcome"}),
 		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pkie_forwarder_relayed_total", Help: "Messages from clouds under an identifier, by outcome (ok, unknown, reused, gone).",
+			Name: "pkie_forwarder_relayed_total", Help: "Messages from clouds under an identifier, by outcome (ok, unknown, reused, gone; unauthenticated: from a session that is no cloud, refused and the session closed).",
 		}, []string{"outcome"}),
 		upstreams: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pkie_forwarder_cloud_sessions_opened_total", Help: "Sessions the forwarder opened to clouds.",

@@ -21,6 +21,10 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// cloud is the name of the cloud the session authenticated as with
+	// its client certificate, "" for a client: only a cloud's session
+	// may send proofs and rejections under identifiers.
+	cloud      string
 	id         pecwire.ClientID
 	registered bool
 	final      pecwire.Message
@@ -39,9 +43,9 @@ var (
 	errWrite      = errors.New("write")
 )
 
-func (f *Forwarder) serveSession(ctx context.Context, conn *pecwire.Conn, addr string) {
+func (f *Forwarder) serveSession(ctx context.Context, conn *pecwire.Conn, addr, cloud string) {
 	sctx, cancel := context.WithCancelCause(ctx)
-	s := &session{f: f, conn: conn, addr: addr, out: make(chan pecwire.Message, f.cfg.MaxPending),
+	s := &session{f: f, conn: conn, addr: addr, cloud: cloud, out: make(chan pecwire.Message, f.cfg.MaxPending),
 		ctx: sctx, cancel: cancel, tokens: 2 * f.cfg.SubmitRate, last: time.Now()}
 	f.m.sessionsOpened.WithLabelValues(conn.Transport()).Inc()
 	writerDone := make(chan struct{})
@@ -69,12 +73,23 @@ func (s *session) readLoop() error {
 	f := s.f
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
 	for {
+		// A session that is neither a registered client nor an
+		// authenticated cloud has the handshake timeout, not the idle
+		// one, to become either: it cannot hold a place by pinging.
+		if s.registered || s.cloud != "" {
+			deadline = time.Now().Add(f.idleTimeout())
+		}
 		m, err := s.conn.Recv(deadline)
 		if err != nil {
 			return s.recvError(err)
 		}
-		deadline = time.Now().Add(f.idleTimeout())
 		f.tap("in", m)
+		if s.cloud != "" {
+			if err := s.fromCloud(m); err != nil {
+				return err
+			}
+			continue
+		}
 		switch m := m.(type) {
 		case *pecwire.Register:
 			if s.registered {
@@ -124,20 +139,34 @@ func (s *session) readLoop() error {
 			if !s.submit(m) {
 				return errSlowReader
 			}
-		case *pecwire.SealedProof:
-			if s.registered {
-				return s.fail(pecwire.RejectInvalid, "a client does not send proofs", errProtocol)
-			}
-			f.route(m.EphID, m)
-		case *pecwire.EphIDReject:
-			if s.registered {
-				return s.fail(pecwire.RejectInvalid, "a client does not send rejections", errProtocol)
-			}
-			f.route(m.EphID, m)
+		case *pecwire.SealedProof, *pecwire.EphIDReject:
+			// Relaying them from anyone would let whoever saw an EphID
+			// in a ClientHello fail the client's connection or spend its
+			// identifier's budget.
+			f.m.relayed.WithLabelValues("unauthenticated").Inc()
+			return s.fail(pecwire.RejectInvalid, "only a cloud authenticated by its client certificate sends proofs and rejections", errProtocol)
 		default:
 			return s.fail(pecwire.RejectInvalid, fmt.Sprintf("the forwarder does not take message type %d", m.Type()), errProtocol)
 		}
 	}
+}
+
+// fromCloud handles one message on an authenticated cloud's session:
+// proofs and rejections under identifiers, and pings.
+func (s *session) fromCloud(m pecwire.Message) error {
+	switch m := m.(type) {
+	case *pecwire.Ping:
+		if !s.push(&pecwire.Pong{Seq: m.Seq}) {
+			return errSlowReader
+		}
+	case *pecwire.SealedProof:
+		s.f.route(m.EphID, m)
+	case *pecwire.EphIDReject:
+		s.f.route(m.EphID, m)
+	default:
+		return s.fail(pecwire.RejectInvalid, fmt.Sprintf("a cloud's session sends proofs, rejections and pings, not message type %d", m.Type()), errProtocol)
+	}
+	return nil
 }
 
 // submit relays a client's sealed submission to its cloud, after checking
