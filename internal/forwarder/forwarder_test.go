@@ -2,9 +2,13 @@ package forwarder
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,4 +141,83 @@ func FuzzEphIDOpen(f *testing.F) {
 			t.Fatalf("%x opened as client %v", b, c)
 		}
 	})
+}
+
+// TestCloudAuthentication: a peer presenting a certificate of a key no
+// configured cloud's bundle pins fails the handshake; the cloud's own
+// certificate authenticates it as that cloud, whose session may not
+// register as a client; a peer without a certificate is a client, and a
+// proof it sends ends its session.
+func TestCloudAuthentication(t *testing.T) {
+	cloudCert := selfSigned(t, "auth-cloud")
+	fw, err := New(Config{Certificate: selfSigned(t, "auth-forwarder"), EphIDKey: testKey(),
+		Clouds: []*pecwire.Bundle{bundleFor("auth-cloud", cloudCert, "127.0.0.1:1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { fw.ServeTCP(ctx, ln) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		fw.Wait()
+	})
+	pin := pecwire.SPKIHash(fw.cfg.Certificate.Leaf)
+	dial := func(cert *tls.Certificate) (*pecwire.Conn, error) {
+		tc := pecwire.ClientTLS(pin)
+		if cert != nil {
+			tc.Certificates = []tls.Certificate{*cert}
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		c, err := pecwire.DialTCP(dctx, ln.Addr().String(), tc)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, nil
+	}
+	exchange := func(c *pecwire.Conn, m pecwire.Message) (pecwire.Message, error) {
+		dl := time.Now().Add(10 * time.Second)
+		if err := c.Send(m, dl); err != nil {
+			return nil, err
+		}
+		return c.Recv(dl)
+	}
+	// TLS 1.3: the server's verdict on a client certificate comes
+	// after the client's handshake is done, with the first read.
+	stranger := selfSigned(t, "auth-cloud")
+	if c, err := dial(&stranger); err == nil {
+		if m, err := exchange(c, &pecwire.Ping{Seq: 1}); err == nil {
+			t.Fatalf("an unknown certificate's session answered %T", m)
+		}
+	}
+	c, err := dial(&cloudCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := exchange(c, &pecwire.Ping{Seq: 7}); err != nil {
+		t.Fatal(err)
+	} else if p, ok := m.(*pecwire.Pong); !ok || p.Seq != 7 {
+		t.Fatalf("the cloud's session answered %v", m)
+	}
+	if m, _ := exchange(c, &pecwire.Register{Version: pecwire.Version}); m == nil {
+		t.Fatal("no answer to the cloud's Register")
+	} else if e, ok := m.(*pecwire.Error); !ok || e.Code != pecwire.RejectInvalid {
+		t.Fatalf("the cloud's Register answered %v", m)
+	}
+	c, err = dial(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := exchange(c, &pecwire.EphIDReject{EphID: []byte("someone's"), Code: pecwire.RejectInvalid}); m == nil {
+		t.Fatal("no answer to a client's EphIDReject")
+	} else if e, ok := m.(*pecwire.Error); !ok || e.Code != pecwire.RejectInvalid {
+		t.Fatalf("a client's EphIDReject answered %v", m)
+	}
 }
