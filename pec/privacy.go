@@ -56,6 +56,7 @@ type privacy struct {
 	lastPong  time.Time
 	missed    int
 	forged    uint64
+	ignored   uint64
 	lost      int
 	lastErr   string
 	ready     chan struct{} // closed when the first batch arrives
@@ -67,6 +68,9 @@ type privacy struct {
 type sealedPending struct {
 	p   *Pending
 	key []byte
+	// inExtension: the identifier went to a server in the PEC extension,
+	// in the clear (client–server deployment).
+	inExtension bool
 }
 
 // PrivacyStatus describes the forwarder session of a client in privacy
@@ -84,6 +88,11 @@ type PrivacyStatus struct {
 	// Forged counts sealed proofs that did not open with their
 	// connection's key (dropped).
 	Forged uint64
+	// IgnoredRejects counts rejections under identifiers the client sent
+	// in a PEC extension: a rejection is not sealed and the identifier
+	// was in the clear, so it does not end the connection; the client's
+	// own sealed submission after the server grace decides.
+	IgnoredRejects uint64
 	// Reconnects counts new forwarder sessions after one was lost.
 	Reconnects int
 	LastError  string
@@ -102,7 +111,7 @@ func (c *Client) PrivacyStatus() PrivacyStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return PrivacyStatus{Connected: pv.conn != nil, Forwarder: pv.label, IDs: len(pv.pool), Expires: pv.expires,
-		LastPong: pv.lastPong, Forged: pv.forged, Reconnects: pv.lost, LastError: pv.lastErr}
+		LastPong: pv.lastPong, Forged: pv.forged, IgnoredRejects: pv.ignored, Reconnects: pv.lost, LastError: pv.lastErr}
 }
 
 // dialPrivate starts privacy mode: it registers with the forwarder and
@@ -319,6 +328,17 @@ func (pv *privacy) onReject(m *pecwire.EphIDReject) {
 	w := pv.waiting[string(m.EphID)]
 	if w == nil {
 		c.st.Dropped++
+		return
+	}
+	if w.inExtension {
+		// Whoever saw the ClientHello knows this identifier, and the
+		// forwarder relays rejections of authenticated clouds only, but
+		// a rejection is not sealed to the connection's key: rather
+		// than fail the connection on it, keep waiting. The proofs may
+		// still come under it; if not, expectLocked submits the chain
+		// under an identifier of the client's own after the grace.
+		pv.ignored++
+		c.log.Info("pec: rejection under an extension's identifier ignored", "forwarder", bundleName(pv.fwd), "code", m.Code, "text", m.Text)
 		return
 	}
 	delete(pv.waiting, string(m.EphID))
@@ -545,7 +565,7 @@ func (c *Client) privateExtension(requests []pkie.Request, budget time.Duration)
 	p := newPending(e.Nonce, uniq, budget)
 	p.cloud = pv.label
 	c.pending[p.nonce] = p
-	pv.waiting[string(e.EphID)] = &sealedPending{p: p, key: e.Key[:]}
+	pv.waiting[string(e.EphID)] = &sealedPending{p: p, key: e.Key[:], inExtension: true}
 	p.timer = time.AfterFunc(budget, func() { c.expire(p, budget) })
 	go pv.refill()
 	return e, p

@@ -594,6 +594,40 @@ func TestPrivacyForgedProof(t *testing.T) {
 	}
 }
 
+// TestPrivacyExtensionReject: a rejection under the identifier the client
+// put in its PEC extension (seen by the server and anyone on path, and
+// not sealed) does not end the connection: it is counted, and the
+// genuine sealed proof under that identifier is still delivered.
+func TestPrivacyExtensionReject(t *testing.T) {
+	reg := builtin.Registry()
+	cloudB, _ := startPrivCloud(t, reg, newSignerProver(pkie.CT))
+	fwdB, _, _ := startForwarder(t, forwarder.Config{}, cloudB)
+	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP)
+	e, p := cl.privateExtension([]pkie.Request{{ID: pkie.CT}}, 15*time.Second)
+	if e == nil {
+		t.Fatal("no extension: no identifier at hand")
+	}
+	cl.priv.onReject(&pecwire.EphIDReject{EphID: e.EphID, Code: pecwire.RejectInvalid, Text: "forged"})
+	if cl.complete(p) {
+		t.Fatal("an unsealed rejection under the extension's identifier ended the connection")
+	}
+	if n := cl.PrivacyStatus().IgnoredRejects; n != 1 {
+		t.Errorf("ignored rejections %d, want 1", n)
+	}
+	body := []byte("genuine proof body")
+	sealed, err := pecwire.SealProof(e.Key[:], e.EphID, &pecwire.Proof{ID: pkie.CT, Status: pecwire.ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.priv.onSealed(&pecwire.SealedProof{EphID: e.EphID, Sealed: sealed})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := p.Wait(ctx)[pkie.CT]
+	if o.Status != pecwire.ProofOK || o.Proof == nil || !bytes.Equal(o.Proof.Body, body) {
+		t.Fatalf("outcome %+v, want the sealed proof", o)
+	}
+}
+
 // TestPrivacyBurst: more connections at once than the identifier batch
 // holds: each gets an identifier of its own (waiting for the refill) and
 // its proof.
