@@ -149,6 +149,12 @@ func FuzzEphIDOpen(f *testing.F) {
 // register as a client; a peer without a certificate is a client, and a
 // proof it sends ends its session.
 func TestCloudAuthentication(t *testing.T) {
+	for _, transport := range []string{pecwire.TCP, pecwire.QUIC} {
+		t.Run(transport, func(t *testing.T) { testCloudAuthentication(t, transport) })
+	}
+}
+
+func testCloudAuthentication(t *testing.T, transport string) {
 	cloudCert := selfSigned(t, "auth-cloud")
 	fw, err := New(Config{Certificate: selfSigned(t, "auth-forwarder"), EphIDKey: testKey(),
 		Clouds: []*pecwire.Bundle{bundleFor("auth-cloud", cloudCert, "127.0.0.1:1")}})
@@ -159,13 +165,19 @@ func TestCloudAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { fw.ServeTCP(ctx, ln) })
+	wg.Go(func() { fw.ServeQUIC(ctx, pc) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
 		fw.Wait()
+		pc.Close()
 	})
 	pin := pecwire.SPKIHash(fw.cfg.Certificate.Leaf)
 	dial := func(cert *tls.Certificate) (*pecwire.Conn, error) {
@@ -175,7 +187,13 @@ func TestCloudAuthentication(t *testing.T) {
 		}
 		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer dcancel()
-		c, err := pecwire.DialTCP(dctx, ln.Addr().String(), tc)
+		var c *pecwire.Conn
+		var err error
+		if transport == pecwire.QUIC {
+			c, err = pecwire.DialQUIC(dctx, pc.LocalAddr().String(), tc, nil)
+		} else {
+			c, err = pecwire.DialTCP(dctx, ln.Addr().String(), tc)
+		}
 		if err != nil {
 			return nil, err
 		}
