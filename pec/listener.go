@@ -1,6 +1,7 @@
 package pec
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -180,7 +181,7 @@ func NewListener(inner net.Listener, cfg ServerConfig) (*Listener, error) {
 	if pburst == 0 {
 		pburst = DefaultPerClientBurst
 	}
-	l.perIP = &bucketMap{rate: prate, burst: pburst, m: map[string]*bucket{}}
+	l.perIP = newBucketMap(prate, pburst, maxTracked)
 	l.port = cfg.Port
 	if l.port == 0 {
 		if ta, ok := inner.Addr().(*net.TCPAddr); ok {
@@ -361,8 +362,7 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		return
 	}
 	now := time.Now()
-	ip := remoteIP(c)
-	if !l.perIP.take(ip, now) || !l.total.take(now) {
+	if !l.perIP.take(clientKey(c.RemoteAddr()), now) || !l.total.take(now) {
 		l.st.limited.Add(1)
 		return
 	}
@@ -393,15 +393,31 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 	}()
 }
 
-func remoteIP(c net.Conn) string {
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return ta.IP.String()
+// clientKey names the client a per-client forwarding limit applies to: an
+// IPv4 address (an IPv4-mapped IPv6 one too), or an IPv6 /64, since one
+// subscriber routinely holds a whole /64 and could otherwise take a fresh
+// bucket per address. The forwarder and the cloud group clients the same
+// way (internal/cloud's addrKey).
+func clientKey(a net.Addr) string {
+	var ip net.IP
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ip = a.IP
+	case *net.UDPAddr:
+		ip = a.IP
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if err != nil {
+			return a.String()
+		}
+		if ip = net.ParseIP(host); ip == nil {
+			return host
+		}
 	}
-	h, _, err := net.SplitHostPort(c.RemoteAddr().String())
-	if err != nil {
-		return c.RemoteAddr().String()
+	if ip4 := ip.To4(); ip4 != nil {
+		return ip4.String()
 	}
-	return h
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // chainFor returns the chain the TLS stack presents for serverName, as
@@ -595,39 +611,58 @@ func (b *bucket) take(now time.Time) bool {
 	return true
 }
 
-// bucketMap is a token bucket per client address, forgetting full ones so
-// that it stays as small as the set of recently active clients.
+// bucketMap is a token bucket per client, holding at most capacity of them: a
+// new client beyond that evicts the least recently used one, so the cost
+// of an address never seen before is O(1) however many are tracked. An
+// evicted client that comes back starts with a full bucket; only someone
+// holding more than capacity addresses (or /64s) can cause that, and such a
+// client gets a fresh bucket per address anyway, so the global limit
+// (Listener.total) is what bounds them.
 type bucketMap struct {
-	mu    sync.Mutex
-	rate  float64
-	burst int
-	m     map[string]*bucket
+	mu        sync.Mutex
+	rate      float64
+	burst     int
+	capacity  int
+	m         map[string]*list.Element // of *bucketEntry, most recent first in lru
+	lru       list.List
+	evictions uint64
 }
 
-// maxTracked bounds bucketMap; beyond it, full buckets are swept.
+type bucketEntry struct {
+	key string
+	b   *bucket
+}
+
+// maxTracked bounds the clients a Listener tracks (a few MB at most).
 const maxTracked = 1 << 16
+
+func newBucketMap(rate float64, burst, capacity int) *bucketMap {
+	return &bucketMap{rate: rate, burst: burst, capacity: capacity, m: make(map[string]*list.Element)}
+}
 
 func (bm *bucketMap) take(key string, now time.Time) bool {
 	bm.mu.Lock()
-	b := bm.m[key]
-	if b == nil {
-		if len(bm.m) >= maxTracked {
-			for k, x := range bm.m {
-				x.mu.Lock()
-				full := x.tokens+now.Sub(x.at).Seconds()*x.rate >= x.burst
-				x.mu.Unlock()
-				if full {
-					delete(bm.m, k)
-				}
-			}
-			if len(bm.m) >= maxTracked {
-				bm.mu.Unlock()
-				return false // every tracked client is active: fail safe
-			}
+	var b *bucket
+	if e := bm.m[key]; e != nil {
+		bm.lru.MoveToFront(e)
+		b = e.Value.(*bucketEntry).b
+	} else {
+		if bm.lru.Len() >= bm.capacity {
+			old := bm.lru.Back()
+			bm.lru.Remove(old)
+			delete(bm.m, old.Value.(*bucketEntry).key)
+			bm.evictions++
 		}
 		b = newBucket(bm.rate, bm.burst, now)
-		bm.m[key] = b
+		bm.m[key] = bm.lru.PushFront(&bucketEntry{key, b})
 	}
 	bm.mu.Unlock()
 	return b.take(now)
+}
+
+// size returns how many clients bm tracks and how many it has evicted.
+func (bm *bucketMap) size() (tracked int, evictions uint64) {
+	bm.mu.Lock()
+	defer bm.mu.Unlock()
+	return len(bm.m), bm.evictions
 }

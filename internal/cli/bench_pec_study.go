@@ -39,9 +39,9 @@ func runBenchPECStudy(ctx context.Context, env *Env, mode string, args []string)
 func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "bench pec", "--placements [--random N] [--nearest N] [--footprint N] [--reps N] [--scale F] [--plot PREFIX] [--json]")
 	fs.Bool("placements", true, "run the latency study (the PEC paper §6.2 and §6.3.1) instead of the rows")
-	random := fs.Int("random", 150, "placements with client, server and cloud in three random regions")
-	nearest := fs.Int("nearest", 150, "placements with the cloud in the region nearest the client (the paper's smart model)")
-	footprint := fs.Int("footprint", 150, "placements with a point of presence next to every client (the paper's Akamai case)")
+	random := fs.Int("random", pecbench.DefaultPlacements, "placements with client, server and cloud in three random regions (0: none)")
+	nearest := fs.Int("nearest", pecbench.DefaultPlacements, "placements with the cloud in the region nearest the client (the paper's smart model; 0: none)")
+	footprint := fs.Int("footprint", pecbench.DefaultPlacements, "placements with a point of presence next to every client (the paper's Akamai case; 0: none)")
 	reps := fs.Int("reps", 5, "measured handshakes per placement, TLS version and mode (the mean is used)")
 	versions := fs.String("tls", "1.2,1.3", "TLS versions to measure")
 	scale := fs.Float64("scale", 10, "divide every round trip by this on loopback (relative inflation is scale-free; processing weighs this much more)")
@@ -89,11 +89,11 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 	}
 	cfg := pecbench.StudyConfig{Random: *random, Nearest: *nearest, Footprint: *footprint, Reps: *reps, Scale: *scale, FibreFactor: *fibre,
 		PoPRTT: *popRTT, Seed: *seed, LogFill: *logFill, RevokedFill: *revokedFill, Progress: prefixWriter{env, "bench pec: "}}
-	// In the config zero means the default: a zero count here means none.
+	// In the config a zero fill means the default: here it means none.
 	for _, z := range []struct {
 		flag int
 		cfg  *int
-	}{{*random, &cfg.Random}, {*nearest, &cfg.Nearest}, {*footprint, &cfg.Footprint}, {*logFill, &cfg.LogFill}, {*revokedFill, &cfg.RevokedFill}} {
+	}{{*logFill, &cfg.LogFill}, {*revokedFill, &cfg.RevokedFill}} {
 		if z.flag == 0 {
 			*z.cfg = -1
 		}

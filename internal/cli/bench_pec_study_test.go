@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -71,6 +72,44 @@ func TestBenchPECStudyUsage(t *testing.T) {
 		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
 		if code := Main(context.Background(), env, tc.args); code != ExitUsage || !strings.Contains(errb.String(), tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errb.String(), ExitUsage, tc.msg)
+		}
+	}
+}
+
+// TestBenchPECStudyPlacementCounts checks that a zero count leaves its
+// model out (it used to stand for the default of 150) and that an unset
+// one is the default.
+func TestBenchPECStudyPlacementCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cloud and makes real handshakes")
+	}
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	args := []string{"bench", "pec", "--placements", "--random", "0", "--nearest", "0", "--footprint", "1",
+		"--reps", "1", "--scale", "20", "--tls", "1.3", "--log-fill", "0", "--revoked-fill", "0", "--json"}
+	if code := Main(context.Background(), env, args); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var st struct {
+		Placements []struct {
+			Footprint string `json:"footprint"`
+			Selection string `json:"selection"`
+		} `json:"placements"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Placements) != 1 || st.Placements[0].Footprint != pecbench.FootprintPoP {
+		t.Errorf("placements %+v: want the one large-footprint placement and no other", st.Placements)
+	}
+
+	out.Reset()
+	errb.Reset()
+	Main(context.Background(), env, []string{"bench", "pec", "--placements", "--help"})
+	help := out.String() + errb.String()
+	for _, f := range []string{"random", "nearest", "footprint"} {
+		if !regexp.MustCompile(`(?m)^  -` + f + ` int\n.*0: none.*\(default 150\)$`).MatchString(help) {
+			t.Errorf("--%s: the usage text does not say 0 is none and 150 the default:\n%s", f, help)
 		}
 	}
 }

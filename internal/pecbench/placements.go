@@ -57,12 +57,17 @@ const (
 	PaperTLS13MeanInflation = 0.065 // Appendix A
 )
 
+// DefaultPlacements is how many placements of each model the PEC paper
+// draws (§6.2).
+const DefaultPlacements = 150
+
 // StudyConfig says what the latency study measures. Zero values take the
-// defaults.
+// defaults, but for the placement counts.
 type StudyConfig struct {
 	// Placements per model: random and nearest on the 14 regions, and
-	// nearest on the large footprint (150 each by default, a negative
-	// count none).
+	// nearest on the large footprint. Unlike the fields below, zero means
+	// none, so that a model can be left out; the paper draws
+	// DefaultPlacements of each. At least one must be positive.
 	Random, Nearest, Footprint int
 	// Reps is how many times each placement is measured in each mode;
 	// the mean is used, as the paper does with its 20.
@@ -85,15 +90,6 @@ type StudyConfig struct {
 }
 
 func (c *StudyConfig) defaults() {
-	if c.Random == 0 {
-		c.Random = 150
-	}
-	if c.Nearest == 0 {
-		c.Nearest = 150
-	}
-	if c.Footprint == 0 {
-		c.Footprint = 150
-	}
 	if c.Reps <= 0 {
 		c.Reps = 5
 	}
@@ -126,6 +122,9 @@ func (c *StudyConfig) defaults() {
 // Check reports what is wrong with c before anything runs.
 func (c *StudyConfig) Check() error {
 	n := len(PaperRegions)
+	if c.Random < 0 || c.Nearest < 0 || c.Footprint < 0 || c.Random+c.Nearest+c.Footprint == 0 {
+		return fmt.Errorf("placements %d random, %d nearest, %d footprint: none negative, not all zero", c.Random, c.Nearest, c.Footprint)
+	}
 	if c.Random > n*(n-1)*(n-2) {
 		return fmt.Errorf("%d random placements: %d regions give %d distinct ones", c.Random, n, n*(n-1)*(n-2))
 	}
@@ -269,7 +268,7 @@ func choosePlacements(m *RTTMatrix, cfg *StudyConfig) []triple {
 		}
 	}
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	out = append(out, all[:max(cfg.Random, 0)]...)
+	out = append(out, all[:cfg.Random]...)
 	pairs := func(footprint string, count int) {
 		var ps []triple
 		for c := range n {
@@ -287,7 +286,7 @@ func choosePlacements(m *RTTMatrix, cfg *StudyConfig) []triple {
 			}
 		}
 		rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
-		out = append(out, ps[:max(count, 0)]...)
+		out = append(out, ps[:count]...)
 	}
 	pairs(FootprintRegions, cfg.Nearest)
 	pairs(FootprintPoP, cfg.Footprint)

@@ -117,6 +117,41 @@ func TestChoosePlacements(t *testing.T) {
 	}
 }
 
+// TestChoosePlacementsCounts checks that each count is taken as given,
+// zero leaving its model out, and that Check refuses what cannot run.
+func TestChoosePlacementsCounts(t *testing.T) {
+	m, _ := NewRTTMatrix(PaperRegions, DefaultFibreFactor)
+	for _, tc := range []struct {
+		random, nearest, footprint int
+	}{{0, 0, 3}, {2, 0, 0}, {0, 5, 0}, {1, 0, 4}, {DefaultPlacements, DefaultPlacements, DefaultPlacements}} {
+		cfg := StudyConfig{Random: tc.random, Nearest: tc.nearest, Footprint: tc.footprint}
+		if err := cfg.Check(); err != nil {
+			t.Errorf("%+v: %v", tc, err)
+			continue
+		}
+		cfg.defaults()
+		got := map[string]int{}
+		for _, p := range choosePlacements(m, &cfg) {
+			got[p.footprint+"/"+p.selection]++
+		}
+		want := map[string]int{
+			FootprintRegions + "/" + SelectRandom:  tc.random,
+			FootprintRegions + "/" + SelectNearest: tc.nearest,
+			FootprintPoP + "/" + SelectNearest:     tc.footprint,
+		}
+		for k, n := range want {
+			if got[k] != n {
+				t.Errorf("%+v: %d %s placements, want %d", tc, got[k], k, n)
+			}
+		}
+	}
+	for _, cfg := range []StudyConfig{{}, {Random: -1, Nearest: 2}, {Footprint: -1, Random: 1}} {
+		if err := cfg.Check(); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}
+
 // TestStudy runs three real placements (random, nearest, PoP) and checks
 // that each handshake went through the emulated distances: no connection
 // can be ready before the round trips it needs.
