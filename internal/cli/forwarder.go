@@ -80,7 +80,7 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "forwarder serve", "--cloud FILE... [--data DIR] [--quic ADDR] [--tcp ADDR] [--http ADDR] [flags]")
 	data := fs.String("data", defaultDataDir(env, "forwarder"), "data directory (from pkie forwarder init)")
 	var clouds bundleFiles
-	fs.Var(&clouds, "cloud", "bundle `FILE` of a cloud to relay sealed submissions to (repeatable); submissions for any other cloud are refused")
+	fs.Var(&clouds, "cloud", "bundle `FILE` of a cloud to relay sealed submissions to (repeatable); submissions for any other cloud are refused, and only these clouds, authenticated by their certificates, may send proofs on sessions of their own")
 	quicAddr := fs.String("quic", ":4443", "UDP address of the QUIC listener (empty: none)")
 	tcpAddr := fs.String("tcp", ":4443", "TCP address of the TLS listener (empty: none)")
 	httpAddr := fs.String("http", "localhost:9443", "address of the plain-HTTP listener for /metrics and /healthz (empty: none)")
