@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/replay"
+)
+
+func runReplay(ctx context.Context, env *Env, args []string) error {
+	sub := map[string]func(context.Context, *Env, []string) error{
+		"flows": replayFlows,
+	}
+	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
+		return usageError("unknown subcommand %q; want flows (run \"pkie replay -h\")", args[0])
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(env.Stderr, "Usage: pkie replay flows [flags]\n\n"+
+			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines")
+		if len(args) > 0 && isHelp(args[0]) {
+			return nil
+		}
+		return usageError("want a subcommand: flows")
+	}
+	return sub[args[0]](ctx, env, args[1:])
+}
+
+// replayFlowsSummary is what pkie replay flows reports when done.
+type replayFlowsSummary struct {
+	Format string `json:"format"`
+	replay.Stats
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+func replayFlows(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "replay flows", "[flags] TRACE|-")
+	format := fs.String("format", "auto", "trace format: auto, jsonl, nfdump, zeek or pcap")
+	ports := fs.String("port", "443", "server ports whose TCP flows are kept, comma-separated")
+	sslLog := fs.String("zeek-ssl", "", "Zeek ssl.log (TSV or JSON) naming the conn.log's flows by uid")
+	maxSNI := fs.Int("zeek-ssl-max", replay.DefaultMaxSNI, "most ssl.log server names held in memory; past it flows stay unnamed")
+	out := fs.String("out", "", "write the flows to this file instead of stdout")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want one TRACE (or - for stdin); run \"pkie replay flows -h\"")
+	}
+	switch *format {
+	case replay.FormatAuto, replay.FormatJSONL, replay.FormatNfdump, replay.FormatZeek, replay.FormatPCAP:
+	default:
+		return usageError("--format %q: want auto, jsonl, nfdump, zeek or pcap", *format)
+	}
+	opt := replay.Options{MaxSNI: *maxSNI}
+	for _, p := range strings.Split(*ports, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
+		if err != nil || n == 0 {
+			return usageError("--port %q: want port numbers 1-65535, comma-separated", *ports)
+		}
+		opt.Ports = append(opt.Ports, uint16(n))
+	}
+	if *maxSNI <= 0 {
+		return usageError("--zeek-ssl-max must be positive")
+	}
+
+	in, closeIn, err := openTrace(env, pos[0])
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	if *sslLog != "" {
+		ssl, closeSSL, err := openTrace(env, *sslLog)
+		if err != nil {
+			return err
+		}
+		defer closeSSL()
+		opt.ZeekSSL = ssl
+	}
+	head, _ := in.Peek(4096)
+	name := *format
+	if name == replay.FormatAuto {
+		name = replay.Sniff(head)
+	}
+	if opt.ZeekSSL != nil && name != replay.FormatZeek {
+		return usageError("--zeek-ssl goes with a Zeek conn.log, and %s is not one", pos[0])
+	}
+	r, err := replay.Open(in, name, opt)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+
+	dst := env.Stdout
+	var f *os.File
+	if *out != "" {
+		if f, err = os.Create(*out); err != nil {
+			return err
+		}
+		defer f.Close()
+		dst = f
+	}
+	w := replay.NewJSONLWriter(dst)
+	sum := replayFlowsSummary{Format: name}
+	start, last := time.Now(), time.Now()
+	var readErr error
+	for {
+		if ctx.Err() != nil {
+			sum.Interrupted = true
+			break
+		}
+		fl, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			readErr = fmt.Errorf("%s: %w", pos[0], err)
+			break
+		}
+		if err := w.Write(fl); err != nil {
+			return err
+		}
+		// Progress for long inputs only: nothing for the first second.
+		if now := time.Now(); now.Sub(last) >= time.Second {
+			last = now
+			st := r.Stats()
+			fmt.Fprintf(env.Stderr, "pkie replay flows: %d flows read, %d kept (%.0f/s), %d named, %d malformed\n",
+				st.Read, st.Kept, float64(st.Read)/now.Sub(start).Seconds(), st.Named, st.Malformed)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if f != nil {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	sum.Stats = r.Stats()
+	if *asJSON {
+		// Flows on stdout keep stdout to themselves.
+		rep := env.Stdout
+		if *out == "" {
+			rep = env.Stderr
+		}
+		if err := writeJSON(rep, sum); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(env.Stderr, "pkie replay flows: %s: %d flows read, %d kept, %d named by SNI, %d malformed\n",
+			name, sum.Read, sum.Kept, sum.Named, sum.Malformed)
+		if sum.FirstError != "" {
+			fmt.Fprintf(env.Stderr, "pkie replay flows: first malformed record: %s\n", sum.FirstError)
+		}
+		if sum.SNIDropped > 0 {
+			fmt.Fprintf(env.Stderr, "pkie replay flows: %d ssl.log names past --zeek-ssl-max were dropped\n", sum.SNIDropped)
+		}
+	}
+	if readErr != nil {
+		return readErr
+	}
+	if sum.Interrupted {
+		return fmt.Errorf("interrupted: %d flows written", sum.Kept)
+	}
+	return nil
+}
+
+// openTrace opens a trace file, or stdin for "-", undoing gzip (Zeek
+// rotates its logs gzipped) when the bytes say so.
+func openTrace(env *Env, name string) (*bufio.Reader, func(), error) {
+	var src io.Reader = env.Stdin
+	closeFn := func() {}
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		src, closeFn = f, func() { f.Close() }
+	}
+	br := bufio.NewReaderSize(src, replay.MaxLine)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			closeFn()
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		br = bufio.NewReaderSize(zr, replay.MaxLine)
+	}
+	return br, closeFn, nil
+}
