@@ -54,7 +54,7 @@ func FuzzJSONL(f *testing.F) {
 }
 
 func FuzzNfdump(f *testing.F) {
-	seed(f, "nfdump-1.6.csv", "nfdump-1.7.csv")
+	seed(f, "nfdump-1.6.csv", "nfdump-1.7-csv-fast.csv")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		drain(t, NewNfdumpReader(bytes.NewReader(b), Options{Ports: []uint16{443, 8443}}))
 	})

@@ -12,13 +12,13 @@ import (
 )
 
 // nfdump's CSV output (nfdump -r FILE -o csv) names its columns in a
-// header line. nfdump 1.6 and early 1.7 write the short names of the
-// fmt: format (ts,te,td,sa,da,sp,dp,pr,flg,…,ipkt,ibyt,opkt,obyt,…) with
-// times as "2006-01-02 15:04:05[.000]" in the local zone of the machine
-// running nfdump, and append a "Summary" block; later 1.7 releases name
-// them in long form (firstSeen,lastSeen,proto,srcAddr,srcPort,dstAddr,
-// dstPort,…,packets,bytes) with times in milliseconds since the epoch.
-// Columns are found by name, so either works, and so does any order.
+// header line: nfdump 1.6 and 1.7 write the short names of the fmt:
+// format (ts,te,td,sa,da,sp,dp,pr,flg,…,ipkt,ibyt,opkt,obyt,…) with times
+// as "2006-01-02 15:04:05[.000]" in the local zone of the machine running
+// nfdump, and append a "Summary" block. nfdump 1.7's -o csv-fast names them
+// in long form (cnt,af,firstSeen,lastSeen,proto,srcAddr,srcPort,dstAddr,
+// dstPort,…,packets,bytes) with times in milliseconds since the epoch and
+// the protocol as a number. Columns are found by name, so either works.
 var nfdumpNames = map[string]string{
 	"ts": "ts", "firstseen": "ts",
 	"te": "te", "lastseen": "te",
