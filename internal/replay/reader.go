@@ -68,6 +68,12 @@ type Stats struct {
 	// and names dropped past Options.MaxSNI.
 	SNIEntries int64 `json:"sni_entries,omitempty"`
 	SNIDropped int64 `json:"sni_dropped,omitempty"`
+	// Packets, Evicted and Late are a packet trace's: packets read, flows
+	// returned early because too many were open at once, and packets of
+	// connections already returned.
+	Packets int64 `json:"packets,omitempty"`
+	Evicted int64 `json:"evicted,omitempty"`
+	Late    int64 `json:"late,omitempty"`
 }
 
 func (s *Stats) malformed(line int64, err error) {

@@ -13,7 +13,7 @@ import (
 )
 
 // readAll drains a reader, failing the test on any error but io.EOF.
-func readAll(t testing.TB, r Reader) []Flow {
+func drainFlows(t testing.TB, r Reader) []Flow {
 	t.Helper()
 	var out []Flow
 	for {
@@ -28,7 +28,7 @@ func readAll(t testing.TB, r Reader) []Flow {
 	}
 }
 
-func open(t *testing.T, name, format string, opt Options) Reader {
+func openFixture(t *testing.T, name, format string, opt Options) Reader {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
@@ -79,8 +79,8 @@ func TestReplayZeek(t *testing.T) {
 				if tc.ssl {
 					opt.ZeekSSL = openSSL(t, enc.ssl)
 				}
-				r := open(t, enc.conn, FormatAuto, opt)
-				flows := readAll(t, r)
+				r := openFixture(t, enc.conn, FormatAuto, opt)
+				flows := drainFlows(t, r)
 				st := r.Stats()
 				if st.Kept != tc.kept || st.Named != tc.named || st.Read != tc.read || st.Malformed != tc.malformed || st.SNIEntries != tc.snis {
 					t.Errorf("stats %+v, want kept %d named %d read %d malformed %d sni entries %d", st, tc.kept, tc.named, tc.read, tc.malformed, tc.snis)
@@ -112,8 +112,8 @@ func TestReplayZeek(t *testing.T) {
 }
 
 func TestReplayZeekSNIBound(t *testing.T) {
-	r := open(t, "conn.log", FormatZeek, Options{Ports: []uint16{443, 8443}, ZeekSSL: openSSL(t, "ssl.log"), MaxSNI: 1})
-	flows := readAll(t, r)
+	r := openFixture(t, "conn.log", FormatZeek, Options{Ports: []uint16{443, 8443}, ZeekSSL: openSSL(t, "ssl.log"), MaxSNI: 1})
+	flows := drainFlows(t, r)
 	st := r.Stats()
 	// ssl.log names C1, C6 and an orphan: the first fits, two are dropped.
 	if st.SNIEntries != 1 || st.SNIDropped != 2 || st.Named != 1 {
@@ -139,8 +139,8 @@ func TestReplayNfdump(t *testing.T) {
 			Client: addr("10.0.0.1"), Server: addr("93.184.216.34"), Port: 443, BytesOut: 1141, PacketsOut: 12}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			r := open(t, tc.file, FormatAuto, Options{Ports: tc.ports})
-			flows := readAll(t, r)
+			r := openFixture(t, tc.file, FormatAuto, Options{Ports: tc.ports})
+			flows := drainFlows(t, r)
 			st := r.Stats()
 			if st.Read != tc.read || st.Kept != tc.kept || st.Malformed != tc.malformed || st.Named != 0 {
 				t.Fatalf("stats %+v, want read %d kept %d malformed %d", st, tc.read, tc.kept, tc.malformed)
@@ -157,8 +157,8 @@ func TestReplayNfdump(t *testing.T) {
 }
 
 func TestReplayJSONLRoundTrip(t *testing.T) {
-	r := open(t, "conn.log", FormatZeek, Options{Ports: []uint16{443, 8443}, ZeekSSL: openSSL(t, "ssl.log")})
-	flows := readAll(t, r)
+	r := openFixture(t, "conn.log", FormatZeek, Options{Ports: []uint16{443, 8443}, ZeekSSL: openSSL(t, "ssl.log")})
+	flows := drainFlows(t, r)
 	var buf bytes.Buffer
 	w := NewJSONLWriter(&buf)
 	for _, f := range flows {
@@ -180,7 +180,7 @@ func TestReplayJSONLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readAll(t, jr)
+	got := drainFlows(t, jr)
 	st := jr.Stats()
 	if len(got) != len(flows)+1 || st.Malformed != 2 || st.Kept != int64(len(flows)+1) || st.Named != 3 {
 		t.Fatalf("read back %d flows, stats %+v; want %d, 2 malformed, 3 named", len(got), st, len(flows)+1)
