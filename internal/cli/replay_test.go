@@ -100,3 +100,38 @@ func TestReplayFlowsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayFlowsStdinAndInterrupt(t *testing.T) {
+	td := filepath.Join("..", "replay", "testdata")
+	raw, err := os.ReadFile(filepath.Join(td, "nfdump-1.7-csv-fast.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: bytes.NewReader(raw), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	if code := Main(context.Background(), env, []string{"replay", "flows", "-", "--json"}); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	// Flows alone on stdout, the JSON summary on stderr.
+	if n := strings.Count(out.String(), "\n"); n != 2 || !strings.Contains(out.String(), `"server":"198.51.100.7"`) {
+		t.Fatalf("stdout:\n%s", out.String())
+	}
+	var sum replayFlowsSummary
+	if err := json.Unmarshal(errb.Bytes(), &sum); err != nil || sum.Format != "nfdump" || sum.Read != 4 || sum.Kept != 2 {
+		t.Fatalf("summary %q (%v)", errb.String(), err)
+	}
+
+	// A cancelled context (Ctrl-C) stops the read, says so, and still
+	// reports what was done.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out.Reset()
+	errb.Reset()
+	env.Stdin = bytes.NewReader(raw)
+	if code := Main(ctx, env, []string{"replay", "flows", "-"}); code != ExitUsage {
+		t.Fatalf("exit %d, want %d", code, ExitUsage)
+	}
+	if !strings.Contains(errb.String(), "0 flows read, 0 kept") || !strings.Contains(errb.String(), "interrupted: 0 flows written") || out.Len() != 0 {
+		t.Fatalf("stderr %q stdout %q", errb.String(), out.String())
+	}
+}
