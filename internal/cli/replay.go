@@ -72,13 +72,14 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 		return usageError("--zeek-ssl-max must be positive")
 	}
 
-	in, closeIn, err := openTrace(env, pos[0])
+	prog := &traceProgress{ctx: ctx, w: env.Stderr, start: time.Now(), last: time.Now()}
+	in, closeIn, err := openTrace(env, pos[0], prog)
 	if err != nil {
 		return err
 	}
 	defer closeIn()
 	if *sslLog != "" {
-		ssl, closeSSL, err := openTrace(env, *sslLog)
+		ssl, closeSSL, err := openTrace(env, *sslLog, nil)
 		if err != nil {
 			return err
 		}
@@ -97,6 +98,7 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
+	prog.stats = r.Stats
 
 	dst := env.Stdout
 	var f *os.File
@@ -109,7 +111,6 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 	}
 	w := replay.NewJSONLWriter(dst)
 	sum := replayFlowsSummary{Format: name}
-	start, last := time.Now(), time.Now()
 	var readErr error
 	for {
 		if ctx.Err() != nil {
@@ -120,19 +121,16 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			sum.Interrupted = true
+			break
+		}
 		if err != nil {
 			readErr = fmt.Errorf("%s: %w", pos[0], err)
 			break
 		}
 		if err := w.Write(fl); err != nil {
 			return err
-		}
-		// Progress for long inputs only: nothing for the first second.
-		if now := time.Now(); now.Sub(last) >= time.Second {
-			last = now
-			st := r.Stats()
-			fmt.Fprintf(env.Stderr, "pkie replay flows: %d flows read, %d kept (%.0f/s), %d named, %d malformed\n",
-				st.Read, st.Kept, float64(st.Read)/now.Sub(start).Seconds(), st.Named, st.Malformed)
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -172,9 +170,42 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// traceProgress sits under a trace's reader and, at most once a second
+// and only after the first, prints how far the read has got: it sees every
+// read of the file, however few of its flows are kept. It also ends the
+// read when ctx is cancelled.
+type traceProgress struct {
+	ctx         context.Context
+	src         io.Reader
+	w           io.Writer
+	size, n     int64
+	start, last time.Time
+	stats       func() replay.Stats
+}
+
+func (p *traceProgress) Read(b []byte) (int, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := p.src.Read(b)
+	p.n += int64(n)
+	if now := time.Now(); p.stats != nil && now.Sub(p.last) >= time.Second {
+		p.last = now
+		st := p.stats()
+		done := ""
+		if p.size > 0 {
+			done = fmt.Sprintf(" (%.0f%%)", 100*float64(p.n)/float64(p.size))
+		}
+		fmt.Fprintf(p.w, "pkie replay flows: %.1f MB read%s, %d flows read (%.0f/s), %d kept, %d named, %d malformed\n",
+			float64(p.n)/1e6, done, st.Read, float64(st.Read)/now.Sub(p.start).Seconds(), st.Kept, st.Named, st.Malformed)
+	}
+	return n, err
+}
+
 // openTrace opens a trace file, or stdin for "-", undoing gzip (Zeek
-// rotates its logs gzipped) when the bytes say so.
-func openTrace(env *Env, name string) (*bufio.Reader, func(), error) {
+// rotates its logs gzipped) when the bytes say so. prog, if not nil,
+// watches the file's bytes.
+func openTrace(env *Env, name string, prog *traceProgress) (*bufio.Reader, func(), error) {
 	var src io.Reader = env.Stdin
 	closeFn := func() {}
 	if name != "-" {
@@ -183,6 +214,15 @@ func openTrace(env *Env, name string) (*bufio.Reader, func(), error) {
 			return nil, nil, err
 		}
 		src, closeFn = f, func() { f.Close() }
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if prog != nil {
+				prog.size = fi.Size()
+			}
+		}
+	}
+	if prog != nil {
+		prog.src = src
+		src = prog
 	}
 	br := bufio.NewReaderSize(src, replay.MaxLine)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {

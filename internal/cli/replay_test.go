@@ -124,14 +124,27 @@ func TestReplayFlowsStdinAndInterrupt(t *testing.T) {
 	// A cancelled context (Ctrl-C) stops the read, says so, and still
 	// reports what was done.
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	defer cancel()
 	out.Reset()
 	errb.Reset()
-	env.Stdin = bytes.NewReader(raw)
+	env.Stdin = &cancelAfterRead{r: bytes.NewReader(raw), cancel: cancel}
 	if code := Main(ctx, env, []string{"replay", "flows", "-"}); code != ExitUsage {
 		t.Fatalf("exit %d, want %d", code, ExitUsage)
 	}
 	if !strings.Contains(errb.String(), "0 flows read, 0 kept") || !strings.Contains(errb.String(), "interrupted: 0 flows written") || out.Len() != 0 {
 		t.Fatalf("stderr %q stdout %q", errb.String(), out.String())
 	}
+}
+
+// cancelAfterRead cancels its context once its first bytes are read: a
+// Ctrl-C arriving once the trace is open.
+type cancelAfterRead struct {
+	r      *bytes.Reader
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfterRead) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.cancel()
+	return n, err
 }
