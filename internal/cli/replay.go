@@ -23,7 +23,7 @@ func runReplay(ctx context.Context, env *Env, args []string) error {
 		return usageError("unknown subcommand %q; want flows (run \"pkie replay -h\")", args[0])
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprintln(env.Stderr, "Usage: pkie replay flows [flags]\n\n"+
+		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
 			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines")
 		if len(args) > 0 && isHelp(args[0]) {
 			return nil
