@@ -75,7 +75,7 @@ func parseHelloBody(body []byte) (string, error) {
 	if v := p.u16(); v>>8 != 3 {
 		return "", fmt.Errorf("replay: ClientHello version %#04x", v)
 	}
-	p.take(32) // random
+	p.take(32)         // random
 	p.take(p.vec8(32)) // legacy_session_id
 	suites := p.u16()
 	if suites < 2 || suites%2 != 0 {

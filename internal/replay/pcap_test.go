@@ -1,0 +1,252 @@
+package replay
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+)
+
+// clientHello returns the first bytes crypto/tls sends as a client asking
+// for serverName: its ClientHello record, taken off a net.Pipe.
+func clientHello(t testing.TB, serverName string) []byte {
+	t.Helper()
+	c, s := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The handshake fails once s is closed; only its first flight
+		// matters here.
+		_ = tls.Client(c, &tls.Config{ServerName: serverName}).Handshake()
+	}()
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(s, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint16(hdr[3:]))
+	if _, err := io.ReadFull(s, body); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c.Close()
+	<-done
+	return append(hdr, body...)
+}
+
+// traceWriter assembles a trace packet by packet.
+type traceWriter struct {
+	t   testing.TB
+	lt  layers.LinkType
+	out func(gopacket.CaptureInfo, []byte) error
+}
+
+func (w *traceWriter) send(ts time.Time, src, dst netip.AddrPort, flags string, seq, ack uint32, payload []byte) {
+	w.t.Helper()
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(src.Port()), DstPort: layers.TCPPort(dst.Port()), Seq: seq, Ack: ack, Window: 65535}
+	for _, f := range flags {
+		switch f {
+		case 'S':
+			tcp.SYN = true
+		case 'A':
+			tcp.ACK = true
+		case 'F':
+			tcp.FIN = true
+		case 'R':
+			tcp.RST = true
+		case 'P':
+			tcp.PSH = true
+		}
+	}
+	var ls []gopacket.SerializableLayer
+	var net gopacket.NetworkLayer
+	eth := &layers.Ethernet{SrcMAC: net2mac(1), DstMAC: net2mac(2)}
+	if src.Addr().Is4() {
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
+		eth.EthernetType, net = layers.EthernetTypeIPv4, ip
+		ls = append(ls, ip)
+	} else {
+		ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolTCP, SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
+		eth.EthernetType, net = layers.EthernetTypeIPv6, ip
+		ls = append(ls, ip)
+	}
+	if w.lt == layers.LinkTypeEthernet {
+		ls = append([]gopacket.SerializableLayer{eth}, ls...)
+	}
+	if err := tcp.SetNetworkLayerForChecksum(net); err != nil {
+		w.t.Fatal(err)
+	}
+	ls = append(ls, tcp, gopacket.Payload(payload))
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		w.t.Fatal(err)
+	}
+	b := buf.Bytes()
+	if err := w.out(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(b), Length: len(b)}, b); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func net2mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
+
+// conn writes one TCP connection: handshake, the client's first bytes
+// (in two segments, the second sent first, when split), a response of
+// respLen bytes, and unless open, a FIN each way and the last ACK. It
+// returns the flow a reader must make of it (IP payload bytes: 20-byte
+// TCP headers plus data).
+func (w *traceWriter) conn(t0 time.Time, c, s netip.AddrPort, first []byte, split, open bool, respLen int) Flow {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const cisn, sisn = 1000, 900000
+	w.send(at(0), c, s, "S", cisn, 0, nil)
+	w.send(at(10), s, c, "SA", sisn, cisn+1, nil)
+	w.send(at(20), c, s, "A", cisn+1, sisn+1, nil)
+	out, in := 2, 1
+	if split {
+		h := len(first) / 3
+		w.send(at(21), c, s, "PA", cisn+1+uint32(h), sisn+1, first[h:])
+		w.send(at(22), c, s, "PA", cisn+1, sisn+1, first[:h])
+		out += 2
+	} else {
+		w.send(at(21), c, s, "PA", cisn+1, sisn+1, first)
+		out++
+	}
+	cnext := uint32(cisn + 1 + len(first))
+	w.send(at(30), s, c, "PA", sisn+1, cnext, make([]byte, respLen))
+	in++
+	snext := uint32(sisn + 1 + respLen)
+	end := 30
+	if !open {
+		w.send(at(40), c, s, "FA", cnext, snext, nil)
+		w.send(at(50), s, c, "FA", snext, cnext+1, nil)
+		w.send(at(60), c, s, "A", cnext+1, snext+1, nil)
+		out += 2
+		in++
+		end = 60
+	}
+	return Flow{
+		Start: t0, Duration: time.Duration(end) * time.Millisecond,
+		Client: c.Addr(), Server: s.Addr(), Port: s.Port(),
+		BytesOut: uint64(20*out + len(first)), BytesIn: uint64(20*in + respLen),
+		PacketsOut: uint64(out), PacketsIn: uint64(in),
+	}
+}
+
+// writeTrace writes the test's trace through out and returns the flows a
+// reader with the default ports must return, by client.
+func writeTrace(t testing.TB, lt layers.LinkType, out func(gopacket.CaptureInfo, []byte) error) map[netip.Addr]Flow {
+	w := &traceWriter{t: t, lt: lt, out: out}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	ap := netip.MustParseAddrPort
+	want := map[netip.Addr]Flow{}
+	add := func(f Flow, sni string) {
+		f.ServerName = sni
+		want[f.Client] = f
+	}
+	ha := clientHello(t, "a.example")
+	add(w.conn(t0, ap("10.0.0.1:40001"), ap("192.0.2.1:443"), ha, false, false, 100), "a.example")
+	// A retransmitted last ACK after the close: late, not a new flow.
+	w.send(t0.Add(70*time.Millisecond), ap("10.0.0.1:40001"), ap("192.0.2.1:443"), "A", 1000+1+uint32(len(ha))+1, 900000+1+100+1, nil)
+	add(w.conn(t0.Add(time.Second), ap("[2001:db8::1]:40002"), ap("[2001:db8::2]:443"), clientHello(t, "Mixed.Example.COM"), false, false, 2000), "mixed.example.com")
+	add(w.conn(t0.Add(2*time.Second), ap("10.0.0.2:40003"), ap("192.0.2.3:443"), clientHello(t, "split.example"), true, false, 50), "split.example")
+	// Another port: skipped with the default ports.
+	w.conn(t0.Add(3*time.Second), ap("10.0.0.3:40004"), ap("192.0.2.4:8443"), clientHello(t, "other.example"), false, false, 10)
+	// No TLS on 443, and never closed: returned at the end of the trace.
+	add(w.conn(t0.Add(4*time.Second), ap("10.0.0.4:40005"), ap("192.0.2.5:443"), []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false, true, 300), "")
+	return want
+}
+
+// makeTrace writes the test's trace as a pcap or pcapng file of the given
+// link type.
+func makeTrace(t testing.TB, ng bool, lt layers.LinkType) ([]byte, map[netip.Addr]Flow) {
+	var b bytes.Buffer
+	if ng {
+		w, err := pcapgo.NewNgWriter(&b, lt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := writeTrace(t, lt, w.WritePacket)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes(), want
+	}
+	w := pcapgo.NewWriterNanos(&b)
+	if err := w.WriteFileHeader(65535, lt); err != nil {
+		t.Fatal(err)
+	}
+	want := writeTrace(t, lt, w.WritePacket)
+	return b.Bytes(), want
+}
+
+func readAll(t testing.TB, r io.Reader, opt pcapOptions) ([]Flow, pcapStats) {
+	t.Helper()
+	pr, err := OpenPCAP(r, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Flow
+	for {
+		f, err := pr.Next()
+		if errors.Is(err, io.EOF) {
+			return got, pr.Stats()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f)
+	}
+}
+
+func TestOpenPCAP(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ng   bool
+		lt   layers.LinkType
+	}{
+		{"pcap ethernet", false, layers.LinkTypeEthernet},
+		{"pcap raw IP", false, layers.LinkTypeRaw},
+		{"pcapng ethernet", true, layers.LinkTypeEthernet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trace, want := makeTrace(t, tc.ng, tc.lt)
+			got, st := readAll(t, bytes.NewReader(trace), pcapOptions{})
+			if len(got) != len(want) {
+				t.Fatalf("got %d flows, want %d: %+v", len(got), len(want), got)
+			}
+			for i, f := range got {
+				// Closed flows come as they close, the open one last.
+				if i == len(got)-1 && f.Client != netip.MustParseAddr("10.0.0.4") {
+					t.Errorf("last flow %+v, want the open one", f)
+				}
+				if w := want[f.Client]; f != w {
+					t.Errorf("flow\n got %+v\nwant %+v", f, w)
+				}
+			}
+			// 8 packets of the 8443 connection skipped, 1 late ACK; 3
+			// closed connections of 8 packets, the split one of 9, the open
+			// one of 5.
+			if st.Packets != 4*8+9+5+1 || st.Skipped != 8 || st.Late != 1 || st.Malformed != 0 || st.Flows != 4 || st.Evicted != 0 {
+				t.Errorf("stats %+v", st)
+			}
+			// With 8443 configured too, its flow is there.
+			got, _ = readAll(t, bytes.NewReader(trace), pcapOptions{Ports: []uint16{443, 8443}})
+			n := 0
+			for _, f := range got {
+				if f.Port == 8443 && f.ServerName == "other.example" && f.Server == netip.MustParseAddr("192.0.2.4") {
+					n++
+				}
+			}
+			if len(got) != 5 || n != 1 {
+				t.Errorf("with port 8443: %d flows, %d to 8443 named other.example", len(got), n)
+			}
+		})
+	}
+}
