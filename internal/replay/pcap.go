@@ -87,6 +87,10 @@ type PCAPReader struct {
 	swept  time.Time
 	eof    error
 	stats  pcapStats
+	// The bounds, pcapMaxFlows and pcapIdleTimeout unless a test
+	// changes them.
+	maxFlows int
+	idle     time.Duration
 }
 
 // flowKey names a connection from the client's side.
@@ -122,6 +126,9 @@ func OpenPCAP(r io.Reader, opt pcapOptions) (*PCAPReader, error) {
 		flows:  make(map[flowKey]*list.Element),
 		lru:    list.New(),
 		closed: make(map[flowKey]time.Time),
+
+		maxFlows: pcapMaxFlows,
+		idle:     pcapIdleTimeout,
 	}
 	if len(pr.ports) == 0 {
 		pr.ports = []uint16{443}
@@ -229,9 +236,10 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 		}
 		return
 	}
-	if ipPayload < 0 {
-		pr.stats.Malformed++
-		return
+	if seg := len(tcp.Contents) + len(tcp.Payload); ipPayload < seg {
+		// A length field understating what decoded (an IPv6 jumbogram's
+		// zero, say): count what is there.
+		ipPayload = seg
 	}
 	sp, dp := uint16(tcp.SrcPort), uint16(tcp.DstPort)
 	var key flowKey
@@ -258,7 +266,7 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 			return
 		}
 		delete(pr.closed, key)
-		if pr.lru.Len() >= pcapMaxFlows {
+		if pr.lru.Len() >= pr.maxFlows {
 			pr.stats.Evicted++
 			pr.finish(pr.lru.Back(), false)
 		}
@@ -376,10 +384,10 @@ func (pr *PCAPReader) finish(el *list.Element, closed bool) {
 	fl.f.Duration = fl.last.Sub(fl.f.Start)
 	pr.ready = append(pr.ready, fl.f)
 	if closed {
-		if len(pr.closed) >= pcapMaxFlows {
+		if len(pr.closed) >= pr.maxFlows {
 			pr.expireClosed()
 		}
-		if len(pr.closed) < pcapMaxFlows {
+		if len(pr.closed) < pr.maxFlows {
 			pr.closed[fl.key] = fl.last
 		}
 	}
@@ -388,12 +396,12 @@ func (pr *PCAPReader) finish(el *list.Element, closed bool) {
 // sweep ends the flows idle past pcapIdleTimeout, looking at most once per
 // tenth of it so that the cost stays proportional to the packets.
 func (pr *PCAPReader) sweep() {
-	if pr.now.Sub(pr.swept) < pcapIdleTimeout/10 {
+	if pr.now.Sub(pr.swept) < pr.idle/10 {
 		return
 	}
 	pr.swept = pr.now
 	for el := pr.lru.Back(); el != nil; el = pr.lru.Back() {
-		if pr.now.Sub(el.Value.(*pcapFlow).last) < pcapIdleTimeout {
+		if pr.now.Sub(el.Value.(*pcapFlow).last) < pr.idle {
 			break
 		}
 		pr.finish(el, false)
@@ -405,7 +413,7 @@ func (pr *PCAPReader) sweep() {
 // theirs is a new connection's.
 func (pr *PCAPReader) expireClosed() {
 	for k, t := range pr.closed {
-		if pr.now.Sub(t) >= pcapIdleTimeout {
+		if pr.now.Sub(t) >= pr.idle {
 			delete(pr.closed, k)
 		}
 	}

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +29,8 @@ func clientHello(t testing.TB, serverName string) []byte {
 		defer close(done)
 		// The handshake fails once s is closed; only its first flight
 		// matters here.
-		_ = tls.Client(c, &tls.Config{ServerName: serverName}).Handshake()
+		// Without a name, crypto/tls insists on InsecureSkipVerify.
+		_ = tls.Client(c, &tls.Config{ServerName: serverName, InsecureSkipVerify: serverName == ""}).Handshake()
 	}()
 	hdr := make([]byte, 5)
 	if _, err := io.ReadFull(s, hdr); err != nil {
@@ -249,4 +253,199 @@ func TestOpenPCAP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPCAPEnds checks when flows are returned: idle past the timeout in
+// trace time (before a flow that started earlier), on a RST, and evicted
+// past the tracked-flow bound.
+func TestPCAPEnds(t *testing.T) {
+	var b bytes.Buffer
+	pw := pcapgo.NewWriter(&b)
+	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	w := &traceWriter{t: t, lt: layers.LinkTypeEthernet, out: pw.WritePacket}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	ap := netip.MustParseAddrPort
+	long, idle, rst := ap("10.0.0.1:1"), ap("10.0.0.2:2"), ap("10.0.0.3:3")
+	srv := ap("192.0.2.1:443")
+	w.send(t0, long, srv, "S", 1, 0, nil)
+	w.send(t0.Add(time.Second), idle, srv, "S", 1, 0, nil)
+	w.send(t0.Add(2*time.Second), rst, srv, "S", 1, 0, nil)
+	w.send(t0.Add(3*time.Second), srv, rst, "R", 0, 0, nil)
+	w.send(t0.Add(2*time.Minute), long, srv, "A", 2, 1, nil)
+	w.send(t0.Add(6*time.Minute), srv, long, "A", 1, 2, nil)
+	for _, tc := range []struct {
+		maxFlows int
+		order    []netip.AddrPort
+		evicted  uint64
+	}{
+		// rst on its RST; idle when long's packet 6 minutes on sweeps
+		// it; long at the end.
+		{pcapMaxFlows, []netip.AddrPort{rst, idle, long}, 0},
+		// With one flow tracked, each new one evicts the last.
+		{1, []netip.AddrPort{long, idle, rst, long}, 2},
+	} {
+		pr, err := OpenPCAP(bytes.NewReader(b.Bytes()), pcapOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.maxFlows = tc.maxFlows
+		var got []netip.Addr
+		for {
+			f, err := pr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, f.Client)
+		}
+		want := make([]netip.Addr, len(tc.order))
+		for i, a := range tc.order {
+			want[i] = a.Addr()
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("maxFlows %d: flows from %v, want %v", tc.maxFlows, got, want)
+		}
+		if st := pr.Stats(); st.Evicted != tc.evicted {
+			t.Errorf("maxFlows %d: %d evicted, want %d", tc.maxFlows, st.Evicted, tc.evicted)
+		}
+	}
+}
+
+// TestPCAPHostileLengths checks that a capture length in a corrupt header
+// is refused before anything is allocated for it.
+func TestPCAPHostileLengths(t *testing.T) {
+	const huge = 200 << 20
+	pcap := []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0} // snap length 4 GiB
+	pcap = binary.LittleEndian.AppendUint32(pcap, 0)
+	pcap = binary.LittleEndian.AppendUint32(pcap, 0)
+	pcap = binary.LittleEndian.AppendUint32(pcap, huge)
+	pcap = binary.LittleEndian.AppendUint32(pcap, huge)
+
+	var ng bytes.Buffer
+	nw, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	epb := binary.LittleEndian.AppendUint32(nil, 6)
+	epb = binary.LittleEndian.AppendUint32(epb, 32)
+	epb = binary.LittleEndian.AppendUint32(epb, 0) // interface
+	epb = binary.LittleEndian.AppendUint64(epb, 0) // time
+	epb = binary.LittleEndian.AppendUint32(epb, huge)
+	epb = binary.LittleEndian.AppendUint32(epb, huge)
+	epb = binary.LittleEndian.AppendUint32(epb, 32)
+
+	for name, trace := range map[string][]byte{"pcap": pcap, "pcapng": append(ng.Bytes(), epb...)} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		pr, err := OpenPCAP(bytes.NewReader(trace), pcapOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = pr.Next()
+		runtime.ReadMemStats(&after)
+		if err == nil || err == io.EOF {
+			t.Errorf("%s: Next returned %v, want an error", name, err)
+		}
+		if d := after.TotalAlloc - before.TotalAlloc; d > huge/2 {
+			t.Errorf("%s: %d bytes allocated for a corrupt length", name, d)
+		}
+	}
+}
+
+func TestParseSNI(t *testing.T) {
+	hello := clientHello(t, "www.Example.org")
+	// The same handshake message cut into two records.
+	msg := hello[5:]
+	two := append([]byte{22, 3, 1, 0, 100}, msg[:100]...)
+	two = append(two, 22, 3, 1, byte((len(msg)-100)>>8), byte(len(msg)-100))
+	two = append(two, msg[100:]...)
+	noSNI := clientHello(t, "")
+	bad := slices.Clone(hello)
+	bad[5] = 2 // a ServerHello
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		sni  string
+		err  error // nil, errNeedMore, or errAny
+	}{
+		{"one record", hello, "www.example.org", nil},
+		{"two records", two, "www.example.org", nil},
+		{"no server_name", noSNI, "", nil},
+		{"cut", hello[:len(hello)-1], "", errNeedMore},
+		{"cut in the second record", two[:len(two)-10], "", errNeedMore},
+		{"header only", hello[:3], "", errNeedMore},
+		{"http", []byte("GET / HTTP/1.1\r\n"), "", errAny},
+		{"not a ClientHello", bad, "", errAny},
+		{"SSLv2 version", append([]byte{22, 2, 0}, hello[3:]...), "", errAny},
+		{"trailing bytes", append(append([]byte{22, 3, 1, byte((len(msg) + 1) >> 8), byte(len(msg) + 1)}, msg[:1]...),
+			append([]byte{msg[1], msg[2], msg[3] + 1}, append(msg[4:], 0)...)...), "", errAny},
+	} {
+		sni, err := parseSNI(tc.in)
+		switch {
+		case tc.err == nil && err != nil, tc.err == errNeedMore && err != errNeedMore,
+			tc.err == errAny && (err == nil || err == errNeedMore):
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.err)
+		case sni != tc.sni:
+			t.Errorf("%s: %q, want %q", tc.name, sni, tc.sni)
+		}
+	}
+}
+
+var errAny = errors.New("any error")
+
+func FuzzSNI(f *testing.F) {
+	f.Add(clientHello(f, "a.example"))
+	f.Add(clientHello(f, ""))
+	f.Add([]byte{22, 3, 1, 0, 4, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sni, err := parseSNI(b)
+		if err != nil && sni != "" {
+			t.Fatalf("name %q with error %v", sni, err)
+		}
+		if sni != "" {
+			if checkHostName([]byte(sni)) != nil || strings.ToLower(sni) != sni {
+				t.Fatalf("bad name %q", sni)
+			}
+		}
+	})
+}
+
+func FuzzPCAP(f *testing.F) {
+	for _, ng := range []bool{false, true} {
+		trace, _ := makeTrace(f, ng, layers.LinkTypeEthernet)
+		f.Add(trace)
+	}
+	trace, _ := makeTrace(f, false, layers.LinkTypeRaw)
+	f.Add(trace)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pr, err := OpenPCAP(bytes.NewReader(b), pcapOptions{Ports: []uint16{443, 80}})
+		if err != nil {
+			return
+		}
+		// Every flow has a packet, and a packet at least 20 bytes of
+		// TCP header, so no trace of n bytes has more than n/20 flows.
+		for n := 0; ; n++ {
+			fl, err := pr.Next()
+			if err != nil {
+				break
+			}
+			if n > len(b)/20 {
+				t.Fatalf("%d flows from %d bytes", n, len(b))
+			}
+			if fl.Duration < 0 || fl.PacketsIn+fl.PacketsOut == 0 || fl.BytesIn+fl.BytesOut < 20*(fl.PacketsIn+fl.PacketsOut) {
+				t.Fatalf("flow %+v", fl)
+			}
+			if fl.ServerName != "" && checkHostName([]byte(fl.ServerName)) != nil {
+				t.Fatalf("bad name %q", fl.ServerName)
+			}
+		}
+	})
 }
