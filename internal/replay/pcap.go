@@ -260,8 +260,7 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 
 	el := pr.flows[key]
 	if el == nil {
-		if t, ok := pr.closed[key]; ok && !tcp.SYN {
-			_ = t
+		if _, ok := pr.closed[key]; ok && !tcp.SYN {
 			pr.stats.Late++
 			return
 		}
