@@ -190,7 +190,7 @@ func makeTrace(t testing.TB, ng bool, lt layers.LinkType) ([]byte, map[netip.Add
 	return b.Bytes(), want
 }
 
-func readAll(t testing.TB, r io.Reader, opt pcapOptions) ([]Flow, pcapStats) {
+func readPCAP(t testing.TB, r io.Reader, opt pcapOptions) ([]Flow, pcapStats) {
 	t.Helper()
 	pr, err := OpenPCAP(r, opt)
 	if err != nil {
@@ -221,7 +221,7 @@ func TestOpenPCAP(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trace, want := makeTrace(t, tc.ng, tc.lt)
-			got, st := readAll(t, bytes.NewReader(trace), pcapOptions{})
+			got, st := readPCAP(t, bytes.NewReader(trace), pcapOptions{})
 			if len(got) != len(want) {
 				t.Fatalf("got %d flows, want %d: %+v", len(got), len(want), got)
 			}
@@ -241,7 +241,7 @@ func TestOpenPCAP(t *testing.T) {
 				t.Errorf("stats %+v", st)
 			}
 			// With 8443 configured too, its flow is there.
-			got, _ = readAll(t, bytes.NewReader(trace), pcapOptions{Ports: []uint16{443, 8443}})
+			got, _ = readPCAP(t, bytes.NewReader(trace), pcapOptions{Ports: []uint16{443, 8443}})
 			n := 0
 			for _, f := range got {
 				if f.Port == 8443 && f.ServerName == "other.example" && f.Server == netip.MustParseAddr("192.0.2.4") {
