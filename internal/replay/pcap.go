@@ -33,6 +33,7 @@ type pcapStats struct {
 	Skipped   uint64 // not TCP to or from a configured port, or an IP fragment past the first
 	Malformed uint64 // frames that did not decode
 	Flows     uint64 // flows returned
+	Named     uint64 // flows returned with a server name
 	// Evicted counts flows returned early because maxFlows were tracked
 	// at once: the least recently active one is returned as it stands,
 	// and later packets of its connection start a new flow.
@@ -183,6 +184,9 @@ func (pr *PCAPReader) Next() (Flow, error) {
 	f := pr.ready[0]
 	pr.ready = pr.ready[1:]
 	pr.stats.Flows++
+	if f.ServerName != "" {
+		pr.stats.Named++
+	}
 	return f, nil
 }
 

@@ -237,7 +237,7 @@ func TestOpenPCAP(t *testing.T) {
 			// 8 packets of the 8443 connection skipped, 1 late ACK; 3
 			// closed connections of 8 packets, the split one of 9, the open
 			// one of 5.
-			if st.Packets != 3*8+9+5+1 || st.Skipped != 8 || st.Late != 1 || st.Malformed != 0 || st.Flows != 4 || st.Evicted != 0 {
+			if st.Packets != 3*8+9+5+1 || st.Skipped != 8 || st.Late != 1 || st.Malformed != 0 || st.Flows != 4 || st.Named != 3 || st.Evicted != 0 {
 				t.Errorf("stats %+v", st)
 			}
 			// With 8443 configured too, its flow is there.
