@@ -1,0 +1,499 @@
+package replay
+
+import (
+	"bufio"
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+)
+
+// TEMPORARY: pcapOptions and pcapStats stand for R1's Options and Stats
+// (internal/replay/reader.go), not merged yet when this was written; the
+// lead reconciles them at merge (OpenPCAP then takes Options and returns
+// Reader).
+
+// pcapOptions is the part of the readers' Options that OpenPCAP uses.
+type pcapOptions struct {
+	// Ports are the server ports whose TCP connections are flows; none
+	// means 443.
+	Ports []uint16
+}
+
+// pcapStats counts what a pcap reader saw and what it left out.
+type pcapStats struct {
+	Packets   uint64 // packets read from the file
+	Skipped   uint64 // not TCP to or from a configured port, or an IP fragment past the first
+	Malformed uint64 // frames that did not decode
+	Flows     uint64 // flows returned
+	Named     uint64 // flows returned with a server name
+	// Evicted counts flows returned early because maxFlows were tracked
+	// at once: the least recently active one is returned as it stands,
+	// and later packets of its connection start a new flow.
+	Evicted uint64
+	// Late counts packets of a connection already returned as closed
+	// (retransmissions, a final ACK), which no flow counts.
+	Late uint64
+}
+
+const (
+	// pcapMaxFlows bounds the connections tracked at once, and so the
+	// reader's memory: about maxHelloBytes each at worst.
+	pcapMaxFlows = 1 << 16
+	// pcapIdleTimeout ends a connection silent this long in trace time:
+	// Zeek's tcp_inactivity_timeout.
+	pcapIdleTimeout = 5 * time.Minute
+	// pcapMaxCapture bounds a frame's captured length (tcpdump's default
+	// snap length), so a corrupt header cannot make the reader allocate
+	// gigabytes.
+	pcapMaxCapture = 262144
+	// pcapMaxPending bounds the out-of-order segments held per flow while
+	// the ClientHello is reassembled.
+	pcapMaxPending = 64
+)
+
+// packetSource is what pcapgo's two readers have in common.
+type packetSource interface {
+	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+}
+
+// PCAPReader reads flows from a pcap or pcapng trace. Its flows' byte
+// counts are IP payload bytes, as the IP header states them (so a capture
+// truncated by its snap length still counts in full): the TCP segment,
+// header included, and for IPv6 any extension headers. Packets count every
+// TCP segment, SYNs and bare ACKs included.
+//
+// Flows are returned when their connection ends: when both sides' FINs
+// have been acknowledged, on a RST, after pcapIdleTimeout of trace time
+// without a packet, or at the end of the trace (then in order of start).
+// They are therefore not in order of start.
+type PCAPReader struct {
+	src      packetSource
+	ng       *pcapgo.NgReader // nil for pcap
+	linkType layers.LinkType
+	ports    []uint16
+
+	flows  map[flowKey]*list.Element // of *pcapFlow
+	lru    *list.List                // least recently active at the back
+	closed map[flowKey]time.Time     // recently returned, for late packets
+	ready  []Flow
+	now    time.Time
+	swept  time.Time
+	eof    error
+	stats  pcapStats
+	// The bounds, pcapMaxFlows and pcapIdleTimeout unless a test
+	// changes them.
+	maxFlows int
+	idle     time.Duration
+}
+
+// flowKey names a connection from the client's side.
+type flowKey struct {
+	client, server netip.AddrPort
+}
+
+type pcapFlow struct {
+	key     flowKey
+	f       Flow
+	last    time.Time
+	fin     [2]uint32 // each side's FIN sequence number + 1 (0: none)
+	finAckd [2]bool
+	// Reassembly of the client's first bytes, until helloDone.
+	base      uint32
+	haveBase  bool
+	hello     []byte
+	pending   map[uint32][]byte
+	helloDone bool
+}
+
+// OpenPCAP reads a pcap or pcapng trace from r, recognised by its magic
+// number, streaming. Link types Ethernet, Linux SLL, raw IP, IPv4, IPv6 and
+// BSD loopback are decoded.
+func OpenPCAP(r io.Reader, opt pcapOptions) (*PCAPReader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, err := br.Peek(4)
+	if err != nil {
+		return nil, fmt.Errorf("replay: reading the trace's magic number: %w", err)
+	}
+	pr := &PCAPReader{
+		ports:  opt.Ports,
+		flows:  make(map[flowKey]*list.Element),
+		lru:    list.New(),
+		closed: make(map[flowKey]time.Time),
+
+		maxFlows: pcapMaxFlows,
+		idle:     pcapIdleTimeout,
+	}
+	if len(pr.ports) == 0 {
+		pr.ports = []uint16{443}
+	}
+	if magic[0] == 0x0a && magic[1] == 0x0d && magic[2] == 0x0d && magic[3] == 0x0a {
+		ng, err := pcapgo.NewNgReader(&cappedReader{br: br}, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		if err != nil {
+			return nil, fmt.Errorf("replay: not a pcapng trace: %w", err)
+		}
+		pr.src, pr.ng = ng, ng
+	} else {
+		p, err := pcapgo.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("replay: not a pcap or pcapng trace: %w", err)
+		}
+		if p.Snaplen() > pcapMaxCapture {
+			p.SetSnaplen(pcapMaxCapture)
+		}
+		pr.src, pr.linkType = p, p.LinkType()
+	}
+	return pr, nil
+}
+
+// Stats reports what has been read so far.
+func (pr *PCAPReader) Stats() pcapStats { return pr.stats }
+
+// Next returns the next flow to end, or io.EOF after the last.
+func (pr *PCAPReader) Next() (Flow, error) {
+	for len(pr.ready) == 0 {
+		if pr.eof != nil {
+			return Flow{}, pr.eof
+		}
+		data, ci, err := pr.src.ReadPacketData()
+		if err != nil {
+			pr.flush()
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) && pr.stats.Packets > 0 {
+				// A trace cut short mid-packet (a capture killed
+				// while writing) still has its flows.
+				pr.eof = io.EOF
+			} else {
+				pr.eof = fmt.Errorf("replay: reading packet %d: %w", pr.stats.Packets+1, err)
+			}
+			continue
+		}
+		pr.stats.Packets++
+		lt := pr.linkType
+		if pr.ng != nil && len(ci.AncillaryData) > 0 {
+			lt, _ = ci.AncillaryData[0].(layers.LinkType)
+		}
+		pr.packet(data, ci, lt)
+	}
+	f := pr.ready[0]
+	pr.ready = pr.ready[1:]
+	pr.stats.Flows++
+	if f.ServerName != "" {
+		pr.stats.Named++
+	}
+	return f, nil
+}
+
+func (pr *PCAPReader) isServerPort(p uint16) bool { return slices.Contains(pr.ports, p) }
+
+// packet accounts one captured frame.
+func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.LinkType) {
+	var first gopacket.Decoder
+	switch lt {
+	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeNull, layers.LinkTypeLoop:
+		first = lt
+	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6, 12 /* raw IP on OpenBSD */ :
+		first = layers.LinkTypeRaw
+	default:
+		pr.stats.Skipped++
+		return
+	}
+	pkt := gopacket.NewPacket(data, first, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
+	var src, dst netip.Addr
+	var ipPayload int
+	switch ip := pkt.NetworkLayer().(type) {
+	case *layers.IPv4:
+		if ip.FragOffset != 0 || ip.Protocol != layers.IPProtocolTCP {
+			pr.stats.Skipped++
+			return
+		}
+		src, _ = netip.AddrFromSlice(ip.SrcIP.To4())
+		dst, _ = netip.AddrFromSlice(ip.DstIP.To4())
+		ipPayload = int(ip.Length) - int(ip.IHL)*4
+	case *layers.IPv6:
+		src, _ = netip.AddrFromSlice(ip.SrcIP.To16())
+		dst, _ = netip.AddrFromSlice(ip.DstIP.To16())
+		ipPayload = int(ip.Length)
+	case nil:
+		if pkt.ErrorLayer() != nil {
+			pr.stats.Malformed++
+		} else {
+			pr.stats.Skipped++
+		}
+		return
+	default:
+		pr.stats.Skipped++
+		return
+	}
+	tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	if tcp == nil {
+		if pkt.ErrorLayer() != nil {
+			pr.stats.Malformed++
+		} else {
+			pr.stats.Skipped++
+		}
+		return
+	}
+	if seg := len(tcp.Contents) + len(tcp.Payload); ipPayload < seg {
+		// A length field understating what decoded (an IPv6 jumbogram's
+		// zero, say): count what is there.
+		ipPayload = seg
+	}
+	sp, dp := uint16(tcp.SrcPort), uint16(tcp.DstPort)
+	var key flowKey
+	var dir int // 0: client to server, 1: back
+	switch {
+	case pr.isServerPort(dp):
+		key = flowKey{netip.AddrPortFrom(src, sp), netip.AddrPortFrom(dst, dp)}
+	case pr.isServerPort(sp):
+		key, dir = flowKey{netip.AddrPortFrom(dst, dp), netip.AddrPortFrom(src, sp)}, 1
+	default:
+		pr.stats.Skipped++
+		return
+	}
+	if ci.Timestamp.After(pr.now) {
+		pr.now = ci.Timestamp
+	}
+	pr.sweep()
+
+	el := pr.flows[key]
+	if el == nil {
+		if _, ok := pr.closed[key]; ok && !tcp.SYN {
+			pr.stats.Late++
+			return
+		}
+		delete(pr.closed, key)
+		if pr.lru.Len() >= pr.maxFlows {
+			pr.stats.Evicted++
+			pr.finish(pr.lru.Back(), false)
+		}
+		fl := &pcapFlow{key: key, f: Flow{
+			Start:  ci.Timestamp,
+			Client: key.client.Addr(),
+			Server: key.server.Addr(),
+			Port:   key.server.Port(),
+		}}
+		el = pr.lru.PushFront(fl)
+		pr.flows[key] = el
+	} else {
+		pr.lru.MoveToFront(el)
+	}
+	fl := el.Value.(*pcapFlow)
+	if ci.Timestamp.After(fl.last) {
+		fl.last = ci.Timestamp
+	}
+	if dir == 0 {
+		fl.f.BytesOut += uint64(ipPayload)
+		fl.f.PacketsOut++
+		fl.client(tcp)
+	} else {
+		fl.f.BytesIn += uint64(ipPayload)
+		fl.f.PacketsIn++
+	}
+	if tcp.FIN {
+		fl.fin[dir] = tcp.Seq + uint32(len(tcp.Payload)) + 1
+	}
+	if tcp.ACK && fl.fin[1-dir] != 0 && int32(tcp.Ack-fl.fin[1-dir]) >= 0 {
+		fl.finAckd[1-dir] = true
+	}
+	if tcp.RST || fl.finAckd[0] && fl.finAckd[1] {
+		pr.finish(el, true)
+	}
+}
+
+// client feeds a client-to-server segment to the ClientHello reassembly.
+func (fl *pcapFlow) client(tcp *layers.TCP) {
+	if fl.helloDone {
+		return
+	}
+	if tcp.SYN {
+		fl.base, fl.haveBase = tcp.Seq+1, true
+		return
+	}
+	if len(tcp.Payload) == 0 {
+		return
+	}
+	if !fl.haveBase {
+		// The handshake was not captured: take the first data seen as
+		// the start, which is right unless it came out of order.
+		fl.base, fl.haveBase = tcp.Seq, true
+	}
+	off := int64(int32(tcp.Seq - fl.base))
+	payload := tcp.Payload
+	if off < 0 {
+		if -off >= int64(len(payload)) {
+			return // entirely before the start: a retransmitted SYN's data
+		}
+		payload, off = payload[-off:], 0
+	}
+	if off >= maxHelloBytes {
+		return
+	}
+	if end := off + int64(len(payload)); end > maxHelloBytes {
+		payload = payload[:maxHelloBytes-off]
+	}
+	if off > int64(len(fl.hello)) {
+		if fl.pending == nil {
+			fl.pending = make(map[uint32][]byte)
+		}
+		if len(fl.pending) < pcapMaxPending {
+			if old := fl.pending[uint32(off)]; len(old) < len(payload) {
+				fl.pending[uint32(off)] = slices.Clone(payload)
+			}
+		}
+		return
+	}
+	fl.appendAt(int(off), payload)
+	// Drain the pending segments the new bytes reach.
+	for progress := true; progress && len(fl.pending) > 0; {
+		progress = false
+		for o, p := range fl.pending {
+			if int(o) <= len(fl.hello) {
+				fl.appendAt(int(o), p)
+				delete(fl.pending, o)
+				progress = true
+			}
+		}
+	}
+	sni, err := parseSNI(fl.hello)
+	if errors.Is(err, errNeedMore) && len(fl.hello) < maxHelloBytes {
+		return
+	}
+	if err == nil {
+		fl.f.ServerName = sni
+	}
+	fl.helloDone, fl.hello, fl.pending = true, nil, nil
+}
+
+// appendAt adds the part of p, which starts at off, past what hello holds.
+func (fl *pcapFlow) appendAt(off int, p []byte) {
+	if skip := len(fl.hello) - off; skip < len(p) {
+		fl.hello = append(fl.hello, p[skip:]...)
+	}
+}
+
+// finish moves a tracked flow to the ready queue. Packets of its
+// connection arriving later are counted as late, not as a new flow, if it
+// closed.
+func (pr *PCAPReader) finish(el *list.Element, closed bool) {
+	fl := pr.lru.Remove(el).(*pcapFlow)
+	delete(pr.flows, fl.key)
+	fl.f.Duration = fl.last.Sub(fl.f.Start)
+	pr.ready = append(pr.ready, fl.f)
+	if closed {
+		if len(pr.closed) >= pr.maxFlows {
+			pr.expireClosed()
+		}
+		if len(pr.closed) < pr.maxFlows {
+			pr.closed[fl.key] = fl.last
+		}
+	}
+}
+
+// sweep ends the flows idle past pcapIdleTimeout, looking at most once per
+// tenth of it so that the cost stays proportional to the packets.
+func (pr *PCAPReader) sweep() {
+	if pr.now.Sub(pr.swept) < pr.idle/10 {
+		return
+	}
+	pr.swept = pr.now
+	for el := pr.lru.Back(); el != nil; el = pr.lru.Back() {
+		if pr.now.Sub(el.Value.(*pcapFlow).last) < pr.idle {
+			break
+		}
+		pr.finish(el, false)
+	}
+	pr.expireClosed()
+}
+
+// expireClosed forgets the closed connections old enough that a packet of
+// theirs is a new connection's.
+func (pr *PCAPReader) expireClosed() {
+	for k, t := range pr.closed {
+		if pr.now.Sub(t) >= pr.idle {
+			delete(pr.closed, k)
+		}
+	}
+}
+
+// flush ends every tracked flow, at the end of the trace, in order of start.
+func (pr *PCAPReader) flush() {
+	n := len(pr.ready)
+	for el := pr.lru.Back(); el != nil; el = pr.lru.Back() {
+		pr.finish(el, false)
+	}
+	slices.SortStableFunc(pr.ready[n:], func(a, b Flow) int { return a.Start.Compare(b.Start) })
+}
+
+// cappedReader passes a pcapng stream through, block by block, refusing a
+// packet block whose captured length is over pcapMaxCapture or past the
+// block's end: pcapgo allocates a packet's buffer from its header alone, so
+// a corrupt or hostile length would otherwise cost gigabytes.
+type cappedReader struct {
+	br   *bufio.Reader
+	left int // bytes left of the current block
+	big  bool
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		if err := c.block(); err != nil {
+			return 0, err
+		}
+		if c.left == 0 {
+			// A block header cut short: let pcapgo see the truncation.
+			return c.br.Read(p)
+		}
+	}
+	if len(p) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.br.Read(p)
+	c.left -= n
+	return n, err
+}
+
+// block checks the header of the block that starts here and sets left.
+func (c *cappedReader) block() error {
+	hdr, err := c.br.Peek(12)
+	if len(hdr) < 12 {
+		if len(hdr) == 0 && err != nil {
+			return err
+		}
+		return nil
+	}
+	u32 := func(b []byte) uint32 {
+		if c.big {
+			return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+		}
+		return uint32(b[3])<<24 | uint32(b[2])<<16 | uint32(b[1])<<8 | uint32(b[0])
+	}
+	if hdr[0] == 0x0a && hdr[1] == 0x0d && hdr[2] == 0x0d && hdr[3] == 0x0a {
+		c.big = hdr[8] == 0x1a // byte-order magic 0x1A2B3C4D as written
+	}
+	typ, length := u32(hdr[0:4]), u32(hdr[4:8])
+	if length < 12 || length%4 != 0 || length > 1<<30 {
+		return fmt.Errorf("replay: pcapng block of %d bytes", length)
+	}
+	switch typ {
+	case 2, 6: // packet, enhanced packet
+		b, _ := c.br.Peek(24)
+		if len(b) == 24 {
+			if caplen := u32(b[20:24]); caplen > pcapMaxCapture || caplen > length-32 {
+				return fmt.Errorf("replay: pcapng packet of %d captured bytes in a %d-byte block", caplen, length)
+			}
+		}
+	case 3: // simple packet: pcapgo takes its original length as captured
+		if orig := u32(hdr[8:12]); orig > pcapMaxCapture {
+			return fmt.Errorf("replay: pcapng simple packet of %d bytes", orig)
+		}
+	}
+	c.left = int(length)
+	return nil
+}
