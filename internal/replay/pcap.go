@@ -15,18 +15,6 @@ import (
 	"github.com/google/gopacket/pcapgo"
 )
 
-// TEMPORARY: pcapOptions and pcapStats stand for R1's Options and Stats
-// (internal/replay/reader.go), not merged yet when this was written; the
-// lead reconciles them at merge (OpenPCAP then takes Options and returns
-// Reader).
-
-// pcapOptions is the part of the readers' Options that OpenPCAP uses.
-type pcapOptions struct {
-	// Ports are the server ports whose TCP connections are flows; none
-	// means 443.
-	Ports []uint16
-}
-
 // pcapStats counts what a pcap reader saw and what it left out.
 type pcapStats struct {
 	Packets   uint64 // packets read from the file
@@ -116,7 +104,7 @@ type pcapFlow struct {
 // OpenPCAP reads a pcap or pcapng trace from r, recognised by its magic
 // number, streaming. Link types Ethernet, Linux SLL, raw IP, IPv4, IPv6 and
 // BSD loopback are decoded.
-func OpenPCAP(r io.Reader, opt pcapOptions) (*PCAPReader, error) {
+func OpenPCAP(r io.Reader, opt Options) (*PCAPReader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -153,8 +141,19 @@ func OpenPCAP(r io.Reader, opt pcapOptions) (*PCAPReader, error) {
 	return pr, nil
 }
 
-// Stats reports what has been read so far.
-func (pr *PCAPReader) Stats() pcapStats { return pr.stats }
+// Stats reports what has been read so far in the terms every reader uses.
+// A packet trace has no flow records of other ports to count, so Read is
+// the flows returned, as Kept; packets skipped are in packetStats.
+func (pr *PCAPReader) Stats() Stats {
+	s := pr.stats
+	return Stats{
+		Read: int64(s.Flows), Kept: int64(s.Flows), Named: int64(s.Named), Malformed: int64(s.Malformed),
+		Packets: int64(s.Packets), Evicted: int64(s.Evicted), Late: int64(s.Late),
+	}
+}
+
+// packetStats reports the packet-level counts, skipped packets included.
+func (pr *PCAPReader) packetStats() pcapStats { return pr.stats }
 
 // Next returns the next flow to end, or io.EOF after the last.
 func (pr *PCAPReader) Next() (Flow, error) {

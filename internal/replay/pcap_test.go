@@ -190,7 +190,7 @@ func makeTrace(t testing.TB, ng bool, lt layers.LinkType) ([]byte, map[netip.Add
 	return b.Bytes(), want
 }
 
-func readPCAP(t testing.TB, r io.Reader, opt pcapOptions) ([]Flow, pcapStats) {
+func readPCAP(t testing.TB, r io.Reader, opt Options) ([]Flow, pcapStats) {
 	t.Helper()
 	pr, err := OpenPCAP(r, opt)
 	if err != nil {
@@ -200,7 +200,7 @@ func readPCAP(t testing.TB, r io.Reader, opt pcapOptions) ([]Flow, pcapStats) {
 	for {
 		f, err := pr.Next()
 		if errors.Is(err, io.EOF) {
-			return got, pr.Stats()
+			return got, pr.packetStats()
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestOpenPCAP(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trace, want := makeTrace(t, tc.ng, tc.lt)
-			got, st := readPCAP(t, bytes.NewReader(trace), pcapOptions{})
+			got, st := readPCAP(t, bytes.NewReader(trace), Options{})
 			if len(got) != len(want) {
 				t.Fatalf("got %d flows, want %d: %+v", len(got), len(want), got)
 			}
@@ -241,7 +241,7 @@ func TestOpenPCAP(t *testing.T) {
 				t.Errorf("stats %+v", st)
 			}
 			// With 8443 configured too, its flow is there.
-			got, _ = readPCAP(t, bytes.NewReader(trace), pcapOptions{Ports: []uint16{443, 8443}})
+			got, _ = readPCAP(t, bytes.NewReader(trace), Options{Ports: []uint16{443, 8443}})
 			n := 0
 			for _, f := range got {
 				if f.Port == 8443 && f.ServerName == "other.example" && f.Server == netip.MustParseAddr("192.0.2.4") {
@@ -286,7 +286,7 @@ func TestPCAPEnds(t *testing.T) {
 		// With one flow tracked, each new one evicts the last.
 		{1, []netip.AddrPort{long, idle, rst, long}, 2},
 	} {
-		pr, err := OpenPCAP(bytes.NewReader(b.Bytes()), pcapOptions{})
+		pr, err := OpenPCAP(bytes.NewReader(b.Bytes()), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestPCAPEnds(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("maxFlows %d: flows from %v, want %v", tc.maxFlows, got, want)
 		}
-		if st := pr.Stats(); st.Evicted != tc.evicted {
+		if st := pr.packetStats(); st.Evicted != tc.evicted {
 			t.Errorf("maxFlows %d: %d evicted, want %d", tc.maxFlows, st.Evicted, tc.evicted)
 		}
 	}
@@ -345,7 +345,7 @@ func TestPCAPHostileLengths(t *testing.T) {
 	for name, trace := range map[string][]byte{"pcap": pcap, "pcapng": append(ng.Bytes(), epb...)} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		pr, err := OpenPCAP(bytes.NewReader(trace), pcapOptions{})
+		pr, err := OpenPCAP(bytes.NewReader(trace), Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -426,7 +426,7 @@ func FuzzPCAP(f *testing.F) {
 	trace, _ := makeTrace(f, false, layers.LinkTypeRaw)
 	f.Add(trace)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		pr, err := OpenPCAP(bytes.NewReader(b), pcapOptions{Ports: []uint16{443, 80}})
+		pr, err := OpenPCAP(bytes.NewReader(b), Options{Ports: []uint16{443, 80}})
 		if err != nil {
 			return
 		}

@@ -120,9 +120,11 @@ func Open(r io.Reader, format string, opt Options) (Reader, error) {
 	case FormatZeek:
 		return NewZeekReader(br, opt)
 	case FormatPCAP:
-		// The pcap and pcapng reader, OpenPCAP(r io.Reader, opt Options)
-		// (Reader, error), is pcap.go's; until it lands this says so.
-		return nil, errors.New("replay: pcap and pcapng are not readable yet in this build")
+		p, err := OpenPCAP(br, opt)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	return nil, fmt.Errorf("replay: unknown format %q (want auto, jsonl, nfdump, zeek or pcap)", format)
 }
