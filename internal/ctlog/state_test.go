@@ -66,7 +66,7 @@ func forkLog(t *testing.T, dir string, n int) {
 	}
 }
 
-// TestLogRefusesDatabaseBehindState is issue 7 item 3: a log whose
+// TestLogRefusesDatabaseBehindState is the rollback attack on a log: a log whose
 // database was lost, truncated, rolled back or replaced must not start and
 // sign a second history under its key.
 func TestLogRefusesDatabaseBehindState(t *testing.T) {

@@ -124,7 +124,7 @@ func (w *world) v1Answer(t *testing.T, body []byte) notarywire.Answer {
 	return a
 }
 
-// TestPinnedProbeDoesNotPoisonNameHistory is the attack of issue 7 item 1:
+// TestPinnedProbeDoesNotPoisonNameHistory is the pinned-address attack:
 // a v1 request pins the victim's name to the attacker's address, so the
 // notary probes the attacker's site. What it saw there must not answer
 // later checks of the name, over either API; the signed answer to the

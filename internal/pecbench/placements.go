@@ -37,7 +37,7 @@ const (
 	// cloud when its handshake delivers it (pec.Dialer).
 	DeployClientOnly = "client-only"
 	// DeployClientServer: the server forwards its chain when the
-	// ClientHello arrives (the PEC TLS extension, issue 10 §1).
+	// ClientHello arrives (the PEC TLS extension, PEC paper §4.1).
 	DeployClientServer = "client-server"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/pkie/pkie/internal/testbed"
 )
 
-// TestRestartedProverRefusesShrunkTree is issue 7 item 2 end to end: an
+// TestRestartedProverRefusesShrunkTree is the rollback attack end to end: an
 // authority revokes a certificate and a prover with a state directory syncs;
 // the authority loses its database and will not start on it; a forged
 // authority with the same key signs the empty tree; the prover, restarted,

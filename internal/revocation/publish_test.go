@@ -13,7 +13,7 @@ import (
 	. "github.com/pkie/pkie/internal/revocation"
 )
 
-// TestIngestBesideRepublishingServer is issue 7 item 18: an ingest from a
+// TestIngestBesideRepublishingServer covers concurrent handles: an ingest from a
 // second handle on the directory (the CLI beside a running server) must get
 // its write through while the server republishes a large tree back to back.
 // A publication that holds the write lock through reading and building the

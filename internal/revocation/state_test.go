@@ -42,7 +42,7 @@ func removeDB(t *testing.T, dir string) {
 	}
 }
 
-// TestRefusesDatabaseBehindState is issue 7 item 2: an authority whose
+// TestRefusesDatabaseBehindState is the rollback attack on an authority: an authority whose
 // database was lost, truncated or rolled back must not start and sign a
 // smaller tree under its key.
 func TestRefusesDatabaseBehindState(t *testing.T) {
