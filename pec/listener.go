@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -362,7 +363,7 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		return
 	}
 	now := time.Now()
-	if !l.perIP.take(clientKey(c.RemoteAddr()), now) || !l.total.take(now) {
+	if !l.perIP.take(httplimit.ClientName(c.RemoteAddr()), now) || !l.total.take(now) {
 		l.st.limited.Add(1)
 		return
 	}
@@ -391,33 +392,6 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		}
 		l.st.forwarded.Add(1)
 	}()
-}
-
-// clientKey names the client a per-client forwarding limit applies to: an
-// IPv4 address (an IPv4-mapped IPv6 one too), or an IPv6 /64, since one
-// subscriber routinely holds a whole /64 and could otherwise take a fresh
-// bucket per address. The forwarder and the cloud group clients the same
-// way (internal/cloud's addrKey).
-func clientKey(a net.Addr) string {
-	var ip net.IP
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		ip = a.IP
-	case *net.UDPAddr:
-		ip = a.IP
-	default:
-		host, _, err := net.SplitHostPort(a.String())
-		if err != nil {
-			return a.String()
-		}
-		if ip = net.ParseIP(host); ip == nil {
-			return host
-		}
-	}
-	if ip4 := ip.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // chainFor returns the chain the TLS stack presents for serverName, as

@@ -1,6 +1,8 @@
 package pec
 
 import (
+	"github.com/pkie/pkie/internal/httplimit"
+
 	"fmt"
 	"net"
 	"net/netip"
@@ -23,15 +25,15 @@ func TestListenerClientKey(t *testing.T) {
 		{tcp("192.0.2.1:443"), tcp("192.0.2.2:443"), false},
 		{tcp("[::1]:1"), &net.UDPAddr{IP: net.ParseIP("::1"), Port: 2}, true},
 	} {
-		ka, kb := clientKey(tc.a), clientKey(tc.b)
+		ka, kb := httplimit.ClientName(tc.a), httplimit.ClientName(tc.b)
 		if (ka == kb) != tc.same {
-			t.Errorf("clientKey(%v) = %q, clientKey(%v) = %q: same %v, want %v", tc.a, ka, tc.b, kb, ka == kb, tc.same)
+			t.Errorf("httplimit.ClientName(%v) = %q, httplimit.ClientName(%v) = %q: same %v, want %v", tc.a, ka, tc.b, kb, ka == kb, tc.same)
 		}
 	}
-	if got := clientKey(tcp("[::ffff:192.0.2.1]:1")); got != "192.0.2.1" {
+	if got := httplimit.ClientName(tcp("[::ffff:192.0.2.1]:1")); got != "192.0.2.1" {
 		t.Errorf("IPv4-mapped key %q, want 192.0.2.1", got)
 	}
-	if got := clientKey(tcp("[2001:db8:1:2:3:4:5:6]:1")); got != "2001:db8:1:2::/64" {
+	if got := httplimit.ClientName(tcp("[2001:db8:1:2:3:4:5:6]:1")); got != "2001:db8:1:2::/64" {
 		t.Errorf("IPv6 key %q, want 2001:db8:1:2::/64", got)
 	}
 }
@@ -44,7 +46,7 @@ func TestListenerPerClientLimitSharedBySlash64(t *testing.T) {
 	var granted int
 	for i := range 10 {
 		a := &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("2001:db8:0:7::%x", i+1)), Port: 443}
-		if bm.take(clientKey(a), now) {
+		if bm.take(httplimit.ClientName(a), now) {
 			granted++
 		}
 	}

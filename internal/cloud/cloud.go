@@ -47,6 +47,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -356,7 +357,7 @@ func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 			}
 			return fmt.Errorf("cloud: quic accept: %w", err)
 		}
-		addr := addrKey(qc.RemoteAddr())
+		addr := httplimit.ClientName(qc.RemoteAddr())
 		if why := c.admit(addr); why != "" {
 			c.m.refused.WithLabelValues(why).Inc()
 			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "cloud busy: "+why)
@@ -405,7 +406,7 @@ func (c *Cloud) ServeTCP(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		addr := addrKey(nc.RemoteAddr())
+		addr := httplimit.ClientName(nc.RemoteAddr())
 		if why := c.admit(addr); why != "" {
 			c.m.refused.WithLabelValues(why).Inc()
 			nc.Close()
@@ -555,31 +556,6 @@ func (c *Cloud) releaseJob(addr string) {
 		delete(c.jobsPerAddr, addr)
 	}
 	c.m.jobs.Set(float64(c.jobs))
-}
-
-// addrKey is the share an address counts against: its IP, and for IPv6 its
-// /64, since one host commonly holds a whole /64.
-func addrKey(a net.Addr) string {
-	var ip net.IP
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		ip = a.IP
-	case *net.TCPAddr:
-		ip = a.IP
-	default:
-		host, _, err := net.SplitHostPort(a.String())
-		if err != nil {
-			return a.String()
-		}
-		ip = net.ParseIP(host)
-		if ip == nil {
-			return host
-		}
-	}
-	if ip4 := ip.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // statelessResetKey derives the QUIC stateless reset key from the TLS

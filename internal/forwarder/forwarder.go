@@ -45,6 +45,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -268,7 +269,7 @@ func (f *Forwarder) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 			}
 			return fmt.Errorf("forwarder: quic accept: %w", err)
 		}
-		addr := addrKey(qc.RemoteAddr())
+		addr := httplimit.ClientName(qc.RemoteAddr())
 		if why := f.admit(addr); why != "" {
 			f.m.refused.WithLabelValues(why).Inc()
 			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "forwarder busy: "+why)
@@ -316,7 +317,7 @@ func (f *Forwarder) ServeTCP(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		addr := addrKey(nc.RemoteAddr())
+		addr := httplimit.ClientName(nc.RemoteAddr())
 		if why := f.admit(addr); why != "" {
 			f.m.refused.WithLabelValues(why).Inc()
 			nc.Close()
@@ -448,30 +449,6 @@ func (f *Forwarder) route(eph []byte, m pecwire.Message) {
 	if s.push(m) {
 		f.m.relayed.WithLabelValues("ok").Inc()
 	}
-}
-
-// addrKey is the share an address counts against: its IP, and for IPv6 its
-// /64.
-func addrKey(a net.Addr) string {
-	var ip net.IP
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		ip = a.IP
-	case *net.TCPAddr:
-		ip = a.IP
-	default:
-		host, _, err := net.SplitHostPort(a.String())
-		if err != nil {
-			return a.String()
-		}
-		if ip = net.ParseIP(host); ip == nil {
-			return host
-		}
-	}
-	if ip4 := ip.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // Handler serves /healthz and /metrics.

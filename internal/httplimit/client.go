@@ -17,6 +17,8 @@ func ClientKey(addr net.Addr) netip.Prefix {
 	switch a := addr.(type) {
 	case *net.TCPAddr:
 		ip, _ = netip.AddrFromSlice(a.IP)
+	case *net.UDPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
 	case nil:
 	default:
 		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
@@ -24,6 +26,23 @@ func ClientKey(addr net.Addr) netip.Prefix {
 		}
 	}
 	return prefixOf(ip)
+}
+
+// ClientName is ClientKey as a map key and a log field: the IPv4 address
+// (an IPv4-mapped IPv6 one too), or the IPv6 /64 prefix. An address that is
+// not an IP names itself.
+func ClientName(addr net.Addr) string {
+	p := ClientKey(addr)
+	switch {
+	case !p.IsValid():
+		if addr == nil {
+			return ""
+		}
+		return addr.String()
+	case p.Addr().Is4():
+		return p.Addr().String()
+	}
+	return p.String()
 }
 
 // RequestClientKey is ClientKey for a request: the connection's remote
