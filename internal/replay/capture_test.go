@@ -9,20 +9,20 @@ import (
 // OpenSSL's s_server on port 443 of the loopback addresses, once each for
 // a.example, b.example and c.example on 127.0.0.1, once by address (no
 // SNI), once for v6.example on ::1, then a connection refused on port 9.
-// Byte counts are IP payload bytes (TCP header and data), packet counts
-// every segment; both were checked against tshark's tcp.len + tcp.hdr_len
-// per stream and direction.
+// Byte counts are IP bytes (headers included), packet counts every
+// segment; both were checked against tshark's ip.len (ipv6.plen + 40) per
+// stream and direction, and are nfdump's too.
 var realCapture = []struct {
 	sni               string
 	v6                bool
 	pktOut, pktIn     uint64
 	bytesOut, bytesIn uint64
 }{
-	{"a.example", false, 11, 8, 1076, 6801},
-	{"b.example", false, 9, 9, 1012, 6833},
-	{"c.example", false, 9, 9, 1012, 6832},
-	{"", false, 11, 8, 1076, 6799},
-	{"v6.example", true, 9, 9, 1013, 6833},
+	{"a.example", false, 11, 8, 1296, 6961},
+	{"b.example", false, 9, 9, 1192, 7013},
+	{"c.example", false, 9, 9, 1192, 7012},
+	{"", false, 11, 8, 1296, 6959},
+	{"v6.example", true, 9, 9, 1373, 7193},
 }
 
 // TestRealCaptures reads the captures tcpdump and dumpcap made of real TLS
@@ -60,11 +60,11 @@ func TestRealCaptures(t *testing.T) {
 			if st.Kept != 5 || st.Named != 4 || st.Malformed != 0 || st.Evicted != 0 || st.Packets != 94 {
 				t.Errorf("stats %+v, want 5 kept, 4 named, 94 packets", st)
 			}
-			// Port 9's refused connection: the SYN (40 bytes with its
+			// Port 9's refused connection: the SYN (60 bytes with its
 			// options) and the RST back.
 			flows = drainFlows(t, openFixture(t, file, FormatPCAP, Options{Ports: []uint16{9}}))
 			if len(flows) != 1 || flows[0].Port != 9 || flows[0].PacketsOut != 1 || flows[0].PacketsIn != 1 ||
-				flows[0].BytesOut != 40 || flows[0].BytesIn != 20 || flows[0].ServerName != "" {
+				flows[0].BytesOut != 60 || flows[0].BytesIn != 40 || flows[0].ServerName != "" {
 				t.Errorf("port 9: %+v, want one refused connection", flows)
 			}
 		})
