@@ -148,3 +148,86 @@ func (c *cancelAfterRead) Read(b []byte) (int, error) {
 	c.cancel()
 	return n, err
 }
+
+// TestReplayFlowsPCAP runs pkie replay flows on tcpdump's and dumpcap's
+// captures of real TLS connections on loopback (internal/replay/testdata/
+// make-pcap-fixtures.sh): curl asking OpenSSL's s_server for a.example,
+// b.example and c.example, then by address (no SNI), then v6.example over
+// ::1, then a connection refused on port 9.
+func TestReplayFlowsPCAP(t *testing.T) {
+	td := filepath.Join("..", "replay", "testdata")
+	// The pcap gzipped too, as a capture piped through gzip is stored.
+	raw, err := os.ReadFile(filepath.Join(td, "tls-lo.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	pcapGz := filepath.Join(t.TempDir(), "tls-lo.pcap.gz")
+	if err := os.WriteFile(pcapGz, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		client, sni          string
+		bytesOut, packetsOut int
+	}{
+		{"127.0.0.1", "a.example", 1296, 11},
+		{"127.0.0.1", "b.example", 1192, 9},
+		{"127.0.0.1", "c.example", 1192, 9},
+		{"127.0.0.1", "", 1296, 11},
+		{"::1", "v6.example", 1373, 9},
+	}
+	for _, trace := range []string{filepath.Join(td, "tls-lo.pcap"), filepath.Join(td, "tls-lo.pcapng"), filepath.Join(td, "tls-sll.pcap"), pcapGz} {
+		t.Run(filepath.Base(trace), func(t *testing.T) {
+			code, out, errs := runCLI(t, "replay", "flows", trace)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != len(want) {
+				t.Fatalf("%d flows, want %d:\n%s", len(lines), len(want), out)
+			}
+			for i, line := range lines {
+				var f struct {
+					Client     string `json:"client"`
+					Server     string `json:"server"`
+					Port       int    `json:"port"`
+					SNI        string `json:"sni"`
+					Start      string `json:"start"`
+					Duration   int64  `json:"duration_ns"`
+					BytesOut   int    `json:"bytes_out"`
+					PacketsOut int    `json:"packets_out"`
+					BytesIn    int    `json:"bytes_in"`
+				}
+				if err := json.Unmarshal([]byte(line), &f); err != nil {
+					t.Fatalf("line %d %q: %v", i, line, err)
+				}
+				w := want[i]
+				if f.Client != w.client || f.Server != w.client || f.Port != 443 || f.SNI != w.sni ||
+					f.BytesOut != w.bytesOut || f.PacketsOut != w.packetsOut || f.BytesIn < 6900 || f.Duration <= 0 ||
+					!strings.HasPrefix(f.Start, "2026-11-23T12:05:1") {
+					t.Errorf("flow %d: %s", i, line)
+				}
+			}
+			if sum := "pcap: 5 flows read, 5 kept, 4 named by SNI, 0 malformed"; !strings.Contains(errs, sum) {
+				t.Errorf("stderr %q, want %q", errs, sum)
+			}
+
+			// Port 9 too, with the JSON summary.
+			code, out, errs = runCLI(t, "replay", "flows", "--port", "443,9", "--json", trace)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var sum replayFlowsSummary
+			if err := json.Unmarshal([]byte(errs), &sum); err != nil {
+				t.Fatalf("summary %q: %v", errs, err)
+			}
+			if sum.Format != "pcap" || sum.Kept != 6 || sum.Named != 4 || sum.Packets != 94 || sum.Malformed != 0 ||
+				strings.Count(out, "\n") != 6 || !strings.Contains(out, `"port":9,"bytes_out":60,"bytes_in":40,"packets_out":1,"packets_in":1}`) {
+				t.Errorf("summary %+v, flows:\n%s", sum, out)
+			}
+		})
+	}
+}
