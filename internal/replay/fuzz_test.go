@@ -54,18 +54,18 @@ func FuzzJSONL(f *testing.F) {
 }
 
 func FuzzNfdump(f *testing.F) {
-	seed(f, "nfdump-1.6.csv", "nfdump-1.7-csv-fast.csv")
+	seed(f, "nfdump-1.6.csv", "nfdump-1.7-csv-fast.csv", "nfdump-1.7.1.csv", "nfdump-1.7.1-q.csv", "nfdump-1.7.1-B.csv")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		drain(t, NewNfdumpReader(bytes.NewReader(b), Options{Ports: []uint16{443, 8443}}))
 	})
 }
 
-func fuzzZeek(f *testing.F, conn, ssl string) {
+func fuzzZeek(f *testing.F, conn, ssl string, more ...string) {
 	b, err := os.ReadFile(filepath.Join("testdata", ssl))
 	if err != nil {
 		f.Fatal(err)
 	}
-	seed(f, conn)
+	seed(f, append([]string{conn}, more...)...)
 	f.Fuzz(func(t *testing.T, c []byte) {
 		// The fuzzed bytes are read both as the conn.log and as the ssl.log.
 		for _, o := range []Options{
@@ -88,5 +88,10 @@ func fuzzZeek(f *testing.F, conn, ssl string) {
 	})
 }
 
-func FuzzZeekTSV(f *testing.F)  { fuzzZeek(f, "conn.log", "ssl.log") }
-func FuzzZeekJSON(f *testing.F) { fuzzZeek(f, "conn.json", "ssl.json") }
+func FuzzZeekTSV(f *testing.F) {
+	fuzzZeek(f, "conn.log", "ssl.log", "zeek-tls-conn.log", "zeek-tls-ssl.log")
+}
+
+func FuzzZeekJSON(f *testing.F) {
+	fuzzZeek(f, "conn.json", "ssl.json", "zeek-tls-conn.json", "zeek-tls-ssl-iso8601.json", "zeek-tls-conn-millis.json")
+}

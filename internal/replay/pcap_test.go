@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -381,6 +383,7 @@ func TestParseSNI(t *testing.T) {
 		err  error // nil, errNeedMore, or errAny
 	}{
 		{"one record", hello, "www.example.org", nil},
+		{"curl's, captured", firstClientPayload(t, "tls-lo.pcap"), "a.example", nil},
 		{"two records", two, "www.example.org", nil},
 		{"no server_name", noSNI, "", nil},
 		{"cut", hello[:len(hello)-1], "", errNeedMore},
@@ -409,6 +412,8 @@ func FuzzSNI(f *testing.F) {
 	f.Add(clientHello(f, "a.example"))
 	f.Add(clientHello(f, ""))
 	f.Add([]byte{22, 3, 1, 0, 4, 1, 0, 0, 0})
+	// curl's (OpenSSL 3.0's) ClientHello, from the real capture.
+	f.Add(firstClientPayload(f, "tls-lo.pcap"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sni, err := parseSNI(b)
 		if err != nil && sni != "" {
@@ -429,6 +434,10 @@ func FuzzPCAP(f *testing.F) {
 	}
 	trace, _ := makeTrace(f, false, layers.LinkTypeRaw)
 	f.Add(trace)
+	// Real captures: Linux cooked and pcapng from tcpdump and dumpcap,
+	// BSD null from real Go TLS connections.
+	seed(f, "tls-sll.pcap", "tls-lo.pcapng")
+	f.Add(loopbackTrace(f, false, layers.LinkTypeNull).pcap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pr, err := OpenPCAP(bytes.NewReader(b), Options{Ports: []uint16{443, 80}})
 		if err != nil {
@@ -452,4 +461,28 @@ func FuzzPCAP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// firstClientPayload returns the first data a client sent to port 443 in a
+// capture in testdata.
+func firstClientPayload(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			t.Fatalf("%s: no client data: %v", name, err)
+		}
+		p := gopacket.NewPacket(data, r.LinkType(), gopacket.Default)
+		if tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP); ok && tcp.DstPort == 443 && len(tcp.Payload) > 0 {
+			return tcp.Payload
+		}
+	}
 }
