@@ -15,7 +15,8 @@ import (
 // header line: nfdump 1.6 and 1.7 write the short names of the fmt:
 // format (ts,te,td,sa,da,sp,dp,pr,flg,…,ipkt,ibyt,opkt,obyt,…) with times
 // as "2006-01-02 15:04:05[.000]" in the local zone of the machine running
-// nfdump, and append a "Summary" block. nfdump 1.7's -o csv-fast names them
+// nfdump, and append a "Summary" block. Releases after 1.7.1 add -o
+// csv-fast, which names them
 // in long form (cnt,af,firstSeen,lastSeen,proto,srcAddr,srcPort,dstAddr,
 // dstPort,…,packets,bytes) with times in milliseconds since the epoch and
 // the protocol as a number. Columns are found by name, so either works.
@@ -100,8 +101,9 @@ func nfdumpQuiet(fields []string) bool {
 // record from sa:sp to da:dp is kept when it is TCP and dp is a chosen
 // port, its ipkt/ibyt becoming the client's PacketsOut/BytesOut; the
 // answer, a separate record from the server's port, is counted in Read but
-// not kept. Bidirectional records (NSEL, or nfpcapd's -b) carry the answer
-// in opkt/obyt, which become PacketsIn/BytesIn. Times without a zone are
+// not kept. Bidirectional records (nfdump -B, which pairs the two halves
+// with the client as source; NSEL) carry the answer in opkt/obyt, which
+// become PacketsIn/BytesIn. Times without a zone are
 // taken as UTC: run nfdump with TZ=UTC.
 type NfdumpReader struct {
 	sc     *bufio.Scanner
