@@ -16,10 +16,9 @@ import (
 // format (ts,te,td,sa,da,sp,dp,pr,flg,…,ipkt,ibyt,opkt,obyt,…) with times
 // as "2006-01-02 15:04:05[.000]" in the local zone of the machine running
 // nfdump, and append a "Summary" block. Releases after 1.7.1 add -o
-// csv-fast, which names them
-// in long form (cnt,af,firstSeen,lastSeen,proto,srcAddr,srcPort,dstAddr,
-// dstPort,…,packets,bytes) with times in milliseconds since the epoch and
-// the protocol as a number. Columns are found by name, so either works.
+// csv-fast, which names them in long form (cnt,af,firstSeen,lastSeen,
+// proto,srcAddr,srcPort,dstAddr,dstPort,…,packets,bytes) with times in
+// milliseconds since the epoch and the protocol as a number. Columns are found by name, so either works.
 // nfdump -q drops the header (and the summary): the -o csv layout is then
 // assumed.
 var nfdumpNames = map[string]string{
