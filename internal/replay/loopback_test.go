@@ -299,12 +299,23 @@ func framesOf(rec *recordingConn, client, server netip.AddrPort, isn uint32) ([]
 	return fs, f
 }
 
+// The link types of the loopback captures, as the files number them.
+const (
+	ltEthernet = uint16(layers.LinkTypeEthernet)
+	ltSLL      = uint16(layers.LinkTypeLinuxSLL)
+	ltSLL2     = uint16(linkTypeLinuxSLL2)
+	ltNull     = uint16(layers.LinkTypeNull)
+	ltLoop     = uint16(layers.LinkTypeLoop)
+)
+
+var linkNames = map[uint16]string{ltEthernet: "Ethernet", ltSLL: "SLL", ltSLL2: "SLL2", ltNull: "Null", ltLoop: "Loop"}
+
 // linkHeader is what a link type puts before an IPv4 packet.
-func linkHeader(lt layers.LinkType, outgoing bool) []byte {
+func linkHeader(lt uint16, outgoing bool) []byte {
 	switch lt {
-	case layers.LinkTypeEthernet:
+	case ltEthernet:
 		return []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00} // lo's zero MACs
-	case layers.LinkTypeLinuxSLL:
+	case ltSLL:
 		// Packet type (0 to us, 4 sent by us), ARPHRD_LOOPBACK, a
 		// 6-byte all-zero address, EtherType IPv4.
 		h := make([]byte, 16)
@@ -315,9 +326,21 @@ func linkHeader(lt layers.LinkType, outgoing bool) []byte {
 		binary.BigEndian.PutUint16(h[4:], 6)
 		binary.BigEndian.PutUint16(h[14:], 0x0800)
 		return h
-	case layers.LinkTypeNull:
+	case ltSLL2:
+		// EtherType IPv4, reserved, interface index 1, ARPHRD_LOOPBACK,
+		// packet type, a 6-byte all-zero address.
+		h := make([]byte, 20)
+		binary.BigEndian.PutUint16(h, 0x0800)
+		binary.BigEndian.PutUint32(h[4:], 1)
+		binary.BigEndian.PutUint16(h[8:], 772)
+		if outgoing {
+			h[10] = 4
+		}
+		h[11] = 6
+		return h
+	case ltNull:
 		return binary.LittleEndian.AppendUint32(nil, 2) // AF_INET, host order (BSD on x86 and ARM)
-	case layers.LinkTypeLoop:
+	case ltLoop:
 		return binary.BigEndian.AppendUint32(nil, 2) // AF_INET, network order (OpenBSD)
 	}
 	panic(lt)
@@ -325,7 +348,7 @@ func linkHeader(lt layers.LinkType, outgoing bool) []byte {
 
 // loopbackTrace makes real connections and writes their capture as pcap
 // or pcapng of the given link type.
-func loopbackTrace(t testing.TB, ng bool, lt layers.LinkType) loopbackCapture {
+func loopbackTrace(t testing.TB, ng bool, lt uint16) loopbackCapture {
 	t.Helper()
 	recs, addrs := runLoopbackTLS(t)
 	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 443)
@@ -361,17 +384,36 @@ func loopbackTrace(t testing.TB, ng bool, lt layers.LinkType) loopbackCapture {
 	var write func(gopacket.CaptureInfo, []byte) error
 	flush := func() error { return nil }
 	if ng {
-		w, err := pcapgo.NewNgWriter(&out, lt)
+		// pcapgo's link types are bytes: a larger one is patched into
+		// the interface description block afterwards.
+		w, err := pcapgo.NewNgWriter(&out, layers.LinkType(lt&0xff))
 		if err != nil {
 			t.Fatal(err)
 		}
-		write, flush = w.WritePacket, w.Flush
-	} else {
-		w := pcapgo.NewWriterNanos(&out)
-		if err := w.WriteFileHeader(262144, lt); err != nil {
-			t.Fatal(err)
-		}
 		write = w.WritePacket
+		flush = func() error {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			b := out.Bytes()
+			idb := binary.LittleEndian.Uint32(b[4:]) // the section header's length
+			if binary.LittleEndian.Uint32(b[idb:]) != 1 {
+				return errors.New("no interface description after the section header")
+			}
+			binary.LittleEndian.PutUint16(b[idb+8:], lt)
+			return nil
+		}
+	} else {
+		// pcap's header, nanosecond magic, written here for the same
+		// reason.
+		hdr := binary.LittleEndian.AppendUint32(nil, 0xa1b23c4d)
+		hdr = binary.LittleEndian.AppendUint16(hdr, 2)
+		hdr = binary.LittleEndian.AppendUint16(hdr, 4)
+		hdr = binary.LittleEndian.AppendUint64(hdr, 0) // zone, sigfigs
+		hdr = binary.LittleEndian.AppendUint32(hdr, 262144)
+		hdr = binary.LittleEndian.AppendUint32(hdr, uint32(lt))
+		out.Write(hdr)
+		write = pcapgo.NewWriterNanos(&out).WritePacket
 	}
 	for _, fr := range all {
 		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: fr.src.Addr().AsSlice(), DstIP: fr.dst.Addr().AsSlice()}
@@ -399,24 +441,27 @@ func loopbackTrace(t testing.TB, ng bool, lt layers.LinkType) loopbackCapture {
 }
 
 // TestLoopbackTLS reads captures of real TLS connections in every link
-// type a loopback capture comes in: Ethernet (Linux's lo), Linux cooked
-// (tcpdump -i any), BSD null and OpenBSD loop (lo0), as pcap and pcapng.
+// type a loopback capture comes in: Ethernet (Linux's lo), Linux cooked v1
+// and v2 (tcpdump -i any), BSD null and OpenBSD loop (lo0), as pcap and
+// pcapng.
 func TestLoopbackTLS(t *testing.T) {
 	for _, tc := range []struct {
 		ng bool
-		lt layers.LinkType
+		lt uint16
 	}{
-		{false, layers.LinkTypeEthernet},
-		{false, layers.LinkTypeLinuxSLL},
-		{false, layers.LinkTypeNull},
-		{false, layers.LinkTypeLoop},
-		{true, layers.LinkTypeEthernet},
-		{true, layers.LinkTypeLinuxSLL},
-		{true, layers.LinkTypeNull},
+		{false, ltEthernet},
+		{false, ltSLL},
+		{false, ltSLL2},
+		{false, ltNull},
+		{false, ltLoop},
+		{true, ltEthernet},
+		{true, ltSLL},
+		{true, ltSLL2},
+		{true, ltNull},
 	} {
-		name := "pcap/" + tc.lt.String()
+		name := "pcap/" + linkNames[tc.lt]
 		if tc.ng {
-			name = "pcapng/" + tc.lt.String()
+			name = "pcapng/" + linkNames[tc.lt]
 		}
 		t.Run(name, func(t *testing.T) {
 			lc := loopbackTrace(t, tc.ng, tc.lt)

@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"container/list"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,12 @@ const (
 	pcapMaxPending = 64
 )
 
+// linkTypeLinuxSLL2 is Linux cooked capture v2 (LINKTYPE_LINUX_SLL2), what
+// tcpdump -i any writes since libpcap 1.10. gopacket's layers.LinkType is
+// a byte, so it cannot name it: link types are kept here as the files'
+// 16-bit values.
+const linkTypeLinuxSLL2 = 276
+
 // packetSource is what pcapgo's two readers have in common.
 type packetSource interface {
 	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
@@ -66,7 +73,8 @@ type packetSource interface {
 type PCAPReader struct {
 	src      packetSource
 	ng       *pcapgo.NgReader // nil for pcap
-	linkType layers.LinkType
+	capped   *cappedReader    // the pcapng stream, which knows its interfaces' link types
+	linkType uint16           // a pcap file's
 	ports    []uint16
 
 	flows  map[flowKey]*list.Element // of *pcapFlow
@@ -103,8 +111,8 @@ type pcapFlow struct {
 }
 
 // OpenPCAP reads a pcap or pcapng trace from r, recognised by its magic
-// number, streaming. Link types Ethernet, Linux SLL, raw IP, IPv4, IPv6 and
-// BSD loopback are decoded.
+// number, streaming. Link types Ethernet, Linux cooked (SLL and SLL2), raw
+// IP, IPv4, IPv6 and BSD loopback are decoded.
 func OpenPCAP(r io.Reader, opt Options) (*PCAPReader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(4)
@@ -124,12 +132,22 @@ func OpenPCAP(r io.Reader, opt Options) (*PCAPReader, error) {
 		pr.ports = []uint16{443}
 	}
 	if magic[0] == 0x0a && magic[1] == 0x0d && magic[2] == 0x0d && magic[3] == 0x0a {
-		ng, err := pcapgo.NewNgReader(&cappedReader{br: br}, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		pr.capped = &cappedReader{br: br}
+		ng, err := pcapgo.NewNgReader(pr.capped, pcapgo.NgReaderOptions{WantMixedLinkType: true})
 		if err != nil {
 			return nil, fmt.Errorf("replay: not a pcapng trace: %w", err)
 		}
 		pr.src, pr.ng = ng, ng
 	} else {
+		// pcapgo truncates the header's link type to a byte: read it here.
+		hdr, _ := br.Peek(24)
+		if len(hdr) == 24 {
+			if magic[0] == 0xd4 || magic[0] == 0x4d {
+				pr.linkType = binary.LittleEndian.Uint16(hdr[20:])
+			} else {
+				pr.linkType = binary.BigEndian.Uint16(hdr[22:])
+			}
+		}
 		p, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("replay: not a pcap or pcapng trace: %w", err)
@@ -137,7 +155,7 @@ func OpenPCAP(r io.Reader, opt Options) (*PCAPReader, error) {
 		if p.Snaplen() > pcapMaxCapture {
 			p.SetSnaplen(pcapMaxCapture)
 		}
-		pr.src, pr.linkType = p, p.LinkType()
+		pr.src = p
 	}
 	return pr, nil
 }
@@ -176,8 +194,8 @@ func (pr *PCAPReader) Next() (Flow, error) {
 		}
 		pr.stats.Packets++
 		lt := pr.linkType
-		if pr.ng != nil && len(ci.AncillaryData) > 0 {
-			lt, _ = ci.AncillaryData[0].(layers.LinkType)
+		if pr.ng != nil {
+			lt = pr.capped.linkType(ci.InterfaceIndex)
 		}
 		pr.packet(data, ci, lt)
 	}
@@ -193,13 +211,30 @@ func (pr *PCAPReader) Next() (Flow, error) {
 func (pr *PCAPReader) isServerPort(p uint16) bool { return slices.Contains(pr.ports, p) }
 
 // packet accounts one captured frame.
-func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.LinkType) {
+func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 	var first gopacket.Decoder
 	switch lt {
-	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeNull, layers.LinkTypeLoop:
-		first = lt
-	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6, 12 /* raw IP on OpenBSD */ :
+	case uint16(layers.LinkTypeEthernet), uint16(layers.LinkTypeLinuxSLL), uint16(layers.LinkTypeNull), uint16(layers.LinkTypeLoop):
+		first = layers.LinkType(lt)
+	case uint16(layers.LinkTypeRaw), uint16(layers.LinkTypeIPv4), uint16(layers.LinkTypeIPv6), 12 /* raw IP on OpenBSD */ :
 		first = layers.LinkTypeRaw
+	case linkTypeLinuxSLL2:
+		// gopacket has no decoder for it. Its 20-byte header starts with
+		// the EtherType.
+		if len(data) < 20 {
+			pr.stats.Malformed++
+			return
+		}
+		switch layers.EthernetType(binary.BigEndian.Uint16(data)) {
+		case layers.EthernetTypeIPv4:
+			first = layers.LayerTypeIPv4
+		case layers.EthernetTypeIPv6:
+			first = layers.LayerTypeIPv6
+		default:
+			pr.stats.Skipped++
+			return
+		}
+		data = data[20:]
 	default:
 		pr.stats.Skipped++
 		return
@@ -440,6 +475,18 @@ type cappedReader struct {
 	br   *bufio.Reader
 	left int // bytes left of the current block
 	big  bool
+	// links are the link types of the section's interfaces, in order:
+	// pcapgo's are truncated to a byte.
+	links []uint16
+}
+
+// linkType returns the link type of interface i, or 0xffff if there is no
+// such interface.
+func (c *cappedReader) linkType(i int) uint16 {
+	if i < 0 || i >= len(c.links) {
+		return 0xffff
+	}
+	return c.links[i]
 }
 
 func (c *cappedReader) Read(p []byte) (int, error) {
@@ -477,12 +524,19 @@ func (c *cappedReader) block() error {
 	}
 	if hdr[0] == 0x0a && hdr[1] == 0x0d && hdr[2] == 0x0d && hdr[3] == 0x0a {
 		c.big = hdr[8] == 0x1a // byte-order magic 0x1A2B3C4D as written
+		c.links = c.links[:0]  // a new section numbers its interfaces anew
 	}
 	typ, length := u32(hdr[0:4]), u32(hdr[4:8])
 	if length < 12 || length%4 != 0 || length > 1<<30 {
 		return fmt.Errorf("replay: pcapng block of %d bytes", length)
 	}
 	switch typ {
+	case 1: // interface description: link type, reserved, snap length
+		if c.big {
+			c.links = append(c.links, uint16(hdr[8])<<8|uint16(hdr[9]))
+		} else {
+			c.links = append(c.links, uint16(hdr[9])<<8|uint16(hdr[8]))
+		}
 	case 2, 6: // packet, enhanced packet
 		b, _ := c.br.Peek(24)
 		if len(b) == 24 {

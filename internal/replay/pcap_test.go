@@ -437,7 +437,7 @@ func FuzzPCAP(f *testing.F) {
 	// Real captures: Linux cooked and pcapng from tcpdump and dumpcap,
 	// BSD null from real Go TLS connections.
 	seed(f, "tls-sll.pcap", "tls-lo.pcapng")
-	f.Add(loopbackTrace(f, false, layers.LinkTypeNull).pcap)
+	f.Add(loopbackTrace(f, false, ltNull).pcap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pr, err := OpenPCAP(bytes.NewReader(b), Options{Ports: []uint16{443, 80}})
 		if err != nil {
