@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the real-capture fixtures tls-lo.pcap (tcpdump on Linux's lo:
 # Ethernet frames), tls-sll.pcap (tcpdump -i any -y LINUX_SLL: Linux
-# cooked v1) and, when dumpcap is installed, tls-lo.pcapng (dumpcap's
-# pcapng). The traffic: OpenSSL's s_server on port 443 of the loopback
+# cooked v1), tls-sll2.pcap (tcpdump -i any: Linux cooked v2, its default
+# since libpcap 1.10) and, when dumpcap is installed, tls-lo.pcapng
+# (dumpcap's pcapng), all four of the same traffic. The traffic: OpenSSL's s_server on port 443 of the loopback
 # addresses, and curl clients:
 #   https://a.example/, https://b.example/, https://c.example/ (127.0.0.1)
 #   https://127.0.0.1/ (an address: curl sends no SNI)
@@ -12,7 +13,11 @@
 #   apt-get install tcpdump curl openssl tshark
 # Run from anywhere; writes into this directory. The tests' known counts
 # follow the traffic above, not the bytes, so a regenerated capture still
-# passes them; make-nfdump-fixtures.sh then remakes the CSVs from it.
+# passes them, once the packet and byte counts in capture_test.go's
+# realCapture (and internal/cli's TestReplayFlowsPCAP) are updated from
+#   tshark -r tls-lo.pcap -q -z conv,tcp
+# make-nfdump-fixtures.sh and make-zeek-fixtures.py then remake the other
+# formats from it.
 set -euo pipefail
 cd "$(dirname "$0")"
 work=$(mktemp -d)
@@ -24,6 +29,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
 filter='tcp port 443 or tcp port 9'
 tcpdump -i lo -U -s 262144 -w "$work/lo.pcap" "$filter" 2>"$work/lo.err" &
 tcpdump -i any -y LINUX_SLL -U -s 262144 -w "$work/sll.pcap" "$filter" 2>"$work/sll.err" &
+tcpdump -i any -U -s 262144 -w "$work/sll2.pcap" "$filter" 2>"$work/sll2.err" &
 if command -v dumpcap >/dev/null 2>&1; then
   dumpcap -q -n -i lo -w "$work/lo.pcapng" -f "$filter" 2>"$work/ng.err" &
 fi
@@ -49,5 +55,6 @@ kill $(jobs -p) 2>/dev/null || true
 wait 2>/dev/null || true
 cp "$work/lo.pcap" tls-lo.pcap
 cp "$work/sll.pcap" tls-sll.pcap
+cp "$work/sll2.pcap" tls-sll2.pcap
 if [ -f "$work/lo.pcapng" ]; then cp "$work/lo.pcapng" tls-lo.pcapng; chmod 644 tls-lo.pcapng; fi
-ls -l tls-lo.pcap tls-sll.pcap tls-lo.pcapng 2>/dev/null || true
+ls -l tls-lo.pcap tls-sll.pcap tls-sll2.pcap tls-lo.pcapng 2>/dev/null || true
