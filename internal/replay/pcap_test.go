@@ -434,9 +434,9 @@ func FuzzPCAP(f *testing.F) {
 	}
 	trace, _ := makeTrace(f, false, layers.LinkTypeRaw)
 	f.Add(trace)
-	// Real captures: Linux cooked and pcapng from tcpdump and dumpcap,
+	// Real captures: Linux cooked v1 and v2 and pcapng from tcpdump and dumpcap,
 	// BSD null from real Go TLS connections.
-	seed(f, "tls-sll.pcap", "tls-lo.pcapng")
+	seed(f, "tls-sll.pcap", "tls-sll2.pcap", "tls-lo.pcapng")
 	f.Add(loopbackTrace(f, false, ltNull).pcap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pr, err := OpenPCAP(bytes.NewReader(b), Options{Ports: []uint16{443, 80}})
