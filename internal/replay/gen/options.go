@@ -147,8 +147,8 @@ func DefaultOptions() Options {
 		Seed:            1,
 		Clients:         20000,
 		ClientSigma:     1.2,
-		NewHost:         4,
-		NewHostDiscount: 0.55,
+		NewHost:         5.3,
+		NewHostDiscount: 0.58,
 		RevisitSkew:     2,
 		Providers:       DefaultProviders(),
 		DeadFromRank:    20,
@@ -170,31 +170,26 @@ func DefaultOptions() Options {
 // reaches about 38,700 live hosts (Table 2).
 func DefaultProviders() []Provider {
 	return []Provider{
-		{Name: "akamai", Share: 0.06, Resolvable: true, Hosts: 4000, Zipf: 0.9, Addrs: 1, Dead: 0.3, Style: StyleAkamaiPTR},
-		{Name: "aws", Share: 0.09, Resolvable: true, Hosts: 12000, Zipf: 0.8, Addrs: 1, Dead: 0.3, Style: StyleEC2},
+		{Name: "akamai", Share: 0.06, Resolvable: true, Hosts: 4000, Zipf: 0.9, Addrs: 1, Dead: 0.38, Style: StyleAkamaiPTR},
+		{Name: "aws", Share: 0.09, Resolvable: true, Hosts: 12000, Zipf: 0.8, Addrs: 1, Dead: 0.38, Style: StyleEC2},
 		{Name: "facebook", Share: 0.14, Resolvable: true, Hosts: 400, Zipf: 1.0, Addrs: 1, Style: StyleFacebook},
 		{Name: "twitter", Share: 0.04, Resolvable: true, Hosts: 150, Zipf: 1.0, Addrs: 1, Style: StyleTwitter},
 		{Name: "spotify", Share: 0.002, Resolvable: true, Hosts: 40, Zipf: 1.0, Addrs: 1, Style: StyleSpotify},
-		{Name: "web", Share: 0.208, Resolvable: true, Hosts: 70000, Zipf: 0.9, Addrs: 1, Dead: 0.3, Style: StyleSite},
+		{Name: "web", Share: 0.208, Resolvable: true, Hosts: 76000, Zipf: 0.9, Addrs: 1, Dead: 0.37, Style: StyleSite},
 		{Name: "apple-akamai", Share: 0.09, Resolvable: false, Hosts: 1500, Zipf: 1.0, Addrs: 4, Style: StyleAppleAkamai},
 		{Name: "akamai-edge", Share: 0.09, Resolvable: false, Hosts: 3000, Zipf: 1.0, Addrs: 2, Style: StyleAkamaiEdge},
 		{Name: "cdn", Share: 0.28, Resolvable: false, Hosts: 6000, Zipf: 1.0, Addrs: 1, Style: StyleCDN},
 	}
 }
 
-// Scaled returns o with its flows, clients and host counts multiplied by
-// f: the same shape for a smaller (or larger) network over the same
-// Duration. Counts stay at least 1.
+// Scaled returns o with its flows and clients multiplied by f: the same
+// clients' behaviour in a smaller (or larger) network over the same
+// Duration and the same web. The shares of the flows and requests stay
+// the paper's; the number of distinct hosts reached grows more slowly than
+// f, as it would. Counts stay at least 1.
 func (o Options) Scaled(f float64) Options {
-	sc := func(n float64) float64 { return math.Max(1, math.Round(n*f)) }
-	o.Flows = int64(sc(float64(o.Flows)))
-	o.Clients = int(sc(float64(o.Clients)))
-	ps := make([]Provider, len(o.Providers))
-	for i, p := range o.Providers {
-		p.Hosts = int(sc(float64(p.Hosts)))
-		ps[i] = p
-	}
-	o.Providers = ps
+	o.Flows = int64(max(1, math.Round(float64(o.Flows)*f)))
+	o.Clients = int(max(1, math.Round(float64(o.Clients)*f)))
 	return o
 }
 
