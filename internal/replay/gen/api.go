@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"iter"
 	"net/netip"
 
 	"github.com/pkie/pkie/internal/replay"
@@ -53,3 +54,32 @@ func (g *Generator) Host(i int) Host { return g.m.host(i) }
 
 // Stats reports the flows made so far.
 func (g *Generator) Stats() replay.Stats { return g.s.stats }
+
+// Map yields the reverse-DNS map of every resolvable server address, in a
+// fixed order: what a PTR lookup of the trace's addresses would answer,
+// and what `pkie replay gen --map` writes as "ADDR NAME" lines.
+func (g *Generator) Map() iter.Seq2[netip.Addr, string] {
+	return func(yield func(netip.Addr, string) bool) {
+		for i := range g.m.hosts {
+			h := &g.m.hosts[i]
+			if !g.o.Providers[h.prov].Resolvable {
+				continue
+			}
+			if !yield(g.m.addrOf(h.addr), h.name) {
+				return
+			}
+		}
+	}
+}
+
+// DeadHosts yields the names of the generator's dead targets, in a fixed
+// order.
+func (g *Generator) DeadHosts() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := range g.m.hosts {
+			if g.m.hosts[i].dead && !yield(g.m.hosts[i].name) {
+				return
+			}
+		}
+	}
+}
