@@ -266,3 +266,5 @@ func BenchmarkNext(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 }
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
