@@ -182,14 +182,14 @@ func (s *Synth) Progress() (flows, named int64) { return s.res.Flows, s.named }
 
 // pending is a flow waiting in the reorder window, named.
 type pending struct {
-	start      int64 // ns since the epoch
-	seq        uint64
-	dur        time.Duration
-	client     netip.Addr
-	host       string
-	port       uint16
-	bytes      float64
-	noAnswer   bool // packets out and none back
+	start    int64 // ns since the epoch
+	seq      uint64
+	dur      time.Duration
+	client   netip.Addr
+	host     string
+	port     uint16
+	bytes    float64
+	noAnswer bool // packets out and none back
 }
 
 // Run reads r to its end and writes the schedule to w. When ctx ends or r
@@ -286,13 +286,13 @@ func (s *Synth) add(f *replay.Flow) error {
 		s.bothWays = true
 	}
 	p := pending{
-		start:      f.Start.UnixNano(),
-		dur:        max(f.Duration, 0),
-		client:     f.Client.Unmap(),
-		host:       host,
-		port:       f.Port,
-		bytes:      float64(f.BytesIn) + float64(f.BytesOut),
-		noAnswer:   f.PacketsOut > 0 && f.PacketsIn == 0,
+		start:    f.Start.UnixNano(),
+		dur:      max(f.Duration, 0),
+		client:   f.Client.Unmap(),
+		host:     host,
+		port:     f.Port,
+		bytes:    float64(f.BytesIn) + float64(f.BytesOut),
+		noAnswer: f.PacketsOut > 0 && f.PacketsIn == 0,
 	}
 	s.seq++
 	p.seq = s.seq

@@ -129,7 +129,7 @@ func TestClientCache(t *testing.T) {
 			fl(0, 1, "a.example"), fl(1, 1, "b.example"), fl(2, 1, "a.example"),
 			fl(3, 1, "c.example"), fl(4, 1, "b.example"), fl(5, 1, "c.example"), fl(6, 1, "a.example"),
 		},
-		want: []req{{0, 1, "a.example"}, {1, 1, "b.example"}, {3, 1, "c.example"}, {4, 1, "b.example"}, {6, 1, "a.example"}},
+		want:    []req{{0, 1, "a.example"}, {1, 1, "b.example"}, {3, 1, "c.example"}, {4, 1, "b.example"}, {6, 1, "a.example"}},
 		hits:    2,
 		evicted: 3,
 	}, {
