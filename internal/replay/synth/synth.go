@@ -171,7 +171,8 @@ func New(cfg Config) (*Synth, error) {
 		targets: map[targetKey]*target{},
 	}
 	s.res.SNIRecovered = -1
-	if cfg.Compare && (cfg.Map != nil || cfg.RDNS != nil) && slices.Contains(cfg.Naming, MethodSNI) {
+	if cfg.Compare && slices.Contains(cfg.Naming, MethodSNI) &&
+		(slices.Contains(cfg.Naming, MethodMap) || slices.Contains(cfg.Naming, MethodRDNS)) {
 		s.res.SNIRecovered = 0
 	}
 	return s, nil
@@ -225,7 +226,9 @@ func (s *Synth) Run(ctx context.Context, r replay.Reader, w io.Writer) (Result, 
 // name names f's server as the configuration says, counting how.
 func (s *Synth) name(f *replay.Flow) string {
 	host, how := "", ""
-	addrNamed, addrLooked := false, false
+	// The address counts as without a name only if every address method
+	// answered for it and none named it.
+	addrNamed, addrLooked := false, true
 	for _, m := range s.cfg.Naming {
 		var n string
 		var ok bool
@@ -242,8 +245,8 @@ func (s *Synth) name(f *replay.Flow) string {
 				nm = s.cfg.RDNS
 			}
 			n, ok = nm.Name(f.Server)
-			if l, isL := nm.(Looker); !isL || l.Looked(f.Server) {
-				addrLooked = true
+			if l, isL := nm.(Looker); isL && !l.Looked(f.Server) {
+				addrLooked = false
 			}
 			if ok {
 				addrNamed = true
