@@ -3,130 +3,15 @@ package synth
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net"
 	"net/netip"
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/net/dns/dnsmessage"
+	"github.com/pkie/pkie/internal/dnstest"
 )
-
-// dnsServer is a real DNS server on loopback UDP answering PTR queries
-// from a table (address → PTR names), NXDOMAIN for the rest, and
-// SERVFAIL for the addresses in fail.
-type dnsServer struct {
-	addr    string
-	queries atomic.Int64
-	conn    net.PacketConn
-	mu      sync.Mutex
-	asked   map[string]int // reverse name → queries
-}
-
-func startDNS(t *testing.T, table map[string][]string, fail map[string]bool) *dnsServer {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &dnsServer{addr: pc.LocalAddr().String(), conn: pc, asked: map[string]int{}}
-	ptr := map[string][]string{}
-	for a, names := range table {
-		ptr[reverseName(t, a)] = names
-	}
-	failing := map[string]bool{}
-	for a := range fail {
-		failing[reverseName(t, a)] = true
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { pc.Close(); <-done })
-	go func() {
-		defer close(done)
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			s.queries.Add(1)
-			name := strings.ToLower(q.Name.String())
-			s.mu.Lock()
-			s.asked[name]++
-			s.mu.Unlock()
-			rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
-			names, found := ptr[name]
-			switch {
-			case failing[name]:
-				rh.RCode = dnsmessage.RCodeServerFailure
-			case !found || q.Type != dnsmessage.TypePTR:
-				rh.RCode = dnsmessage.RCodeNameError
-			}
-			b := dnsmessage.NewBuilder(nil, rh)
-			b.EnableCompression()
-			b.StartQuestions()
-			b.Question(q)
-			b.StartAnswers()
-			if rh.RCode == dnsmessage.RCodeSuccess {
-				for _, n := range names {
-					b.PTRResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60},
-						dnsmessage.PTRResource{PTR: dnsmessage.MustNewName(n)})
-				}
-			}
-			out, err := b.Finish()
-			if err != nil {
-				continue
-			}
-			pc.WriteTo(out, from)
-		}
-	}()
-	return s
-}
-
-func reverseName(t *testing.T, a string) string {
-	t.Helper()
-	n, err := dnsReverse(netip.MustParseAddr(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// dnsReverse is the in-addr.arpa or ip6.arpa name of a.
-func dnsReverse(a netip.Addr) (string, error) {
-	if a.Is4() {
-		b := a.As4()
-		return strings.Join([]string{itoa(b[3]), itoa(b[2]), itoa(b[1]), itoa(b[0])}, ".") + ".in-addr.arpa.", nil
-	}
-	if !a.Is6() {
-		return "", errors.New("not an address")
-	}
-	b := a.As16()
-	const hex = "0123456789abcdef"
-	var sb strings.Builder
-	for i := 15; i >= 0; i-- {
-		sb.WriteByte(hex[b[i]&0xf])
-		sb.WriteByte('.')
-		sb.WriteByte(hex[b[i]>>4])
-		sb.WriteByte('.')
-	}
-	sb.WriteString("ip6.arpa.")
-	return sb.String(), nil
-}
-
-func itoa(b byte) string { return netip.AddrFrom4([4]byte{0, 0, 0, b}).String()[6:] }
 
 // virtualClock is a clock the rate limiter sleeps on without waiting: it
 // records every slot it was asked to wait for.
@@ -153,13 +38,14 @@ func (c *virtualClock) sleepUntil(_ context.Context, t time.Time) error {
 }
 
 func TestReverseDNS(t *testing.T) {
-	table := map[string][]string{
-		"192.0.2.1":   {"www.Example.COM."},
-		"192.0.2.2":   {"a.example.net."},
-		"2001:db8::1": {"v6.example.org."},
-		"192.0.2.4":   {"bad_name!.example.", "good.example."},
+	ip := netip.MustParseAddr
+	table := map[netip.Addr][]string{
+		ip("192.0.2.1"):   {"www.Example.COM."},
+		ip("192.0.2.2"):   {"a.example.net."},
+		ip("2001:db8::1"): {"v6.example.org."},
+		ip("192.0.2.4"):   {"bad_name!.example.", "good.example."},
 	}
-	srv := startDNS(t, table, map[string]bool{"192.0.2.9": true})
+	srv := dnstest.Start(t, table, map[netip.Addr]bool{ip("192.0.2.9"): true})
 	addrs := []netip.Addr{
 		netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"),
 		netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.4"),
@@ -167,7 +53,7 @@ func TestReverseDNS(t *testing.T) {
 	}
 	clock := &virtualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	rd := &ReverseDNS{
-		Resolver: Resolver(srv.addr), Rate: 2, Concurrency: 3, Timeout: 10 * time.Second,
+		Resolver: Resolver(srv.Addr), Rate: 2, Concurrency: 3, Timeout: 10 * time.Second,
 		Cache: NewRDNSCache(), Now: clock.now, SleepUntil: clock.sleepUntil,
 	}
 	st, err := rd.Resolve(context.Background(), addrs)
@@ -186,10 +72,7 @@ func TestReverseDNS(t *testing.T) {
 		if a.String() == "192.0.2.9" {
 			continue
 		}
-		srv.mu.Lock()
-		n := srv.asked[reverseName(t, a.String())]
-		srv.mu.Unlock()
-		if n != 1 {
+		if n := srv.Asked(a); n != 1 {
 			t.Errorf("%s asked %d times", a, n)
 		}
 	}
@@ -233,13 +116,13 @@ func TestReverseDNS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, file.Bytes())
 	}
-	before := srv.queries.Load()
-	rd2 := &ReverseDNS{Resolver: Resolver(srv.addr), Rate: 2, Concurrency: 3, Cache: cache, Now: clock.now, SleepUntil: clock.sleepUntil}
+	before := srv.Queries()
+	rd2 := &ReverseDNS{Resolver: Resolver(srv.Addr), Rate: 2, Concurrency: 3, Cache: cache, Now: clock.now, SleepUntil: clock.sleepUntil}
 	st2, err := rd2.Resolve(context.Background(), addrs[:4])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := srv.queries.Load() - before; got != 0 || st2.Cached != 4 || st2.Queries != 0 {
+	if got := srv.Queries() - before; got != 0 || st2.Cached != 4 || st2.Queries != 0 {
 		t.Errorf("second pass: %d queries, stats %+v", got, st2)
 	}
 	if n, ok := cache.Name(addrs[0]); !ok || n != "www.example.com" {
