@@ -141,8 +141,8 @@ func ParseRDNSCache(r io.Reader) (*RDNSCache, error) {
 			return nil, fmt.Errorf("line %d: %q is not an IP address", line, clip(f[0]))
 		}
 		at, err := time.Parse(time.RFC3339, f[2])
-		if err != nil {
-			return nil, fmt.Errorf("line %d: time %q: want RFC 3339", line, clip(f[2]))
+		if at = at.UTC(); err != nil || at.Year() < 1970 || at.Year() > 9999 {
+			return nil, fmt.Errorf("line %d: time %q: want RFC 3339, 1970 to 9999", line, clip(f[2]))
 		}
 		e := RDNSEntry{At: at}
 		if f[1] != "-" {
