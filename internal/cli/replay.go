@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,17 +20,20 @@ import (
 func runReplay(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
 		"flows": replayFlows,
+		"synth": replaySynth,
 	}
+	names := slices.Sorted(maps.Keys(sub))
 	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
-		return usageError("unknown subcommand %q; want flows (run \"pkie replay -h\")", args[0])
+		return usageError("unknown subcommand %q; want %s (run \"pkie replay -h\")", args[0], strings.Join(names, ", "))
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
-			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines")
+			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines\n"+
+			"  synth    name a trace's flows, simulate each client's cache, and write the notary requests as a schedule")
 		if len(args) > 0 && isHelp(args[0]) {
 			return nil
 		}
-		return usageError("want a subcommand: flows")
+		return usageError("want a subcommand: %s", strings.Join(names, ", "))
 	}
 	return sub[args[0]](ctx, env, args[1:])
 }
@@ -181,6 +186,10 @@ type traceProgress struct {
 	size, n     int64
 	start, last time.Time
 	stats       func() replay.Stats
+	// label names the command ("replay flows" when empty); extra, if not
+	// nil, adds the command's own counts to each line.
+	label string
+	extra func() string
 }
 
 func (p *traceProgress) Read(b []byte) (int, error) {
@@ -196,8 +205,15 @@ func (p *traceProgress) Read(b []byte) (int, error) {
 		if p.size > 0 {
 			done = fmt.Sprintf(" (%.0f%%)", 100*float64(p.n)/float64(p.size))
 		}
-		fmt.Fprintf(p.w, "pkie replay flows: %.1f MB read%s, %d flows read (%.0f/s), %d kept, %d named, %d malformed\n",
-			float64(p.n)/1e6, done, st.Read, float64(st.Read)/now.Sub(p.start).Seconds(), st.Kept, st.Named, st.Malformed)
+		label, more := p.label, ""
+		if label == "" {
+			label = "replay flows"
+		}
+		if p.extra != nil {
+			more = p.extra()
+		}
+		fmt.Fprintf(p.w, "pkie %s: %.1f MB read%s, %d flows read (%.0f/s), %d kept, %d named, %d malformed%s\n",
+			label, float64(p.n)/1e6, done, st.Read, float64(st.Read)/now.Sub(p.start).Seconds(), st.Kept, st.Named, st.Malformed, more)
 	}
 	return n, err
 }
