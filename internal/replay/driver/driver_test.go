@@ -3,6 +3,10 @@ package driver
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,8 +20,11 @@ import (
 
 	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/notarywire"
 	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/probe"
 )
 
 // schedule writes a schedule of reqs (and their targets, dead ones marked)
@@ -329,5 +336,101 @@ func TestInterrupt(t *testing.T) {
 	// The request in flight ran to its timeout, not cut off by the stop.
 	if len(res) != 1 || res[0].Outcome != replay.OutcomeTimeout || sum.Results != 1 {
 		t.Fatalf("results %+v", res)
+	}
+}
+
+// forger serves, with the TLS certificate of the notary it impersonates
+// (tlsID), answers signed by another notary (signer): a notary key the
+// bundle does not pin.
+func forger(t *testing.T, tlsID, signer *notary.Identity) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	srv := notary.NewServer(tlsID, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/check" {
+			var q notarywire.Request
+			json.NewDecoder(r.Body).Decode(&q)
+			match := true
+			ans := notarywire.Answer{Notary: "forger", Host: q.Host, Port: q.Port, SignedAt: now, ObservedAt: now,
+				Probed: true, Current: q.SHA256, CurrentSet: []string{q.SHA256}, Match: &match,
+				History: []notarywire.Record{{SHA256: q.SHA256, SHA1: hex.EncodeToString(make([]byte, 20)), FirstSeen: now, LastSeen: now}}}
+			ab, _ := json.Marshal(ans)
+			sig := ed25519.Sign(signer.V1, notarywire.SignedMessage(ab))
+			json.NewEncoder(w).Encode(notarywire.Response{Answer: ab, Signature: base64.StdEncoding.EncodeToString(sig)})
+			return
+		}
+		r.ParseForm()
+		fp, _ := probe.ParseColonHex(r.Form.Get("fingerprint"), 20)
+		var rec store.Record
+		copy(rec.SHA1[:], fp)
+		rec.First, rec.Last = now, now
+		body, _ := notary.SignedBody(signer.RSA, notary.FingerprintList([]store.Record{rec}))
+		w.Write(body)
+	}))
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// TestForgedAnswers: an answer is counted only once its signature verifies
+// against the bundle's key, and the connection only once the notary shows
+// the bundle's certificate.
+func TestForgedAnswers(t *testing.T) {
+	real, err := notary.NewIdentity("real", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := notary.NewIdentity("other", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := func(ap netip.AddrPort) *consensus.Bundle {
+		nb := real.Bundle(ap.Addr().String(), int(ap.Port()), 0, "real", "", "")
+		raw, _ := nb.MarshalIndent()
+		b, err := consensus.ParseBundle(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	fps := func(string, uint16) ([20]byte, [32]byte, bool) { return [20]byte{7}, [32]byte{7}, true }
+	signedByOther := bundle(forger(t, real, other)) // right certificate, wrong signer
+	impostor := bundle(forger(t, other, other))     // wrong certificate
+	for _, tc := range []struct {
+		name    string
+		b       *consensus.Bundle
+		v1      bool
+		outcome string
+		err     string
+	}{
+		{"convergence forged signature", signedByOther, false, replay.OutcomeStatus, "invalid answer"},
+		{"v1 forged signature", signedByOther, true, replay.OutcomeStatus, "invalid answer"},
+		{"convergence pin mismatch", impostor, false, replay.OutcomeConnError, "pin mismatch"},
+		{"v1 pin mismatch", impostor, true, replay.OutcomeConnError, "pin mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tg interface {
+				Target
+				Close()
+			}
+			if tc.v1 {
+				tg, err = NewV1(tc.b, fps, 0)
+			} else {
+				tg, err = NewConvergence(tc.b, fps, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tg.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a := tg.Do(ctx, req(0, "10.0.0.1", "a.test"), netip.Addr{})
+			if a.Outcome != tc.outcome || a.Err == nil || !strings.Contains(a.Err.Error(), tc.err) {
+				t.Errorf("answer %+v, want %s with %q", a, tc.outcome, tc.err)
+			}
+		})
 	}
 }
