@@ -18,17 +18,19 @@ import (
 func runReplay(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
 		"flows": replayFlows,
+		"run":   replayRun,
 	}
 	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
-		return usageError("unknown subcommand %q; want flows (run \"pkie replay -h\")", args[0])
+		return usageError("unknown subcommand %q; want flows or run (run \"pkie replay -h\")", args[0])
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
-			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines")
+			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines\n"+
+			"  run      replay a request schedule, open loop, against local or remote notaries and write a run record")
 		if len(args) > 0 && isHelp(args[0]) {
 			return nil
 		}
-		return usageError("want a subcommand: flows")
+		return usageError("want a subcommand: flows or run")
 	}
 	return sub[args[0]](ctx, env, args[1:])
 }
