@@ -17,18 +17,20 @@ import (
 
 func runReplay(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
-		"flows": replayFlows,
+		"flows":  replayFlows,
+		"report": replayReport,
 	}
 	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
-		return usageError("unknown subcommand %q; want flows (run \"pkie replay -h\")", args[0])
+		return usageError("unknown subcommand %q; want flows or report (run \"pkie replay -h\")", args[0])
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
-			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines")
+			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines\n"+
+			"  report   measure a replayed run from its record and schedule: Tables 1-3, Figures 2-5, overhead, expected delay")
 		if len(args) > 0 && isHelp(args[0]) {
 			return nil
 		}
-		return usageError("want a subcommand: flows")
+		return usageError("want a subcommand: flows or report")
 	}
 	return sub[args[0]](ctx, env, args[1:])
 }
