@@ -37,7 +37,7 @@ func TestReplayReport(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"Table 1: every request by outcome", "Table 3:", "= 259.7 ms (§5 states 260 ms)", "overhead 0.2000%"} {
+	for _, want := range []string{"Table 1: every request by outcome", "Table 3:", "= 259.7 ms (§5 states 260 ms)", "overhead 0.2100%"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -178,16 +178,20 @@ type Targets struct {
 
 // Overhead is §3.5's network overhead, Notary Bytes / SSL Bytes.
 type Overhead struct {
-	// Measured is false when the record has fewer than two byte samples.
+	// Measured is false when the record has no byte sample.
 	Measured bool   `json:"measured"`
 	Samples  int64  `json:"samples"`
 	Where    string `json:"where,omitempty"`
-	// The bytes counted between the first and the last sample (wall time
-	// since the run started), cumulative counter differences.
-	FromWall    time.Duration `json:"from_wall_ns"`
-	UntilWall   time.Duration `json:"until_wall_ns"`
-	NotaryBytes int64         `json:"notary_bytes"`
-	ProbeBytes  int64         `json:"probe_bytes"`
+	// NotaryBytes and ProbeBytes are the counters at the last sample
+	// (Wall, since the run started): the counters are the run's own (its
+	// local notary's listener, its world's listeners, its connections to
+	// remote notaries) and start at zero with it. The first sample's are
+	// beside them, for the bytes of the first wall second.
+	Wall             time.Duration `json:"wall_ns"`
+	NotaryBytes      int64         `json:"notary_bytes"`
+	ProbeBytes       int64         `json:"probe_bytes"`
+	FirstWall        time.Duration `json:"first_wall_ns"`
+	FirstNotaryBytes int64         `json:"first_notary_bytes"`
 	// HTTPSBytes is the schedule's HTTPS bytes of the window's seconds.
 	HTTPSBytes float64 `json:"https_bytes"`
 	// Percent is NotaryBytes / HTTPSBytes; WithProbes counts the
@@ -431,12 +435,11 @@ func (b *builder) finish(h *replay.RunHeader, end *replay.RunEnd, nets []replay.
 	rep.Targets.UnavailableDead = b.toDead[rowUnavailTarget] + b.toDead[rowUnavailOverload] + b.toDead[rowUnavailOther]
 
 	o := Overhead{Samples: nNet, HTTPSBytes: https, PaperPercent: 100 * PaperNotaryBytes / PaperHTTPSBytes}
-	if len(nets) == 2 {
+	if len(nets) > 0 {
+		first, last := nets[0], nets[len(nets)-1]
 		o.Measured = true
-		o.Where = nets[1].Where
-		o.FromWall, o.UntilWall = nets[0].Wall, nets[1].Wall
-		o.NotaryBytes = nets[1].NotaryBytes - nets[0].NotaryBytes
-		o.ProbeBytes = nets[1].ProbeBytes - nets[0].ProbeBytes
+		o.Where, o.Wall, o.NotaryBytes, o.ProbeBytes = last.Where, last.Wall, last.NotaryBytes, last.ProbeBytes
+		o.FirstWall, o.FirstNotaryBytes = first.Wall, first.NotaryBytes
 		if https > 0 {
 			o.Percent = 100 * float64(o.NotaryBytes) / https
 			o.PercentWithProbes = 100 * float64(o.NotaryBytes+o.ProbeBytes) / https
@@ -575,8 +578,8 @@ func (b *builder) warnings(rep *Report, h *replay.RunHeader, end *replay.RunEnd,
 	if want := b.sum.Requests * int64(len(h.Notaries)); want > 0 && total.results() > want {
 		add("the record has %d results, more than the schedule's %d requests × %d notaries", total.results(), b.sum.Requests, len(h.Notaries))
 	}
-	if nNet < 2 {
-		add("the record has %d byte samples: the network overhead is not measured", nNet)
+	if nNet == 0 {
+		add("the record has no byte sample: the network overhead is not measured")
 	} else if https == 0 {
 		add("the schedule counts no HTTPS bytes in the replayed seconds (its trace format had none): the overhead ratio is not defined")
 	}

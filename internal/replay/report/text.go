@@ -110,14 +110,14 @@ func WriteText(out io.Writer, rep *Report) error {
 	o := rep.Overhead
 	p("\nNetwork overhead (Notary Bytes / SSL Bytes)\n")
 	if !o.Measured {
-		p("  not measured: the record has %d byte samples\n", o.Samples)
+		p("  not measured: the record has no byte sample\n")
 	} else {
-		p("  notary bytes %d (counted at the %s, TCP payload both ways: no IP or TCP headers), between wall %v and %v\n",
-			o.NotaryBytes, termtext.Escape(o.Where), o.FromWall.Round(time.Millisecond), o.UntilWall.Round(time.Millisecond))
+		p("  notary bytes %d, counted at the %s from the run's start to its last sample (wall %v): TCP payload both ways, no IP or TCP headers\n",
+			o.NotaryBytes, termtext.Escape(o.Where), o.Wall.Round(time.Millisecond))
 		p("  probe bytes %d (the synthetic world's listeners: the notary's probes of the targets)\n", o.ProbeBytes)
 		p("  HTTPS bytes of the trace seconds replayed: %.0f\n", o.HTTPSBytes)
 		if o.HTTPSBytes > 0 {
-			p("  overhead %.4f%% (with probes %.4f%%); paper %.2f%% (1.73 GB / 2.77 TB, frames captured at the notary)\n",
+			p("  overhead %.4f%% (with probes %.4f%%); paper %.2f%% (1.73 GB / 2.77 TB; its notary bytes were whole captured frames, headers included)\n",
 				o.Percent, o.PercentWithProbes, o.PaperPercent)
 		}
 		p("  %.0f notary bytes per request sent\n", o.BytesPerRequest)
