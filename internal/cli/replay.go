@@ -26,6 +26,7 @@ func runReplay(ctx context.Context, env *Env, args []string) error {
 		{"flows", replayFlows, "read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines"},
 		{"synth", replaySynth, "name a trace's flows, simulate each client's cache, and write the notary requests as a schedule"},
 		{"run", replayRun, "replay a request schedule, open loop, against local or remote notaries and write a run record"},
+		{"report", replayReport, "measure a replayed run from its record and schedule: Tables 1-3, Figures 2-5, overhead, expected delay"},
 	}
 	var names []string
 	usage := "Usage: pkie replay SUBCOMMAND [flags]\n"
