@@ -18,13 +18,15 @@ import (
 func runReplay(ctx context.Context, env *Env, args []string) error {
 	sub := map[string]func(context.Context, *Env, []string) error{
 		"flows": replayFlows,
+		"gen":   replayGen,
 	}
 	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
 		return usageError("unknown subcommand %q; want flows (run \"pkie replay -h\")", args[0])
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
-			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines")
+			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines\n"+
+			"  gen      make a synthetic trace shaped like Forced Perspectives' hour of campus HTTPS (JSON lines, nfdump CSV or Zeek logs)")
 		if len(args) > 0 && isHelp(args[0]) {
 			return nil
 		}

@@ -83,3 +83,20 @@ func (g *Generator) DeadHosts() iter.Seq[string] {
 		}
 	}
 }
+
+// TraceMap yields the reverse-DNS map of the resolvable server addresses
+// the flows so far went to, in a fixed order: what the paper's PTR lookups
+// of its trace's addresses found (§3.1).
+func (g *Generator) TraceMap() iter.Seq2[netip.Addr, string] {
+	return func(yield func(netip.Addr, string) bool) {
+		for i := range g.m.hosts {
+			h := &g.m.hosts[i]
+			if !g.s.reached[i] || !g.o.Providers[h.prov].Resolvable {
+				continue
+			}
+			if !yield(g.m.addrOf(h.addr), h.name) {
+				return
+			}
+		}
+	}
+}
