@@ -16,7 +16,10 @@ type Options struct {
 	// 12:00 US Central time, when the paper's capture began (§3.1).
 	Start time.Time
 	// Duration is the trace's length; flow starts are spread over
-	// [Start, Start+Duration). Default one hour (§3.1).
+	// [Start, Start+Duration) at a level rate, a Poisson process of
+	// Flows/Duration a second conditioned on its count: the paper's
+	// Figure 2 shows a roughly level rate with noise. Default one hour
+	// (§3.1).
 	Duration time.Duration
 	// Flows is how many TCP flows to port 443 the trace holds. Default
 	// 3,922,967 (§3.1).
