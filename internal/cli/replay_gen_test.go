@@ -143,15 +143,6 @@ func TestReplayGen(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestReplayGenInterrupted checks that a stopped run leaves no file, not
 // even a partial one.
 func TestReplayGenInterrupted(t *testing.T) {
