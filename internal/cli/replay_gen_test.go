@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/replay/gen"
 )
 
 func runGen(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string, code int) {
@@ -181,5 +182,72 @@ func TestReplayGenUsage(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestReplayGenThroughSynth feeds a generated nfdump trace and its map to
+// pkie replay synth: the schedule must have the requests and dead targets
+// the generator's own flows give under the paper's method, the dead ones
+// found from the trace alone (their flows unanswered).
+func TestReplayGenThroughSynth(t *testing.T) {
+	dir := t.TempDir()
+	trace, mapFile := filepath.Join(dir, "t.csv"), filepath.Join(dir, "t.map")
+	if _, stderr, code := runGen(t, context.Background(), "--flows", "20000", "--clients", "100", "--seed", "3",
+		"--format", "nfdump", "--out", trace, "--map", mapFile); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+
+	o := gen.DefaultOptions()
+	o.Flows, o.Clients, o.Seed = 20000, 100, 3
+	g, err := gen.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pair struct {
+		c netip.Addr
+		h string
+	}
+	seen, targets, dead := map[pair]bool{}, map[string]bool{}, map[string]bool{}
+	var named, requests int64
+	for {
+		f, err := g.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, ok := g.Name(f.Server)
+		if !ok {
+			continue
+		}
+		named++
+		if p := (pair{f.Client, name}); !seen[p] {
+			seen[p] = true
+			requests++
+			targets[name] = true
+			if g.Dead(name) {
+				dead[name] = true
+			}
+		}
+	}
+
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	args := []string{"replay", "synth", "--map", mapFile, "--json", "--out", filepath.Join(dir, "s.jsonl"), trace}
+	if code := Main(context.Background(), env, args); code != ExitOK {
+		t.Fatalf("synth exit %d: %s", code, errb.String())
+	}
+	var sum struct {
+		NamedMap    int64 `json:"named_map"`
+		Requests    int64 `json:"requests"`
+		Targets     int64 `json:"targets"`
+		DeadTargets int64 `json:"dead_targets"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("synth summary %q: %v", out.String(), err)
+	}
+	if sum.NamedMap != named || sum.Requests != requests || sum.Targets != int64(len(targets)) || sum.DeadTargets != int64(len(dead)) || len(dead) == 0 {
+		t.Errorf("synth: %+v; the generator: %d named, %d requests, %d targets, %d dead", sum, named, requests, len(targets), len(dead))
 	}
 }
