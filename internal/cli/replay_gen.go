@@ -107,7 +107,16 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 	if *out == "" {
 		return usageError("want --out FILE (or --out - for stdout); run \"pkie replay gen -h\"")
 	}
+	paths := map[string]string{}
 	for _, p := range []struct{ flag, path string }{{"--out", *out}, {"--ssl-out", *sslOut}, {"--map", *mapOut}} {
+		if p.path == "" {
+			continue
+		}
+		abs, _ := filepath.Abs(p.path)
+		if other, dup := paths[abs]; dup {
+			return usageError("%s and %s name the same file, %s", other, p.flag, p.path)
+		}
+		paths[abs] = p.flag
 		if p.path != "-" {
 			if err := checkOutput(p.flag, p.path); err != nil {
 				return err

@@ -174,6 +174,7 @@ func TestReplayGenUsage(t *testing.T) {
 		{[]string{"--out", out, "--scale", "0"}, "--scale"},
 		{[]string{"--out", out, "--start", "noon"}, "RFC 3339"},
 		{[]string{"--out", filepath.Join(dir, "no", "such", "dir")}, "--out"},
+		{[]string{"--out", out, "--map", out}, "name the same file"},
 	} {
 		_, stderr, code := runGen(t, context.Background(), tc.args...)
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
