@@ -53,6 +53,8 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 	mapOut := fs.String("map", "", "also write the reverse-DNS map of the trace's resolvable addresses, \"ADDR NAME\" lines")
 	noSNI := fs.Bool("no-sni", false, "leave flows without server names, as the paper's netflow was")
 	deadAnswered := fs.Bool("dead-answered", false, "let flows to dead hosts look answered, as the paper's did when captured (the trace then cannot say they are dead)")
+	optFile := fs.String("options", "", "a JSON file of generator options (every shape parameter; see --print-options) over the paper's defaults; flags given override it")
+	printOpts := fs.Bool("print-options", false, "print the options the other flags make, as an --options file, and make no trace")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -64,7 +66,25 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	o := def
+	base := def
+	if *optFile != "" {
+		f, err := os.Open(*optFile)
+		if err != nil {
+			return usageError("--options: %v", err)
+		}
+		base, err = gen.ReadOptions(f)
+		f.Close()
+		if err != nil {
+			return usageError("--options %s: %v", *optFile, err)
+		}
+	}
+	if !set["duration"] {
+		*duration = base.Duration
+	}
+	if !set["seed"] {
+		*seed = base.Seed
+	}
+	o := base
 	switch {
 	case *scale <= 0 || *scale > 100:
 		return usageError("--scale %v: want a factor above 0, at most 100", *scale)
@@ -79,16 +99,25 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 	if !set["flows"] {
 		// The paper's rate, over the chosen duration: the first D of the
 		// hour, by the same clients.
-		*flows = int64(float64(o.Flows) * float64(*duration) / float64(def.Duration))
+		*flows = int64(float64(o.Flows) * float64(*duration) / float64(base.Duration))
 	}
 	o.Flows, o.Duration, o.Seed = *flows, *duration, *seed
 	if set["clients"] {
 		o.Clients = *clients
 	}
-	if o.Start, err = time.Parse(time.RFC3339Nano, *start); err != nil {
-		return usageError("--start %q: want RFC 3339 (%s)", *start, def.Start.Format(time.RFC3339))
+	if set["start"] {
+		if o.Start, err = time.Parse(time.RFC3339Nano, *start); err != nil {
+			return usageError("--start %q: want RFC 3339 (%s)", *start, def.Start.Format(time.RFC3339))
+		}
 	}
-	o.NoSNI, o.DeadUnanswered = *noSNI, !*deadAnswered
+	o.NoSNI = o.NoSNI || *noSNI
+	o.DeadUnanswered = o.DeadUnanswered && !*deadAnswered
+	if *printOpts {
+		if _, err := gen.New(o); err != nil {
+			return usageError("%v", err)
+		}
+		return writeJSON(env.Stdout, o)
+	}
 	switch *format {
 	case replay.FormatJSONL, replay.FormatNfdump:
 		if *sslOut != "" {

@@ -122,6 +122,22 @@ func TestReplayGen(t *testing.T) {
 	if a, b := mustRead(t, trace), mustRead(t, again); !bytes.Equal(a, b) {
 		t.Error("the same flags made two different traces")
 	}
+	// The options the flags make, printed, are an options file making
+	// the same trace.
+	opts, stderr, code := runGen(t, context.Background(), append(small, "--print-options")...)
+	if code != ExitOK || !strings.Contains(opts, `"flows": 3000`) {
+		t.Fatalf("exit %d: %s%s", code, opts, stderr)
+	}
+	optFile, fromFile := filepath.Join(dir, "opts.json"), filepath.Join(dir, "file.jsonl")
+	if err := os.WriteFile(optFile, []byte(opts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runGen(t, context.Background(), "--options", optFile, "--out", fromFile); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if a, b := mustRead(t, trace), mustRead(t, fromFile); !bytes.Equal(a, b) {
+		t.Error("--options of --print-options made another trace")
+	}
 	conn, ssl := filepath.Join(dir, "conn.log"), filepath.Join(dir, "ssl.log")
 	if _, stderr, code := runGen(t, context.Background(), append(small, "--format", "zeek", "--out", conn, "--ssl-out", ssl)...); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -175,6 +191,7 @@ func TestReplayGenUsage(t *testing.T) {
 		{[]string{"--out", out, "--start", "noon"}, "RFC 3339"},
 		{[]string{"--out", filepath.Join(dir, "no", "such", "dir")}, "--out"},
 		{[]string{"--out", out, "--map", out}, "name the same file"},
+		{[]string{"--out", out, "--options", filepath.Join(dir, "none.json")}, "--options"},
 	} {
 		_, stderr, code := runGen(t, context.Background(), tc.args...)
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) {

@@ -268,3 +268,37 @@ func BenchmarkNext(b *testing.B) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func TestReadOptions(t *testing.T) {
+	o, err := ReadOptions(strings.NewReader(`{"flows": 5000, "seed": 9, "providers": [
+		{"name": "only", "share": 1, "resolvable": true, "hosts": 10, "zipf": 1, "addrs": 1, "dead": 0.5, "style": "ec2"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultOptions()
+	if o.Flows != 5000 || o.Seed != 9 || o.Clients != def.Clients || len(o.Providers) != 1 || o.Providers[0].Style != StyleEC2 {
+		t.Fatalf("read %+v", o)
+	}
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range drain(t, g) {
+		if name, ok := g.Name(f.Server); !ok || !strings.HasPrefix(name, "ec2-198-1") || name != f.ServerName {
+			t.Fatalf("flow to %v named %q, %v", f.Server, name, ok)
+		}
+	}
+	for name, in := range map[string]string{
+		"unknown field":   `{"flowz": 3}`,
+		"unknown style":   `{"providers": [{"name": "a", "share": 1, "hosts": 1, "addrs": 1, "style": "geocities"}]}`,
+		"refused value":   `{"clients": 0}`,
+		"two values":      `{} {}`,
+		"before 1970":     `{"start": "1969-12-31T23:59:59Z"}`,
+		"same name twice": `{"providers": [{"name": "a", "share": 1, "hosts": 1, "addrs": 1}, {"name": "a", "share": 1, "hosts": 1, "addrs": 1}]}`,
+		"too big":         `{"seed": 1` + strings.Repeat(" ", MaxOptionsFile) + `}`,
+	} {
+		if _, err := ReadOptions(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
