@@ -302,3 +302,31 @@ func TestReadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupsWhileGenerating backs the promise that Name and Dead may be
+// called while Next runs (synth's reverse-DNS pass looks names up from
+// several goroutines); run it with -race.
+func TestLookupsWhileGenerating(t *testing.T) {
+	o := small()
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Host(0)
+	done := make(chan int)
+	for range 2 {
+		go func() {
+			n := 0
+			for i := 0; i < 2000; i++ {
+				if name, ok := g.Name(h.Addrs[0]); ok && name == h.Name && !g.Dead(name) {
+					n++
+				}
+			}
+			done <- n
+		}()
+	}
+	flows := len(drain(t, g))
+	if a, b := <-done, <-done; a != 2000 || b != 2000 || flows != int(o.Flows) {
+		t.Errorf("%d and %d of 2000 lookups answered, %d flows", a, b, flows)
+	}
+}
