@@ -16,13 +16,14 @@ import (
 )
 
 func runReplay(ctx context.Context, env *Env, args []string) error {
-	// One line per subcommand, in pipeline order: trace, flows, schedule,
+	// One line per subcommand, in pipeline order: (synthetic) trace, flows, schedule,
 	// run record, report.
 	subs := []struct {
 		name  string
 		run   func(context.Context, *Env, []string) error
 		usage string
 	}{
+		{"gen", replayGen, "make a synthetic trace shaped like Forced Perspectives' hour of campus HTTPS, with its reverse-DNS map"},
 		{"flows", replayFlows, "read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines"},
 		{"synth", replaySynth, "name a trace's flows, simulate each client's cache, and write the notary requests as a schedule"},
 		{"run", replayRun, "replay a request schedule, open loop, against local or remote notaries and write a run record"},

@@ -12,12 +12,13 @@ import (
 // reads it too. Its memory is a few words per client and per host: flows
 // are made as they are asked for, never held.
 //
-// A Generator is not safe for concurrent use.
+// Name, Dead, Hosts, Host, Map and DeadHosts read only what New made and
+// may be called from any goroutine, Next running or not; Next, Stats,
+// TraceMap and Reached must not be called concurrently with Next.
 type Generator struct {
 	o Options
-	// Filled in by New (gen.go).
-	m *model
-	s state
+	m *model // fixed by New
+	s state  // changed by Next
 }
 
 var _ replay.Reader = (*Generator)(nil)
@@ -55,9 +56,9 @@ func (g *Generator) Host(i int) Host { return g.m.host(i) }
 // Stats reports the flows made so far.
 func (g *Generator) Stats() replay.Stats { return g.s.stats }
 
-// Map yields the reverse-DNS map of every resolvable server address, in a
-// fixed order: what a PTR lookup of the trace's addresses would answer,
-// and what `pkie replay gen --map` writes as "ADDR NAME" lines.
+// Map yields the reverse-DNS map of every resolvable server address, the
+// trace's or not, in a fixed order: what a PTR lookup of any of them would
+// answer. TraceMap is the part of it the flows reached.
 func (g *Generator) Map() iter.Seq2[netip.Addr, string] {
 	return func(yield func(netip.Addr, string) bool) {
 		for i := range g.m.hosts {
@@ -78,6 +79,24 @@ func (g *Generator) DeadHosts() iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for i := range g.m.hosts {
 			if g.m.hosts[i].dead && !yield(g.m.hosts[i].name) {
+				return
+			}
+		}
+	}
+}
+
+// TraceMap yields the reverse-DNS map of the resolvable server addresses
+// the flows so far went to, in a fixed order: what the paper's PTR lookups
+// of its trace's addresses found (§3.1), and what `pkie replay gen --map`
+// writes as "ADDR NAME" lines.
+func (g *Generator) TraceMap() iter.Seq2[netip.Addr, string] {
+	return func(yield func(netip.Addr, string) bool) {
+		for i := range g.m.hosts {
+			h := &g.m.hosts[i]
+			if !g.s.reached[i] || !g.o.Providers[h.prov].Resolvable {
+				continue
+			}
+			if !yield(g.m.addrOf(h.addr), h.name) {
 				return
 			}
 		}

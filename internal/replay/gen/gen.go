@@ -239,7 +239,9 @@ func (g *Generator) Next() (replay.Flow, error) {
 	// drawn in order: a Poisson process of Flows/Duration a second,
 	// conditioned on its count, one flow at a time.
 	left := float64(o.Flows - s.made)
-	s.u += (1 - s.u) * (1 - math.Pow(r.Float64(), 1/left))
+	// 1 - V^(1/left) for V uniform in (0, 1], computed without losing
+	// the small step to rounding.
+	s.u += (1 - s.u) * -math.Expm1(math.Log(1-r.Float64())/left)
 	s.made++
 	off := time.Duration(s.u * float64(o.Duration)).Truncate(time.Millisecond)
 	if off >= o.Duration {

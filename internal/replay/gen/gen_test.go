@@ -14,10 +14,13 @@ import (
 )
 
 // small is a quick trace with the paper's shape: 10,000 flows of 50
-// clients over ten minutes.
+// clients over ten minutes, to a twentieth of its hosts (so New is quick).
 func small() Options {
 	o := DefaultOptions()
 	o.Flows, o.Clients, o.Duration = 10000, 50, 10*time.Minute
+	for i := range o.Providers {
+		o.Providers[i].Hosts = max(1, o.Providers[i].Hosts/20)
+	}
 	return o
 }
 
@@ -268,3 +271,65 @@ func BenchmarkNext(b *testing.B) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func TestReadOptions(t *testing.T) {
+	o, err := ReadOptions(strings.NewReader(`{"flows": 5000, "seed": 9, "providers": [
+		{"name": "only", "share": 1, "resolvable": true, "hosts": 10, "zipf": 1, "addrs": 1, "dead": 0.5, "style": "ec2"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultOptions()
+	if o.Flows != 5000 || o.Seed != 9 || o.Clients != def.Clients || len(o.Providers) != 1 || o.Providers[0].Style != StyleEC2 {
+		t.Fatalf("read %+v", o)
+	}
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range drain(t, g) {
+		if name, ok := g.Name(f.Server); !ok || !strings.HasPrefix(name, "ec2-198-1") || name != f.ServerName {
+			t.Fatalf("flow to %v named %q, %v", f.Server, name, ok)
+		}
+	}
+	for name, in := range map[string]string{
+		"unknown field":   `{"flowz": 3}`,
+		"unknown style":   `{"providers": [{"name": "a", "share": 1, "hosts": 1, "addrs": 1, "style": "geocities"}]}`,
+		"refused value":   `{"clients": 0}`,
+		"two values":      `{} {}`,
+		"before 1970":     `{"start": "1969-12-31T23:59:59Z"}`,
+		"same name twice": `{"providers": [{"name": "a", "share": 1, "hosts": 1, "addrs": 1}, {"name": "a", "share": 1, "hosts": 1, "addrs": 1}]}`,
+		"too big":         `{"seed": 1` + strings.Repeat(" ", MaxOptionsFile) + `}`,
+	} {
+		if _, err := ReadOptions(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestLookupsWhileGenerating backs the promise that Name and Dead may be
+// called while Next runs (synth's reverse-DNS pass looks names up from
+// several goroutines); run it with -race.
+func TestLookupsWhileGenerating(t *testing.T) {
+	o := small()
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Host(0)
+	done := make(chan int)
+	for range 2 {
+		go func() {
+			n := 0
+			for i := 0; i < 2000; i++ {
+				if name, ok := g.Name(h.Addrs[0]); ok && name == h.Name && !g.Dead(name) {
+					n++
+				}
+			}
+			done <- n
+		}()
+	}
+	flows := len(drain(t, g))
+	if a, b := <-done, <-done; a != 2000 || b != 2000 || flows != int(o.Flows) {
+		t.Errorf("%d and %d of 2000 lookups answered, %d flows", a, b, flows)
+	}
+}

@@ -1,9 +1,13 @@
 package gen
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -14,24 +18,27 @@ import (
 type Options struct {
 	// Start is the trace's first instant. Default Monday 21 April 2013,
 	// 12:00 US Central time, when the paper's capture began (§3.1).
-	Start time.Time
+	Start time.Time `json:"start"`
 	// Duration is the trace's length; flow starts are spread over
-	// [Start, Start+Duration). Default one hour (§3.1).
-	Duration time.Duration
+	// [Start, Start+Duration) at a level rate, a Poisson process of
+	// Flows/Duration a second conditioned on its count: the paper's
+	// Figure 2 shows a roughly level rate with noise. Default one hour
+	// (§3.1).
+	Duration time.Duration `json:"duration_ns"`
 	// Flows is how many TCP flows to port 443 the trace holds. Default
 	// 3,922,967 (§3.1).
-	Flows int64
+	Flows int64 `json:"flows"`
 	// Seed makes the trace: the same Options give the same flows.
-	Seed uint64
+	Seed uint64 `json:"seed"`
 
 	// Clients is the number of distinct client addresses. Default 20,000,
 	// an assumption (the paper gives no count: its traffic is a whole
 	// university's), chosen with NewHost so that the per-client cache
 	// leaves the paper's share of requests.
-	Clients int
+	Clients int `json:"clients"`
 	// ClientSigma is the σ of the lognormal spread of client activity (a
 	// few clients make many of the flows). Default 1.2, an assumption.
-	ClientSigma float64
+	ClientSigma float64 `json:"client_sigma"`
 	// NewHost (θ) and NewHostDiscount (α) say how often a client's flow
 	// goes to a host it has not yet visited: after n flows of which m
 	// opened a new (client, host) slot, the next opens one with
@@ -39,21 +46,22 @@ type Options struct {
 	// set of hosts grows fast at first and slowly later. Defaults chosen
 	// so that 26.8% of the named flows are a client's first to their host
 	// (574,078 of 2,139,632, §3.3).
-	NewHost, NewHostDiscount float64
+	NewHost         float64 `json:"new_host"`
+	NewHostDiscount float64 `json:"new_host_discount"`
 	// RevisitSkew shapes which of its hosts a client goes back to: slot
 	// ⌊m·U^RevisitSkew⌋ of its m, so values above 1 favour the hosts it
 	// visited first. Default 2, an assumption.
-	RevisitSkew float64
+	RevisitSkew float64 `json:"revisit_skew"`
 
 	// Providers are the classes of server names, with their share of the
 	// traffic. The resolvable ones' shares add up to the resolvable share
 	// of the flows (54%, §3.1).
-	Providers []Provider
+	Providers []Provider `json:"providers"`
 	// DeadFromRank spares a provider's most popular hosts from being
 	// dead: only hosts of popularity rank DeadFromRank or worse (0 is the
 	// most popular) may be. Default 20, an assumption: the paper's dead
 	// targets were cloud VMs and stale names (§3.3), not popular sites.
-	DeadFromRank int
+	DeadFromRank int `json:"dead_from_rank"`
 	// DeadUnanswered makes every flow to a dead host a connection attempt
 	// that was never answered (SYNs out, nothing back), so that a trace
 	// file says which hosts are dead and `pkie replay synth` marks them,
@@ -61,53 +69,53 @@ type Options struct {
 	// answer during the capture and had died by the replay (§3.3), which a
 	// trace file cannot say. Default true; live flows carry more bytes to
 	// keep each provider's share of the traffic and the mean.
-	DeadUnanswered bool
+	DeadUnanswered bool `json:"dead_unanswered"`
 
 	// MeanBytes is the mean of a flow's bytes, both ways: 2.77 TB over
 	// 3,922,967 flows ≈ 706,098 bytes (§3.1, §3.5).
-	MeanBytes float64
+	MeanBytes float64 `json:"mean_bytes"`
 	// BytesSigma is the σ of the lognormal of a flow's bytes. Default 2,
 	// an assumption (heavy-tailed: median ≈ MeanBytes/7.4).
-	BytesSigma float64
+	BytesSigma float64 `json:"bytes_sigma"`
 	// OutShare is the mean share of a flow's bytes sent by the client.
 	// Default 0.1, an assumption (HTTPS is mostly downloads).
-	OutShare float64
+	OutShare float64 `json:"out_share"`
 	// DurationMedian and DurationSigma are the lognormal of a flow's
 	// duration. Defaults 3 s and 1.5, an assumption (the paper gives no
 	// distribution).
-	DurationMedian time.Duration
-	DurationSigma  float64
+	DurationMedian time.Duration `json:"duration_median_ns"`
+	DurationSigma  float64       `json:"duration_sigma"`
 
 	// NoSNI leaves flows without a server name, as the paper's netflow
 	// had: then only the resolvable share can be named, by address.
-	NoSNI bool
+	NoSNI bool `json:"no_sni"`
 }
 
 // Provider is a class of server names: a content network, a service, or
 // the rest of the web.
 type Provider struct {
 	// Name identifies the provider ("akamai", "facebook", …).
-	Name string
+	Name string `json:"name"`
 	// Share is the provider's share of the flows and, in expectation, of
 	// the bytes.
-	Share float64
+	Share float64 `json:"share"`
 	// Resolvable says the provider's addresses have PTR records naming
 	// their host; the others are request-routed content-network addresses
 	// without one (§3.1).
-	Resolvable bool
+	Resolvable bool `json:"resolvable"`
 	// Hosts is how many distinct names the provider has; their popularity
 	// is Zipf with exponent Zipf.
-	Hosts int
-	Zipf  float64
+	Hosts int     `json:"hosts"`
+	Zipf  float64 `json:"zipf"`
 	// Addrs is how many addresses each name is served from; request
 	// routing gives a client one of them. A resolvable provider has one
 	// per name (a PTR names one host).
-	Addrs int
+	Addrs int `json:"addrs"`
 	// Dead is the probability that one of its hosts (past DeadFromRank)
 	// no longer serves TLS.
-	Dead float64
+	Dead float64 `json:"dead"`
 	// Style is how its names look.
-	Style NameStyle
+	Style NameStyle `json:"style"`
 }
 
 // NameStyle is a shape of synthetic server names. Names are valid DNS
@@ -125,6 +133,75 @@ const (
 	StyleAkamaiEdge                   // e1234.a.akamaiedge.net
 	StyleCDN                          // cs123.wpc.edgecastcdn.net
 )
+
+var styleNames = [...]string{"site", "akamai-ptr", "ec2", "facebook", "twitter", "spotify", "apple-akamai", "akamai-edge", "cdn"}
+
+// String returns the style's name in options files: "site", "akamai-ptr",
+// "ec2", "facebook", "twitter", "spotify", "apple-akamai", "akamai-edge"
+// or "cdn".
+func (s NameStyle) String() string {
+	if s >= 0 && int(s) < len(styleNames) {
+		return styleNames[s]
+	}
+	return fmt.Sprintf("NameStyle(%d)", int(s))
+}
+
+// MarshalText writes the style's name.
+func (s NameStyle) MarshalText() ([]byte, error) {
+	if s < 0 || int(s) >= len(styleNames) {
+		return nil, fmt.Errorf("gen: unknown name style %d", int(s))
+	}
+	return []byte(styleNames[s]), nil
+}
+
+// UnmarshalText reads a style's name.
+func (s *NameStyle) UnmarshalText(b []byte) error {
+	for i, n := range styleNames {
+		if string(b) == n {
+			*s = NameStyle(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("gen: unknown name style %q (want one of %s)", clip(string(b)), strings.Join(styleNames[:], ", "))
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// MaxOptionsFile bounds an options file: the defaults are 2 KB.
+const MaxOptionsFile = 1 << 20
+
+// ReadOptions reads an options file: a JSON object with Options' fields
+// (their JSON names; durations in nanoseconds), each replacing the
+// default's. A "providers" list replaces the default list whole. Unknown
+// fields are refused, so that a misspelt one is not silently ignored; so
+// are options New would refuse.
+func ReadOptions(r io.Reader) (Options, error) {
+	o := DefaultOptions()
+	b, err := io.ReadAll(io.LimitReader(r, MaxOptionsFile+1))
+	if err != nil {
+		return o, fmt.Errorf("gen: reading options: %w", err)
+	}
+	if len(b) > MaxOptionsFile {
+		return o, fmt.Errorf("gen: options file over %d bytes", MaxOptionsFile)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, fmt.Errorf("gen: options: %w", err)
+	}
+	if dec.More() {
+		return o, errors.New("gen: options: more than one JSON value")
+	}
+	if err := o.check(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
 
 // PaperFlows and the figures after it are Forced Perspectives' (IMC 2014)
 // published counts of its hour of campus HTTPS, which DefaultOptions
@@ -202,53 +279,67 @@ func (o Options) Scaled(f float64) Options {
 const (
 	maxClients = 1<<24 - 2
 	maxAddrs   = 1<<17 + 1<<22
+	// maxProviders and maxHostAddrs bound what a host record counts.
+	maxProviders = 1000
+	maxHostAddrs = 64
 )
 
 func (o Options) check() error {
 	switch {
 	case o.Flows < 0:
 		return errors.New("gen: negative Flows")
+	case o.Start.Year() < 1970 || o.Start.Year() > 9999:
+		// Trace formats count time from 1970 (Zeek's ts, nfdump's
+		// csv-fast); a trace before then would not read back.
+		return errors.New("gen: Start must be in the years 1970 to 9999")
 	case o.Duration <= 0:
 		return errors.New("gen: Duration must be positive")
 	case o.Clients < 1 || o.Clients > maxClients:
 		return fmt.Errorf("gen: Clients must be 1 to %d", maxClients)
-	case o.ClientSigma < 0 || o.ClientSigma > 5:
+	case !(o.ClientSigma >= 0 && o.ClientSigma <= 5):
 		return errors.New("gen: ClientSigma must be 0 to 5")
-	case o.NewHost <= 0 || o.NewHostDiscount < 0 || o.NewHostDiscount >= 1:
-		return errors.New("gen: want NewHost > 0 and 0 <= NewHostDiscount < 1")
-	case o.RevisitSkew <= 0:
-		return errors.New("gen: RevisitSkew must be positive")
-	case len(o.Providers) == 0:
-		return errors.New("gen: no Providers")
+	case !(o.NewHost > 0 && o.NewHost <= 1e9) || !(o.NewHostDiscount >= 0 && o.NewHostDiscount < 1):
+		return errors.New("gen: want 0 < NewHost <= 1e9 and 0 <= NewHostDiscount < 1")
+	case !(o.RevisitSkew > 0 && o.RevisitSkew <= 100):
+		return errors.New("gen: RevisitSkew must be above 0, at most 100")
+	case len(o.Providers) == 0 || len(o.Providers) > maxProviders:
+		return fmt.Errorf("gen: want 1 to %d Providers", maxProviders)
 	case o.DeadFromRank < 0:
 		return errors.New("gen: negative DeadFromRank")
-	case o.MeanBytes < 0 || o.BytesSigma < 0 || o.BytesSigma > 5:
-		return errors.New("gen: want MeanBytes >= 0 and 0 <= BytesSigma <= 5")
-	case o.OutShare < 0 || o.OutShare > 1:
+	case !(o.MeanBytes >= 0 && o.MeanBytes <= 1e12) || !(o.BytesSigma >= 0 && o.BytesSigma <= 5):
+		return errors.New("gen: want 0 <= MeanBytes <= 1e12 and 0 <= BytesSigma <= 5")
+	case !(o.OutShare >= 0 && o.OutShare <= 1):
 		return errors.New("gen: OutShare must be 0 to 1")
-	case o.DurationMedian < 0 || o.DurationSigma < 0 || o.DurationSigma > 5:
+	case o.DurationMedian < 0 || !(o.DurationSigma >= 0 && o.DurationSigma <= 5):
 		return errors.New("gen: want DurationMedian >= 0 and 0 <= DurationSigma <= 5")
 	}
 	var share float64
 	addrs := 0
+	names := map[string]bool{}
 	for _, p := range o.Providers {
 		switch {
-		case p.Name == "":
-			return errors.New("gen: a provider without a Name")
-		case p.Share < 0 || math.IsNaN(p.Share):
-			return fmt.Errorf("gen: provider %s: negative Share", p.Name)
+		case p.Name == "" || len(p.Name) > 64:
+			return errors.New("gen: a provider's Name must be 1 to 64 bytes")
+		case !(p.Share >= 0 && p.Share <= 1e6):
+			return fmt.Errorf("gen: provider %s: Share must be 0 to 1e6", p.Name)
 		case p.Hosts < 1:
 			return fmt.Errorf("gen: provider %s: want Hosts >= 1", p.Name)
-		case p.Zipf < 0 || p.Zipf > 5:
+		case !(p.Zipf >= 0 && p.Zipf <= 5):
 			return fmt.Errorf("gen: provider %s: Zipf must be 0 to 5", p.Name)
-		case p.Addrs < 1 || p.Resolvable && p.Addrs != 1:
-			return fmt.Errorf("gen: provider %s: want Addrs >= 1, and 1 when Resolvable", p.Name)
-		case p.Dead < 0 || p.Dead > 1:
+		case p.Addrs < 1 || p.Addrs > maxHostAddrs || p.Resolvable && p.Addrs != 1:
+			return fmt.Errorf("gen: provider %s: want Addrs 1 to %d, and 1 when Resolvable", p.Name, maxHostAddrs)
+		case names[p.Name]:
+			return fmt.Errorf("gen: two providers named %s", p.Name)
+		case !(p.Dead >= 0 && p.Dead <= 1):
 			return fmt.Errorf("gen: provider %s: Dead must be 0 to 1", p.Name)
 		case p.Style < StyleSite || p.Style > StyleCDN:
 			return fmt.Errorf("gen: provider %s: unknown Style", p.Name)
 		}
+		names[p.Name] = true
 		share += p.Share
+		if p.Hosts > maxAddrs {
+			return fmt.Errorf("gen: more than %d server addresses", maxAddrs)
+		}
 		addrs += p.Hosts * p.Addrs
 		if addrs > maxAddrs {
 			return fmt.Errorf("gen: more than %d server addresses", maxAddrs)
