@@ -143,7 +143,10 @@ func (cfg *Config) NeedsRDNS(f *replay.Flow) bool {
 			return true
 		case MethodSNI:
 			if f.ServerName != "" && !cfg.Compare {
-				return false
+				// An SNI that is no DNS name names nothing (see name).
+				if _, err := CanonicalName(f.ServerName); err == nil {
+					return false
+				}
 			}
 		case MethodMap:
 			// The map before reverse DNS: if it names the address, flow
