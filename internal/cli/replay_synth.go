@@ -230,25 +230,32 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 		return fmt.Sprintf(", %.1f%% named", 100*float64(named)/float64(flows))
 	}
 
+	// The schedule is written beside --out and renamed over it when
+	// complete: a schedule without its summary is no schedule, so an
+	// interrupted or failed run leaves none (and any earlier one intact).
 	dst := env.Stdout
-	var f *os.File
+	var tmp *os.File
 	if *out != "" {
-		if f, err = os.Create(*out); err != nil {
-			return err
+		if tmp, err = os.CreateTemp(filepath.Dir(*out), filepath.Base(*out)+".*.tmp"); err != nil {
+			return fmt.Errorf("--out: %w", err)
 		}
-		defer f.Close()
-		dst = f
+		defer func() {
+			if tmp != nil {
+				tmp.Close()
+				os.Remove(tmp.Name())
+			}
+		}()
+		dst = tmp
 	}
 	res, err := s.Run(ctx, r, dst)
-	if err == nil && f != nil {
-		err = f.Close()
+	if err == nil && tmp != nil {
+		if err = tmp.Close(); err == nil {
+			if err = os.Rename(tmp.Name(), *out); err == nil {
+				tmp = nil
+			}
+		}
 	}
 	if err != nil {
-		if f != nil {
-			// A schedule without its summary is no schedule: leave none.
-			f.Close()
-			os.Remove(*out)
-		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted after %d flows: no schedule written", res.Flows)
 		}

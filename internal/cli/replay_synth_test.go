@@ -288,12 +288,31 @@ func TestReplaySynthInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := &cancellingReader{parts: [][]byte{buf.Bytes()[:half], buf.Bytes()[half:]}, cancel: cancel}
-	out := filepath.Join(t.TempDir(), "s.jsonl")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "s.jsonl")
 	code, _, stderr := runPkie(t, ctx, in, "replay", "synth", "--reorder", "1s", "--out", out, "-")
 	if code == ExitOK || !strings.Contains(stderr, "interrupted") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a cut-short schedule was left at --out: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+
+	// An earlier complete schedule at --out is left as it was.
+	os.WriteFile(out, []byte("earlier\n"), 0o644)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	in = &cancellingReader{parts: [][]byte{buf.Bytes()[:half], buf.Bytes()[half:]}, cancel: cancel}
+	if code, _, stderr := runPkie(t, ctx, in, "replay", "synth", "--out", out, "-"); code == ExitOK {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "earlier\n" {
+		t.Errorf("--out after an interrupted run: %q", b)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("files left behind: %v", left)
 	}
 }
