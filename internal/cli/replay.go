@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,24 +16,37 @@ import (
 )
 
 func runReplay(ctx context.Context, env *Env, args []string) error {
-	sub := map[string]func(context.Context, *Env, []string) error{
-		"flows": replayFlows,
-		"synth": replaySynth,
+	// One line per subcommand, in pipeline order: trace, flows, schedule,
+	// run record, report.
+	subs := []struct {
+		name  string
+		run   func(context.Context, *Env, []string) error
+		usage string
+	}{
+		{"flows", replayFlows, "read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines"},
+		{"synth", replaySynth, "name a trace's flows, simulate each client's cache, and write the notary requests as a schedule"},
+		{"run", replayRun, "replay a request schedule, open loop, against local or remote notaries and write a run record"},
+		{"report", replayReport, "measure a replayed run from its record and schedule: Tables 1-3, Figures 2-5, overhead, expected delay"},
 	}
-	names := slices.Sorted(maps.Keys(sub))
-	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
+	var names []string
+	usage := "Usage: pkie replay SUBCOMMAND [flags]\n"
+	for _, s := range subs {
+		names = append(names, s.name)
+		usage += fmt.Sprintf("\n  %-7s  %s", s.name, s.usage)
+	}
+	if len(args) > 0 && !isHelp(args[0]) {
+		for _, s := range subs {
+			if s.name == args[0] {
+				return s.run(ctx, env, args[1:])
+			}
+		}
 		return usageError("unknown subcommand %q; want %s (run \"pkie replay -h\")", args[0], strings.Join(names, ", "))
 	}
-	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
-			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines\n"+
-			"  synth    name a trace's flows, simulate each client's cache, and write the notary requests as a schedule")
-		if len(args) > 0 && isHelp(args[0]) {
-			return nil
-		}
-		return usageError("want a subcommand: %s", strings.Join(names, ", "))
+	fmt.Fprintln(env.Stderr, usage)
+	if len(args) > 0 {
+		return nil
 	}
-	return sub[args[0]](ctx, env, args[1:])
+	return usageError("want a subcommand: %s", strings.Join(names, ", "))
 }
 
 // replayFlowsSummary is what pkie replay flows reports when done.
