@@ -166,3 +166,26 @@ func TestRDNSCacheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestRDNSAnswer checks the names taken from an answer, whatever resolver
+// gave them: only valid DNS names, canonicalised, the first valid one.
+func TestRDNSAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+		def   bool
+		st    RDNSStats
+	}{
+		{[]string{"WWW.Example.com."}, "www.example.com", true, RDNSStats{Named: 1}},
+		{[]string{"bad name.", "x/y.example", "ok.example."}, "ok.example", true, RDNSStats{Named: 1}},
+		{[]string{"bad name.", "192.0.2.1"}, "", true, RDNSStats{Invalid: 1}},
+		{[]string{strings.Repeat("a", 64) + ".example."}, "", true, RDNSStats{Invalid: 1}},
+		{nil, "", true, RDNSStats{NoName: 1}},
+	} {
+		var st RDNSStats
+		e, def := (&ReverseDNS{}).answer(tc.names, nil, &st)
+		if e.Name != tc.want || def != tc.def || st != tc.st {
+			t.Errorf("%q: %q %v %+v, want %q %v %+v", tc.names, e.Name, def, st, tc.want, tc.def, tc.st)
+		}
+	}
+}
