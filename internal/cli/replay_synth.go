@@ -449,6 +449,14 @@ func replaySynthRDNS(ctx context.Context, env *Env, in *traceInput, cfg *synth.C
 		Resolver: synth.Resolver(fl.resolver), Rate: fl.rate, Concurrency: fl.concurrency,
 		Timeout: fl.timeout, Cache: cache, MaxAge: fl.maxAge,
 	}
+	started, last := time.Now(), time.Now()
+	rd.Progress = func(st synth.RDNSStats) {
+		if now := time.Now(); now.Sub(last) >= time.Second {
+			last = now
+			fmt.Fprintf(env.Stderr, "pkie replay synth: reverse DNS: %d of %d asked (%.0f/s): %d named, %d no name, %d failed\n",
+				st.Queries, st.Addresses-st.Cached, float64(st.Queries)/now.Sub(started).Seconds(), st.Named, st.NoName+st.Invalid, st.Errors)
+		}
+	}
 	st, rerr := rd.Resolve(ctx, set.Addrs())
 	if fl.cache != "" {
 		// Keep what was answered, even when interrupted.

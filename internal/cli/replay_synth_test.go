@@ -321,7 +321,7 @@ func TestReplaySynthGenerate(t *testing.T) {
 	dir := t.TempDir()
 	run := func(out string, extra ...string) replaySynthSummary {
 		t.Helper()
-		args := append([]string{"replay", "synth", "--generate", "--flows", "20000", "--duration", "2m", "--clients", "300", "--seed", "7", "--json", "--out", out}, extra...)
+		args := append([]string{"replay", "synth", "--generate", "--flows", "5000", "--duration", "2m", "--clients", "300", "--seed", "7", "--json", "--out", out}, extra...)
 		code, stdout, stderr := runPkie(t, context.Background(), nil, args...)
 		if code != ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
@@ -336,8 +336,8 @@ func TestReplaySynthGenerate(t *testing.T) {
 	sum := run(a)
 	// Every flow has SNI; the generator's PTR records name the
 	// resolvable ones' addresses, so the rest are recovered by SNI.
-	if sum.Flows != 20000 || sum.NamedSNI != 20000 || sum.Unnamed != 0 || sum.SNIRecovered <= 0 || sum.SNIRecovered >= 20000 ||
-		sum.Requests+sum.ClientCacheHits != 20000 || sum.DeadTargets == 0 || !strings.HasPrefix(sum.Source, "generator seed=7 flows=20000") {
+	if sum.Flows != 5000 || sum.NamedSNI != 5000 || sum.Unnamed != 0 || sum.SNIRecovered <= 0 || sum.SNIRecovered >= 5000 ||
+		sum.Requests+sum.ClientCacheHits != 5000 || sum.DeadTargets == 0 || !strings.HasPrefix(sum.Source, "generator seed=7 flows=5000") {
 		t.Errorf("summary %+v", sum)
 	}
 	// The same flags make the same schedule.
@@ -361,7 +361,7 @@ func TestReplaySynthGenerate(t *testing.T) {
 
 	// Without SNI, as the paper's netflow: only the PTR-named share.
 	sum = run(filepath.Join(dir, "c.jsonl"), "--no-sni")
-	if sum.NamedSNI != 0 || sum.NamedRDNS == 0 || sum.Unnamed == 0 || sum.NamedRDNS+sum.Unnamed != 20000 || sum.SNIRecovered != 0 {
+	if sum.NamedSNI != 0 || sum.NamedRDNS == 0 || sum.Unnamed == 0 || sum.NamedRDNS+sum.Unnamed != 5000 || sum.SNIRecovered != 0 {
 		t.Errorf("no-sni summary %+v", sum)
 	}
 	for _, tc := range []struct {
