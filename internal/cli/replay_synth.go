@@ -126,9 +126,12 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 		if len(pos) != 0 {
 			return usageError("--generate makes its own flows: no TRACE (%q)", pos[0])
 		}
-		for _, f := range []string{"format", "port", "zeek-ssl", "zeek-ssl-max", "rdns"} {
+		if *rdns {
+			return usageError("--rdns goes with a TRACE, not --generate: the generator answers reverse DNS itself, from its PTR records")
+		}
+		for _, f := range []string{"format", "port", "zeek-ssl", "zeek-ssl-max"} {
 			if set[f] {
-				return usageError("--%s goes with a TRACE, not --generate (the generator answers reverse DNS itself)", f)
+				return usageError("--%s goes with a TRACE, not --generate", f)
 			}
 		}
 		if g, err = newSynthGenerator(genDef, set, *genFlows, *genDuration, *genSeed, *genScale, *genClients, *genStart, *genNoSNI, *genDeadAnswered); err != nil {
@@ -209,7 +212,9 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 		}
 		cfg.Naming = append(cfg.Naming, m)
 	}
-	for m, on := range have {
+	// What flags configure must be used; the generator's own PTR records
+	// may be left out.
+	for m, on := range map[string]bool{synth.MethodMap: *mapFile != "", synth.MethodRDNS: *rdns} {
 		if on && !slices.Contains(cfg.Naming, m) {
 			return usageError("--name %q leaves out %s, which other flags configure", *naming, m)
 		}

@@ -364,11 +364,18 @@ func TestReplaySynthGenerate(t *testing.T) {
 	if sum.NamedSNI != 0 || sum.NamedRDNS == 0 || sum.Unnamed == 0 || sum.NamedRDNS+sum.Unnamed != 5000 || sum.SNIRecovered != 0 {
 		t.Errorf("no-sni summary %+v", sum)
 	}
+	// SNI alone, the generator's PTR records left out: nothing to
+	// compare.
+	sum = run(filepath.Join(dir, "d.jsonl"), "--name", "sni")
+	if sum.NamedSNI != 5000 || sum.SNIRecovered != -1 || !reflect.DeepEqual(sum.Naming, []string{"sni"}) {
+		t.Errorf("sni-only summary %+v", sum)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--generate", "--rdns"}, "--rdns goes with a TRACE"},
+		{[]string{"--generate", "--port", "8443"}, "--port goes with a TRACE"},
 		{[]string{"--generate", "trace.jsonl"}, "no TRACE"},
 		{[]string{"--seed", "3", "trace.jsonl"}, "--seed goes with --generate"},
 	} {

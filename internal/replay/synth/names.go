@@ -19,7 +19,8 @@ const (
 )
 
 // A Namer names server addresses: a mapping file, reverse DNS answers, or a
-// generator's reverse map.
+// generator's reverse map. The names it returns are in CanonicalName's
+// form; they go into schedules unchecked.
 type Namer interface {
 	Name(addr netip.Addr) (string, bool)
 }
