@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/replay/gen"
 	"github.com/pkie/pkie/internal/replay/synth"
 )
 
@@ -101,6 +102,16 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 	cacheMax := fs.Int("cache-max", synth.DefaultCacheMax, "most client cache entries over all clients; past it the least recently used is evicted (counted)")
 	targetsMax := fs.Int("targets-max", synth.DefaultTargetsMax, "most distinct (host, port) targets; past it synthesis fails")
 	maxSpan := fs.Duration("max-span", synth.DefaultMaxSpan, "longest trace accepted, first flow's start to last flow's end")
+	generate := fs.Bool("generate", false, "synthesise from the synthetic generator's flows (pkie replay gen's model, the paper's hour by default) instead of a TRACE; it answers reverse DNS itself and marks its dead hosts")
+	genDef := gen.DefaultOptions()
+	genFlows := fs.Int64("flows", 0, fmt.Sprintf("with --generate: flows to make (default: the paper's %d an hour, times --scale, over --duration)", gen.PaperFlows))
+	genDuration := fs.Duration("duration", genDef.Duration, "with --generate: the trace's length")
+	genSeed := fs.Uint64("seed", genDef.Seed, "with --generate: the seed; the same flags make the same schedule")
+	genScale := fs.Float64("scale", 1, "with --generate: a network this many times the paper's campus (flows and clients scaled)")
+	genClients := fs.Int("clients", 0, "with --generate: client addresses (default: the paper's campus, times --scale)")
+	genStart := fs.String("start", genDef.Start.Format(time.RFC3339), "with --generate: the trace's start, RFC 3339")
+	genNoSNI := fs.Bool("no-sni", false, "with --generate: flows without server names, as the paper's netflow was")
+	genDeadAnswered := fs.Bool("dead-answered", false, "with --generate: flows to dead hosts look answered (then only the generator's own dead set marks them)")
 	out := fs.String("out", "", "write the schedule to this file instead of stdout")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	pos, err := parseFlags(fs, args)
@@ -109,8 +120,33 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if len(pos) != 1 {
-		return usageError("want one TRACE (or - for stdin); run \"pkie replay synth -h\"")
+	genFlags := []string{"flows", "duration", "seed", "scale", "clients", "start", "no-sni", "dead-answered"}
+	var g *gen.Generator
+	if *generate {
+		if len(pos) != 0 {
+			return usageError("--generate makes its own flows: no TRACE (%q)", pos[0])
+		}
+		if *rdns {
+			return usageError("--rdns goes with a TRACE, not --generate: the generator answers reverse DNS itself, from its PTR records")
+		}
+		for _, f := range []string{"format", "port", "zeek-ssl", "zeek-ssl-max"} {
+			if set[f] {
+				return usageError("--%s goes with a TRACE, not --generate", f)
+			}
+		}
+		if g, err = newSynthGenerator(genDef, set, *genFlows, *genDuration, *genSeed, *genScale, *genClients, *genStart, *genNoSNI, *genDeadAnswered); err != nil {
+			return err
+		}
+		pos = []string{"generator"}
+	} else {
+		for _, f := range genFlags {
+			if set[f] {
+				return usageError("--%s goes with --generate", f)
+			}
+		}
+		if len(pos) != 1 {
+			return usageError("want one TRACE (or - for stdin), or --generate; run \"pkie replay synth -h\"")
+		}
 	}
 	switch *format {
 	case replay.FormatAuto, replay.FormatJSONL, replay.FormatNfdump, replay.FormatZeek, replay.FormatPCAP:
@@ -158,7 +194,7 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 	if *reorder == 0 {
 		cfg.Reorder = -1
 	}
-	have := map[string]bool{synth.MethodSNI: true, synth.MethodMap: *mapFile != "", synth.MethodRDNS: *rdns}
+	have := map[string]bool{synth.MethodSNI: true, synth.MethodMap: *mapFile != "", synth.MethodRDNS: *rdns || g != nil}
 	for _, m := range strings.Split(*naming, ",") {
 		m = strings.TrimSpace(m)
 		if _, ok := have[m]; !ok {
@@ -171,12 +207,14 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 			if !set["name"] {
 				continue // the default order names what is configured
 			}
-			flagFor := map[string]string{synth.MethodMap: "--map FILE", synth.MethodRDNS: "--rdns"}[m]
+			flagFor := map[string]string{synth.MethodMap: "--map FILE", synth.MethodRDNS: "--rdns (or --generate)"}[m]
 			return usageError("--name lists %s, which needs %s", m, flagFor)
 		}
 		cfg.Naming = append(cfg.Naming, m)
 	}
-	for m, on := range have {
+	// What flags configure must be used; the generator's own PTR records
+	// may be left out.
+	for m, on := range map[string]bool{synth.MethodMap: *mapFile != "", synth.MethodRDNS: *rdns} {
 		if on && !slices.Contains(cfg.Naming, m) {
 			return usageError("--name %q leaves out %s, which other flags configure", *naming, m)
 		}
@@ -206,49 +244,73 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 		sum.RDNS, sum.RDNSOverMax = &st, over
 	}
 
-	prog := &traceProgress{ctx: ctx, w: env.Stderr, start: time.Now(), last: time.Now(), label: "replay synth"}
-	r, closeIn, err := in.open(prog)
-	if err != nil {
+	var (
+		r        replay.Reader
+		s        *synth.Synth
+		setExtra func(func() string)
+	)
+	if g != nil {
+		// The generator's PTR records answer reverse DNS, and its dead
+		// hosts are dead whatever its flows look like.
+		cfg.RDNS, cfg.Dead = g, g
+		o := g.Options()
+		cfg.Source = fmt.Sprintf("generator seed=%d flows=%d duration=%v clients=%d start=%s no-sni=%v dead-answered=%v",
+			o.Seed, o.Flows, o.Duration, o.Clients, o.Start.Format(time.RFC3339), o.NoSNI, !o.DeadUnanswered)
+		in.format = ""
+		gp := &genProgress{r: g, w: env.Stderr, total: o.Flows, start: time.Now(), last: time.Now()}
+		r, setExtra = gp, func(f func() string) { gp.extra = f }
+	} else {
+		prog := &traceProgress{ctx: ctx, w: env.Stderr, start: time.Now(), last: time.Now(), label: "replay synth"}
+		var closeIn func()
+		if r, closeIn, err = in.open(prog); err != nil {
+			return err
+		}
+		defer closeIn()
+		switch in.format {
+		case replay.FormatZeek, replay.FormatPCAP:
+			cfg.Counts = synth.CountsBothWays
+		}
+		cfg.Source = fmt.Sprintf("%s (%s)", pos[0], in.format)
+		prog.stats = r.Stats
+		setExtra = func(f func() string) { prog.extra = f }
+	}
+	if s, err = synth.New(cfg); err != nil {
 		return err
 	}
-	defer closeIn()
-	switch in.format {
-	case replay.FormatZeek, replay.FormatPCAP:
-		cfg.Counts = synth.CountsBothWays
-	}
-	cfg.Source = fmt.Sprintf("%s (%s)", pos[0], in.format)
-	s, err := synth.New(cfg)
-	if err != nil {
-		return err
-	}
-	prog.stats = r.Stats
-	prog.extra = func() string {
+	setExtra(func() string {
 		flows, named := s.Progress()
 		if flows == 0 {
 			return ""
 		}
 		return fmt.Sprintf(", %.1f%% named", 100*float64(named)/float64(flows))
-	}
+	})
 
+	// The schedule is written beside --out and renamed over it when
+	// complete: a schedule without its summary is no schedule, so an
+	// interrupted or failed run leaves none (and any earlier one intact).
 	dst := env.Stdout
-	var f *os.File
+	var tmp *os.File
 	if *out != "" {
-		if f, err = os.Create(*out); err != nil {
-			return err
+		if tmp, err = os.CreateTemp(filepath.Dir(*out), filepath.Base(*out)+".*.tmp"); err != nil {
+			return fmt.Errorf("--out: %w", err)
 		}
-		defer f.Close()
-		dst = f
+		defer func() {
+			if tmp != nil {
+				tmp.Close()
+				os.Remove(tmp.Name())
+			}
+		}()
+		dst = tmp
 	}
 	res, err := s.Run(ctx, r, dst)
-	if err == nil && f != nil {
-		err = f.Close()
+	if err == nil && tmp != nil {
+		if err = tmp.Close(); err == nil {
+			if err = os.Rename(tmp.Name(), *out); err == nil {
+				tmp = nil
+			}
+		}
 	}
 	if err != nil {
-		if f != nil {
-			// A schedule without its summary is no schedule: leave none.
-			f.Close()
-			os.Remove(*out)
-		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted after %d flows: no schedule written", res.Flows)
 		}
@@ -260,7 +322,7 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 		}
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
-	sum.Source, sum.Format, sum.Naming = pos[0], in.format, cfg.Naming
+	sum.Source, sum.Format, sum.Naming = cfg.Source, in.format, cfg.Naming
 	sum.Result = res
 	sum.Seconds = len(res.Seconds)
 	if *asJSON {
@@ -274,6 +336,68 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 	printSynthSummary(env.Stderr, &sum)
 	return nil
 }
+
+// newSynthGenerator makes the generator --generate reads, its options as
+// pkie replay gen computes them from the same flags.
+func newSynthGenerator(def gen.Options, set map[string]bool, flows int64, duration time.Duration, seed uint64, scale float64, clients int, start string, noSNI, deadAnswered bool) (*gen.Generator, error) {
+	switch {
+	case scale <= 0 || scale > 100:
+		return nil, usageError("--scale %v: want a factor above 0, at most 100", scale)
+	case duration <= 0:
+		return nil, usageError("--duration must be positive")
+	case set["flows"] && flows < 0:
+		return nil, usageError("--flows must not be negative")
+	case set["clients"] && clients < 1:
+		return nil, usageError("--clients must be at least 1")
+	}
+	o := def.Scaled(scale)
+	if !set["flows"] {
+		// The paper's rate over the chosen duration.
+		flows = int64(float64(o.Flows) * float64(duration) / float64(def.Duration))
+	}
+	o.Flows, o.Duration, o.Seed = flows, duration, seed
+	if set["clients"] {
+		o.Clients = clients
+	}
+	var err error
+	if o.Start, err = time.Parse(time.RFC3339Nano, start); err != nil {
+		return nil, usageError("--start %q: want RFC 3339", start)
+	}
+	o.NoSNI, o.DeadUnanswered = noSNI, !deadAnswered
+	g, err := gen.New(o)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return g, nil
+}
+
+// genProgress sits between the generator and synthesis and, at most once a
+// second and only after the first, prints how far it has got.
+type genProgress struct {
+	r           replay.Reader
+	w           io.Writer
+	total, n    int64
+	start, last time.Time
+	extra       func() string
+}
+
+func (p *genProgress) Next() (replay.Flow, error) {
+	f, err := p.r.Next()
+	if p.n++; p.n%4096 == 0 {
+		if now := time.Now(); now.Sub(p.last) >= time.Second {
+			p.last = now
+			more := ""
+			if p.extra != nil {
+				more = p.extra()
+			}
+			fmt.Fprintf(p.w, "pkie replay synth: %d of %d flows made (%.0f%%, %.0f/s)%s\n",
+				p.n, p.total, 100*float64(p.n)/float64(max(p.total, 1)), float64(p.n)/now.Sub(p.start).Seconds(), more)
+		}
+	}
+	return f, err
+}
+
+func (p *genProgress) Stats() replay.Stats { return p.r.Stats() }
 
 type synthRDNSFlags struct {
 	resolver    string
@@ -329,6 +453,14 @@ func replaySynthRDNS(ctx context.Context, env *Env, in *traceInput, cfg *synth.C
 	rd := &synth.ReverseDNS{
 		Resolver: synth.Resolver(fl.resolver), Rate: fl.rate, Concurrency: fl.concurrency,
 		Timeout: fl.timeout, Cache: cache, MaxAge: fl.maxAge,
+	}
+	started, last := time.Now(), time.Now()
+	rd.Progress = func(st synth.RDNSStats) {
+		if now := time.Now(); now.Sub(last) >= time.Second {
+			last = now
+			fmt.Fprintf(env.Stderr, "pkie replay synth: reverse DNS: %d of %d asked (%.0f/s): %d named, %d no name, %d failed\n",
+				st.Queries, st.Addresses-st.Cached, float64(st.Queries)/now.Sub(started).Seconds(), st.Named, st.NoName+st.Invalid, st.Errors)
+		}
 	}
 	st, rerr := rd.Resolve(ctx, set.Addrs())
 	if fl.cache != "" {
@@ -387,8 +519,12 @@ func sharePct(n, of int64) string {
 }
 
 func printSynthSummary(w io.Writer, s *replaySynthSummary) {
+	from := s.Format
+	if from == "" {
+		from = "generator"
+	}
 	fmt.Fprintf(w, "pkie replay synth: %s: %d flows (%d read, %d malformed), naming %s\n",
-		s.Format, s.Flows, s.Trace.Read, s.Trace.Malformed, strings.Join(s.Naming, ","))
+		from, s.Flows, s.Trace.Read, s.Trace.Malformed, strings.Join(s.Naming, ","))
 	fmt.Fprintf(w, "  named by SNI / map / reverse DNS / lost: %d / %d / %d / %d (lost %s)\n",
 		s.NamedSNI, s.NamedMap, s.NamedRDNS, s.Unnamed, sharePct(s.Unnamed, s.Flows))
 	if s.SNIRecovered >= 0 {

@@ -288,12 +288,100 @@ func TestReplaySynthInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := &cancellingReader{parts: [][]byte{buf.Bytes()[:half], buf.Bytes()[half:]}, cancel: cancel}
-	out := filepath.Join(t.TempDir(), "s.jsonl")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "s.jsonl")
 	code, _, stderr := runPkie(t, ctx, in, "replay", "synth", "--reorder", "1s", "--out", out, "-")
 	if code == ExitOK || !strings.Contains(stderr, "interrupted") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a cut-short schedule was left at --out: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+
+	// An earlier complete schedule at --out is left as it was.
+	os.WriteFile(out, []byte("earlier\n"), 0o644)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	in = &cancellingReader{parts: [][]byte{buf.Bytes()[:half], buf.Bytes()[half:]}, cancel: cancel}
+	if code, _, stderr := runPkie(t, ctx, in, "replay", "synth", "--out", out, "-"); code == ExitOK {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "earlier\n" {
+		t.Errorf("--out after an interrupted run: %q", b)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("files left behind: %v", left)
+	}
+}
+
+func TestReplaySynthGenerate(t *testing.T) {
+	dir := t.TempDir()
+	run := func(out string, extra ...string) replaySynthSummary {
+		t.Helper()
+		args := append([]string{"replay", "synth", "--generate", "--flows", "5000", "--duration", "2m", "--clients", "300", "--seed", "7", "--json", "--out", out}, extra...)
+		code, stdout, stderr := runPkie(t, context.Background(), nil, args...)
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var sum replaySynthSummary
+		if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	sum := run(a)
+	// Every flow has SNI; the generator's PTR records name the
+	// resolvable ones' addresses, so the rest are recovered by SNI.
+	if sum.Flows != 5000 || sum.NamedSNI != 5000 || sum.Unnamed != 0 || sum.SNIRecovered <= 0 || sum.SNIRecovered >= 5000 ||
+		sum.Requests+sum.ClientCacheHits != 5000 || sum.DeadTargets == 0 || !strings.HasPrefix(sum.Source, "generator seed=7 flows=5000") {
+		t.Errorf("summary %+v", sum)
+	}
+	// The same flags make the same schedule.
+	run(b)
+	ba, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ba, bb) {
+		t.Error("two runs with the same seed differ")
+	}
+	_, reqs, tgs, s := readSchedule(t, a)
+	var dead, deadReqs int64
+	for _, tg := range tgs {
+		if tg.Dead {
+			dead++
+			deadReqs += tg.Requests
+		}
+	}
+	if int64(len(reqs)) != sum.Requests || dead != sum.DeadTargets || s.DeadTargets != dead || deadReqs == 0 {
+		t.Errorf("%d requests, %d dead targets with %d requests; summary %+v", len(reqs), dead, deadReqs, sum)
+	}
+
+	// Without SNI, as the paper's netflow: only the PTR-named share.
+	sum = run(filepath.Join(dir, "c.jsonl"), "--no-sni")
+	if sum.NamedSNI != 0 || sum.NamedRDNS == 0 || sum.Unnamed == 0 || sum.NamedRDNS+sum.Unnamed != 5000 || sum.SNIRecovered != 0 {
+		t.Errorf("no-sni summary %+v", sum)
+	}
+	// SNI alone, the generator's PTR records left out: nothing to
+	// compare.
+	sum = run(filepath.Join(dir, "d.jsonl"), "--name", "sni")
+	if sum.NamedSNI != 5000 || sum.SNIRecovered != -1 || !reflect.DeepEqual(sum.Naming, []string{"sni"}) {
+		t.Errorf("sni-only summary %+v", sum)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--generate", "--rdns"}, "--rdns goes with a TRACE"},
+		{[]string{"--generate", "--port", "8443"}, "--port goes with a TRACE"},
+		{[]string{"--generate", "trace.jsonl"}, "no TRACE"},
+		{[]string{"--seed", "3", "trace.jsonl"}, "--seed goes with --generate"},
+	} {
+		code, _, stderr := runPkie(t, context.Background(), nil, append([]string{"replay", "synth"}, tc.args...)...)
+		if code == ExitOK || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, %q; want %q", tc.args, code, stderr, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/replay/gen"
 )
 
 // benchTrace is an in-memory JSON-lines trace of n flows over an hour:
@@ -91,4 +92,84 @@ func BenchmarkSynth(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*benchFlows)/b.Elapsed().Seconds(), "flows/s")
+}
+
+// BenchmarkFormats measures each trace format the generator writes, read
+// alone and synthesised (SNI then the generator's PTR records, compared;
+// nfdump has no SNI, so only the PTR records name its flows), on 100,000
+// flows of the paper's model held in memory.
+func BenchmarkFormats(b *testing.B) {
+	o := gen.DefaultOptions()
+	o.Flows, o.Duration = benchFlows, time.Hour*benchFlows/gen.PaperFlows
+	for _, format := range []string{replay.FormatJSONL, replay.FormatNfdump, replay.FormatZeek} {
+		g, err := gen.New(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var trace, ssl bytes.Buffer
+		w, err := gen.NewWriter(format, &trace, &ssl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			f, err := g.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.Write(f)
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		open := func(b *testing.B) replay.Reader {
+			opt := replay.Options{}
+			if format == replay.FormatZeek {
+				opt.ZeekSSL = bytes.NewReader(ssl.Bytes())
+			}
+			r, err := replay.Open(bytes.NewReader(trace.Bytes()), format, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return r
+		}
+		b.Run("read/"+format, func(b *testing.B) {
+			b.SetBytes(int64(trace.Len() + ssl.Len()))
+			for b.Loop() {
+				r := open(b)
+				n := 0
+				for {
+					if _, err := r.Next(); err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				if n != benchFlows {
+					b.Fatalf("%d flows", n)
+				}
+			}
+			b.ReportMetric(float64(b.N*benchFlows)/b.Elapsed().Seconds(), "flows/s")
+		})
+		b.Run("synth/"+format, func(b *testing.B) {
+			b.SetBytes(int64(trace.Len() + ssl.Len()))
+			for b.Loop() {
+				s, err := New(Config{Naming: []string{MethodSNI, MethodRDNS}, RDNS: g, Dead: g, Compare: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := s.Run(context.Background(), open(b), io.Discard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Flows != benchFlows || res.Requests == 0 {
+					b.Fatalf("%+v", res.ScheduleSummary)
+				}
+			}
+			b.ReportMetric(float64(b.N*benchFlows)/b.Elapsed().Seconds(), "flows/s")
+		})
+	}
 }

@@ -19,7 +19,8 @@ const (
 )
 
 // A Namer names server addresses: a mapping file, reverse DNS answers, or a
-// generator's reverse map.
+// generator's reverse map. The names it returns are in CanonicalName's
+// form; they go into schedules unchecked.
 type Namer interface {
 	Name(addr netip.Addr) (string, bool)
 }
@@ -143,7 +144,10 @@ func (cfg *Config) NeedsRDNS(f *replay.Flow) bool {
 			return true
 		case MethodSNI:
 			if f.ServerName != "" && !cfg.Compare {
-				return false
+				// An SNI that is no DNS name names nothing (see name).
+				if _, err := CanonicalName(f.ServerName); err == nil {
+					return false
+				}
 			}
 		case MethodMap:
 			// The map before reverse DNS: if it names the address, flow

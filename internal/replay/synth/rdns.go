@@ -255,6 +255,9 @@ type ReverseDNS struct {
 	// drive the rate limit with a clock of their own.
 	Now        func() time.Time
 	SleepUntil func(ctx context.Context, t time.Time) error
+	// Progress, if not nil, is called after each query with the counts so
+	// far, one call at a time.
+	Progress func(RDNSStats)
 }
 
 // RDNSStats counts a reverse-DNS pass.
@@ -329,6 +332,9 @@ func (d *ReverseDNS) Resolve(ctx context.Context, addrs []netip.Addr) (RDNSStats
 				mu.Lock()
 				st.Queries++
 				e, def := d.answer(names, err, &st)
+				if d.Progress != nil {
+					d.Progress(st)
+				}
 				mu.Unlock()
 				if def {
 					e.At = now().UTC().Truncate(time.Second)

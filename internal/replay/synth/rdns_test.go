@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/dnstest"
+	"github.com/pkie/pkie/internal/replay"
 )
 
 // virtualClock is a clock the rate limiter sleeps on without waiting: it
@@ -164,5 +165,71 @@ func TestRDNSCacheFile(t *testing.T) {
 		if err != nil || c.Len() != tc.n {
 			t.Errorf("%q: %v, %d entries", tc.in, err, c.Len())
 		}
+	}
+}
+
+// TestRDNSAnswer checks the names taken from an answer, whatever resolver
+// gave them: only valid DNS names, canonicalised, the first valid one.
+func TestRDNSAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+		def   bool
+		st    RDNSStats
+	}{
+		{[]string{"WWW.Example.com."}, "www.example.com", true, RDNSStats{Named: 1}},
+		{[]string{"bad name.", "x/y.example", "ok.example."}, "ok.example", true, RDNSStats{Named: 1}},
+		{[]string{"bad name.", "192.0.2.1"}, "", true, RDNSStats{Invalid: 1}},
+		{[]string{strings.Repeat("a", 64) + ".example."}, "", true, RDNSStats{Invalid: 1}},
+		{nil, "", true, RDNSStats{NoName: 1}},
+	} {
+		var st RDNSStats
+		e, def := (&ReverseDNS{}).answer(tc.names, nil, &st)
+		if e.Name != tc.want || def != tc.def || st != tc.st {
+			t.Errorf("%q: %q %v %+v, want %q %v %+v", tc.names, e.Name, def, st, tc.want, tc.def, tc.st)
+		}
+	}
+}
+
+// TestCollectRDNS checks the first pass's choice of addresses and its
+// bound.
+func TestCollectRDNS(t *testing.T) {
+	ip := netip.MustParseAddr
+	flow := func(server, sni string) replay.Flow {
+		return replay.Flow{Start: time.Unix(1, 0), Server: ip(server), Port: 443, ServerName: sni}
+	}
+	flows := []replay.Flow{
+		flow("192.0.2.1", ""),
+		flow("192.0.2.1", ""),
+		flow("::ffff:192.0.2.1", ""), // the same address
+		flow("192.0.2.2", "named.example"),
+		flow("192.0.2.3", ""), // mapped
+		flow("192.0.2.4", ""),
+		flow("192.0.2.5", ""), // past the bound
+		flow("192.0.2.5", ""),
+		flow("192.0.2.1", ""), // already held
+	}
+	m := Map{ip("192.0.2.3"): "mapped.example"}
+	for _, tc := range []struct {
+		name    string
+		compare bool
+		max     int
+		want    []netip.Addr
+		over    int64
+	}{
+		{"SNI settles a flow", false, 10, []netip.Addr{ip("192.0.2.1"), ip("192.0.2.4"), ip("192.0.2.5")}, 0},
+		{"compared, SNI-named addresses too", true, 10, []netip.Addr{ip("192.0.2.1"), ip("192.0.2.2"), ip("192.0.2.4"), ip("192.0.2.5")}, 0},
+		{"bounded", false, 2, []netip.Addr{ip("192.0.2.1"), ip("192.0.2.4")}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &Config{Naming: []string{MethodSNI, MethodMap, MethodRDNS}, Map: m, Compare: tc.compare}
+			set := NewAddrSet(tc.max)
+			if err := CollectRDNS(context.Background(), &sliceReader{flows: flows}, cfg, set); err != nil {
+				t.Fatal(err)
+			}
+			if got := set.Addrs(); !reflect.DeepEqual(got, tc.want) || set.Over != tc.over {
+				t.Errorf("%v, %d over; want %v, %d", got, set.Over, tc.want, tc.over)
+			}
+		})
 	}
 }

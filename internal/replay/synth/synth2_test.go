@@ -123,6 +123,7 @@ func TestNeedsRDNS(t *testing.T) {
 		{[]string{"sni", "map", "rdns"}, true, at(0, 1, "192.0.2.2", ""), true},
 		{[]string{"rdns", "map"}, false, at(0, 1, "192.0.2.1", ""), true},
 		{[]string{"sni", "map"}, true, at(0, 1, "192.0.2.2", ""), false},
+		{[]string{"sni", "rdns"}, false, at(0, 1, "192.0.2.9", "not a name"), true},
 	} {
 		cfg := Config{Naming: tc.naming, Map: m, Compare: tc.compare}
 		if got := cfg.NeedsRDNS(&tc.flow); got != tc.want {
