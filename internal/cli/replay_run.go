@@ -101,6 +101,14 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		Schedule: sr, Header: header, Speedup: *speedup, Timeout: *timeout,
 		From: *from, Until: *until, MaxInFlight: *maxInFlight,
 	}
+	// Linux routes all of 127.0.0.0/8 to loopback; other systems only the
+	// addresses configured.
+	sources := driver.LoopbackSources(*hosts)
+	bindErr := canBind(sources[len(sources)-1])
+	nSources := *hosts
+	if bindErr != nil {
+		nSources = 1
+	}
 	var fps driver.Fingerprints
 	var world *testbed.World
 	var locals []*driver.Local
@@ -129,7 +137,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 				name = fmt.Sprintf("local-%d", i+1)
 			}
 			l, err := driver.StartLocal(driver.LocalOptions{
-				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: *hosts, MaxInFlight: *maxInFlight,
+				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: nSources, MaxInFlight: *maxInFlight,
 			})
 			if err != nil {
 				return err
@@ -157,38 +165,36 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 			nbs = append(nbs, b)
 		}
 	}
-	// Each source address's pool of idle connections: enough for its
-	// share of the requests in flight at HTTP/2's 100 streams a
-	// connection.
-	idle := max(4, *maxInFlight / *hosts / 100)
 	loopback := true
 	for _, b := range nbs {
-		var tg driver.Target
-		var lb bool
-		if *api == "v1" {
-			t, err := driver.NewV1(b, fps, idle)
-			if err != nil {
-				return err
-			}
-			tg, lb = t, t.Loopback()
-			defer t.Close()
-		} else {
-			t, err := driver.NewConvergence(b, fps, idle)
-			if err != nil {
-				return err
-			}
-			tg, lb = t, t.Loopback()
-			defer t.Close()
-		}
-		loopback = loopback && lb
-		opt.Targets = append(opt.Targets, tg)
+		loopback = loopback && driver.OnLoopback(b)
 	}
 	if loopback {
-		src := driver.LoopbackSources(*hosts)
-		if err := canBind(src[len(src)-1]); err != nil {
-			fmt.Fprintf(env.Stderr, "pkie replay run: cannot send from %v (%v); every request leaves from one address, so the notaries see one client\n", src[len(src)-1], err)
+		if bindErr != nil {
+			fmt.Fprintf(env.Stderr, "pkie replay run: cannot send from %v (%v); every request leaves from one address, so the notaries see one client\n", sources[len(sources)-1], bindErr)
 		} else {
-			opt.Sources = src
+			opt.Sources = sources
+		}
+	}
+	// Connections from each source address to each notary: enough for
+	// its share of the requests in flight at HTTP/2's 100 streams each,
+	// with room for hashing's unevenness.
+	conns := max(4, 2*(*maxInFlight/max(1, len(opt.Sources))/100+1))
+	for _, b := range nbs {
+		if *api == "v1" {
+			t, err := driver.NewV1(b, fps, conns)
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			opt.Targets = append(opt.Targets, t)
+		} else {
+			t, err := driver.NewConvergence(b, fps, conns)
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			opt.Targets = append(opt.Targets, t)
 		}
 	}
 
@@ -275,8 +281,7 @@ func deadHosts(targets []replay.Target) map[string]bool {
 	return dead
 }
 
-// canBind reports whether connections can leave from a: Linux routes all of
-// 127.0.0.0/8 to loopback, other systems only the addresses configured.
+// canBind reports whether connections can leave from a.
 func canBind(a netip.Addr) error {
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: a.AsSlice()})
 	if err != nil {
