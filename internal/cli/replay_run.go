@@ -44,6 +44,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	hosts := fs.Int("hosts", driver.DefaultHosts, "loopback source addresses (127.0.1.1 …) the schedule's clients are spread over, when the notaries are on loopback")
 	maxInFlight := fs.Int("max-in-flight", driver.DefaultMaxInFlight, "most requests in flight; a request due past it is recorded not_sent")
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "with --notary local, the notaries' probe timeout (2 s, as in Forced Perspectives §3.2)")
+	deadMode := fs.String("dead", "refuse", "with --notary local, what the world's dead targets do: refuse (connections refused: the probe fails at once) or silent (accepted, never answered: the probe times out, as at a server that no longer answers)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	asJSON := fs.Bool("json", false, "print the run's end and its results by outcome as JSON")
 	pos, err := parseFlags(fs, args)
@@ -73,6 +74,8 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--hosts must be 1 to 254")
 	case *maxInFlight < 1:
 		return usageError("--max-in-flight must be positive")
+	case *deadMode != "refuse" && *deadMode != "silent":
+		return usageError("--dead %q: want refuse or silent", *deadMode)
 	case *localN < 1 || *localN > 16:
 		return usageError("--local-notaries must be 1 to 16")
 	}
@@ -123,7 +126,10 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	}()
 	if *notaryMode == "local" {
 		dead := deadHosts(targets)
-		world, err = testbed.StartWorld(testbed.WorldOptions{Dead: func(h string) bool { return dead[strings.ToLower(h)] }})
+		world, err = testbed.StartWorld(testbed.WorldOptions{
+			Dead:       func(h string) bool { return dead[strings.ToLower(h)] },
+			DeadSilent: *deadMode == "silent",
+		})
 		if err != nil {
 			return err
 		}
@@ -154,8 +160,12 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		}
 		opt.ProbeBytes = world.ProbeBytes
 		c := locals[0].Config
-		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (refusing connections); %d notaries, SQLite history, probe timeout %v, per source address: %d requests, %d probes, %d connections",
-			len(world.Addrs), len(targets), len(dead), *localN, *probeTimeout, c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
+		deadHow := "refusing connections"
+		if *deadMode == "silent" {
+			deadHow = "silent"
+		}
+		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (%s); %d notaries, SQLite history, probe timeout %v, per source address: %d requests, %d probes, %d connections",
+			len(world.Addrs), len(targets), len(dead), deadHow, *localN, *probeTimeout, c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
 	} else {
 		for _, f := range bundles {
 			b, err := consensus.ReadBundle(f)
