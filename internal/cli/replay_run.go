@@ -44,6 +44,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	hosts := fs.Int("hosts", driver.DefaultHosts, "loopback source addresses (127.0.1.1 …) the schedule's clients are spread over, when the notaries are on loopback")
 	maxInFlight := fs.Int("max-in-flight", driver.DefaultMaxInFlight, "most requests in flight; a request due past it is recorded not_sent")
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "with --notary local, the notaries' probe timeout (2 s, as in Forced Perspectives §3.2)")
+	deadMode := fs.String("dead", "refuse", "with --notary local, what the world's dead targets do: refuse (connections refused: the probe fails at once) or silent (accepted, never answered: the probe times out, as at a server that no longer answers)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	asJSON := fs.Bool("json", false, "print the run's end and its results by outcome as JSON")
 	pos, err := parseFlags(fs, args)
@@ -73,6 +74,8 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--hosts must be 1 to 254")
 	case *maxInFlight < 1:
 		return usageError("--max-in-flight must be positive")
+	case *deadMode != "refuse" && *deadMode != "silent":
+		return usageError("--dead %q: want refuse or silent", *deadMode)
 	case *localN < 1 || *localN > 16:
 		return usageError("--local-notaries must be 1 to 16")
 	}
@@ -101,6 +104,14 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		Schedule: sr, Header: header, Speedup: *speedup, Timeout: *timeout,
 		From: *from, Until: *until, MaxInFlight: *maxInFlight,
 	}
+	// Linux routes all of 127.0.0.0/8 to loopback; other systems only the
+	// addresses configured.
+	sources := driver.LoopbackSources(*hosts)
+	bindErr := canBind(sources[len(sources)-1])
+	nSources := *hosts
+	if bindErr != nil {
+		nSources = 1
+	}
 	var fps driver.Fingerprints
 	var world *testbed.World
 	var locals []*driver.Local
@@ -115,7 +126,10 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	}()
 	if *notaryMode == "local" {
 		dead := deadHosts(targets)
-		world, err = testbed.StartWorld(testbed.WorldOptions{Dead: func(h string) bool { return dead[strings.ToLower(h)] }})
+		world, err = testbed.StartWorld(testbed.WorldOptions{
+			Dead:       func(h string) bool { return dead[strings.ToLower(h)] },
+			DeadSilent: *deadMode == "silent",
+		})
 		if err != nil {
 			return err
 		}
@@ -129,7 +143,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 				name = fmt.Sprintf("local-%d", i+1)
 			}
 			l, err := driver.StartLocal(driver.LocalOptions{
-				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: *hosts, MaxInFlight: *maxInFlight,
+				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: nSources, MaxInFlight: *maxInFlight,
 			})
 			if err != nil {
 				return err
@@ -146,8 +160,12 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		}
 		opt.ProbeBytes = world.ProbeBytes
 		c := locals[0].Config
-		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (refusing connections); %d notaries, SQLite history, probe timeout %v, per source address: %d requests, %d probes, %d connections",
-			len(world.Addrs), len(targets), len(dead), *localN, *probeTimeout, c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
+		deadHow := "refusing connections"
+		if *deadMode == "silent" {
+			deadHow = "silent"
+		}
+		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (%s); %d notaries, SQLite history, probe timeout %v, per source address: %d requests, %d probes, %d connections",
+			len(world.Addrs), len(targets), len(dead), deadHow, *localN, *probeTimeout, c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
 	} else {
 		for _, f := range bundles {
 			b, err := consensus.ReadBundle(f)
@@ -157,38 +175,36 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 			nbs = append(nbs, b)
 		}
 	}
-	// Each source address's pool of idle connections: enough for its
-	// share of the requests in flight at HTTP/2's 100 streams a
-	// connection.
-	idle := max(4, *maxInFlight / *hosts / 100)
 	loopback := true
 	for _, b := range nbs {
-		var tg driver.Target
-		var lb bool
-		if *api == "v1" {
-			t, err := driver.NewV1(b, fps, idle)
-			if err != nil {
-				return err
-			}
-			tg, lb = t, t.Loopback()
-			defer t.Close()
-		} else {
-			t, err := driver.NewConvergence(b, fps, idle)
-			if err != nil {
-				return err
-			}
-			tg, lb = t, t.Loopback()
-			defer t.Close()
-		}
-		loopback = loopback && lb
-		opt.Targets = append(opt.Targets, tg)
+		loopback = loopback && driver.OnLoopback(b)
 	}
 	if loopback {
-		src := driver.LoopbackSources(*hosts)
-		if err := canBind(src[len(src)-1]); err != nil {
-			fmt.Fprintf(env.Stderr, "pkie replay run: cannot send from %v (%v); every request leaves from one address, so the notaries see one client\n", src[len(src)-1], err)
+		if bindErr != nil {
+			fmt.Fprintf(env.Stderr, "pkie replay run: cannot send from %v (%v); every request leaves from one address, so the notaries see one client\n", sources[len(sources)-1], bindErr)
 		} else {
-			opt.Sources = src
+			opt.Sources = sources
+		}
+	}
+	// Connections from each source address to each notary: enough for
+	// its share of the requests in flight at HTTP/2's 100 streams each,
+	// with room for hashing's unevenness.
+	conns := max(4, 2*(*maxInFlight/max(1, len(opt.Sources))/100+1))
+	for _, b := range nbs {
+		if *api == "v1" {
+			t, err := driver.NewV1(b, fps, conns)
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			opt.Targets = append(opt.Targets, t)
+		} else {
+			t, err := driver.NewConvergence(b, fps, conns)
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			opt.Targets = append(opt.Targets, t)
 		}
 	}
 
@@ -275,8 +291,7 @@ func deadHosts(targets []replay.Target) map[string]bool {
 	return dead
 }
 
-// canBind reports whether connections can leave from a: Linux routes all of
-// 127.0.0.0/8 to loopback, other systems only the addresses configured.
+// canBind reports whether connections can leave from a.
 func canBind(a netip.Addr) error {
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: a.AsSlice()})
 	if err != nil {

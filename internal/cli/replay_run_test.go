@@ -177,6 +177,7 @@ func TestReplayRunUsage(t *testing.T) {
 		{[]string{sched, "--out", rec, "--notary", "local", "--api", "x"}, "--api"},
 		{[]string{"-", "--out", rec, "--notary", "local"}, "read twice"},
 		{[]string{sched, "--out", rec, "--notary", "local", "--from", "5s", "--until", "2s"}, "--until"},
+		{[]string{sched, "--out", rec, "--notary", "local", "--dead", "gone"}, "--dead"},
 	} {
 		var out, errb bytes.Buffer
 		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}

@@ -29,8 +29,16 @@ type WorldOptions struct {
 	// Listeners is how many TLS listeners share the live names (default 4).
 	Listeners int
 	// Dead reports the names that no longer serve TLS: Lookup leads them
-	// to a loopback port that refuses connections. Nil means none.
+	// to a loopback port that refuses connections, or with DeadSilent to
+	// one that accepts and never answers. Nil means none.
 	Dead func(host string) bool
+	// DeadSilent makes dead names silent rather than refusing: a probe's
+	// connection is accepted and its handshake goes unanswered until the
+	// probe times out. That is what a notary meets at a server that has
+	// gone (no answer to its SYN, as a trace's dead targets show): each
+	// probe holds its slot for the whole probe timeout, where a refused
+	// connection frees it at once.
+	DeadSilent bool
 	// MaxLeaves bounds the leaves kept in memory (default 1<<20). Leaves
 	// are a pure function of the name (see World), so one dropped is made
 	// again, identical, when next asked for.
@@ -58,7 +66,8 @@ type World struct {
 	CA *CA
 	// Addrs are the listeners' addresses.
 	Addrs []netip.AddrPort
-	// Refused is the loopback address dead names lead to.
+	// Refused is the loopback address dead names lead to: a closed port,
+	// or with DeadSilent a listener that never speaks.
 	Refused netip.AddrPort
 
 	o         WorldOptions
@@ -118,7 +127,13 @@ func StartWorld(o WorldOptions) (w *World, err error) {
 		return nil, fmt.Errorf("testbed: world: %w", err)
 	}
 	w.Refused = rl.Addr().(*net.TCPAddr).AddrPort()
-	rl.Close()
+	if o.DeadSilent {
+		w.lns = append(w.lns, rl)
+		w.wg.Add(1)
+		go w.serve(rl, nil)
+	} else {
+		rl.Close()
+	}
 	cfg := &tls.Config{
 		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			l, err := w.leaf(hi.ServerName)
@@ -160,9 +175,14 @@ func (w *World) serve(ln net.Listener, cfg *tls.Config) {
 				return
 			default:
 			}
-			// A probe hangs up after the handshake; the deadline only
-			// frees what a stuck client leaves behind.
+			// A probe hangs up after the handshake (or, at a silent
+			// dead name, after its timeout); the deadline only frees
+			// what a stuck client leaves behind.
 			c.SetDeadline(time.Now().Add(30 * time.Second))
+			if cfg == nil {
+				io.Copy(io.Discard, cc)
+				return
+			}
 			tc := tls.Server(cc, cfg)
 			if tc.Handshake() != nil {
 				return

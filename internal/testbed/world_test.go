@@ -77,3 +77,16 @@ func TestWorld(t *testing.T) {
 		t.Errorf("probing a dead name: %v, want %v", err, probe.ErrConnect)
 	}
 }
+
+func TestWorldDeadSilent(t *testing.T) {
+	w, err := StartWorld(WorldOptions{Listeners: 1, Dead: func(string) bool { return true }, DeadSilent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := probe.New(probe.Options{AllowPrivate: true, Lookup: w.Lookup, Timeout: 300 * time.Millisecond})
+	_, err = p.Probe(context.Background(), probe.Target{Host: "gone.example", Port: 443})
+	if !errors.Is(err, probe.ErrHandshake) || !errors.Is(err, probe.ErrTimeout) {
+		t.Errorf("probing a silent dead name: %v, want a handshake timeout", err)
+	}
+}

@@ -434,3 +434,37 @@ func TestForgedAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestConvergenceCacheSameSecond: a request that leaves after another's
+// answer showed the observation is a hit, even within the second of the
+// observation, where the timestamps alone cannot tell.
+func TestConvergenceCacheSameSecond(t *testing.T) {
+	w, err := testbed.StartWorld(testbed.WorldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l, err := StartLocal(LocalOptions{Lookup: w.Lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fps := func(host string, _ uint16) ([20]byte, [32]byte, bool) {
+		s1, s256, err := w.Fingerprint(host)
+		return s1, s256, err == nil
+	}
+	tg, err := NewConvergence(l.Bundle, fps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	ctx := context.Background()
+	var got []string
+	for range 3 {
+		a := tg.Do(ctx, req(0, "10.0.0.1", "same.test"), netip.Addr{})
+		got = append(got, a.Outcome+"/"+a.Cache)
+	}
+	if strings.Join(got, " ") != "ok/miss ok/hit ok/hit" {
+		t.Errorf("got %v, want a miss then hits", got)
+	}
+}

@@ -57,7 +57,7 @@ const maxAnswer = 1 << 20
 // notaryConn is the HTTPS side both notary APIs share: the bundle's hosts,
 // pinned by certificate as Convergence clients pin them, one transport per
 // (host, source address) so that each simulated client has connections of
-// its own, and a count of the bytes carried.
+// its own, at most idle of them, and a count of the bytes carried.
 type notaryConn struct {
 	bundle *consensus.Bundle
 	bytes  atomic.Int64
@@ -72,7 +72,7 @@ type transportKey struct {
 	src  netip.Addr
 }
 
-func newNotaryConn(b *consensus.Bundle, idlePerSource int) (*notaryConn, error) {
+func newNotaryConn(b *consensus.Bundle, connsPerSource int) (*notaryConn, error) {
 	if b == nil || len(b.Hosts) == 0 {
 		return nil, errors.New("driver: notary bundle has no hosts")
 	}
@@ -81,20 +81,24 @@ func newNotaryConn(b *consensus.Bundle, idlePerSource int) (*notaryConn, error) 
 			return nil, fmt.Errorf("driver: notary %s host %d has no parsed certificate (use consensus.ParseBundle)", b.Name, i)
 		}
 	}
-	if idlePerSource <= 0 {
-		idlePerSource = 16
+	if connsPerSource <= 0 {
+		connsPerSource = 16
 	}
-	return &notaryConn{bundle: b, idle: idlePerSource, transports: map[transportKey]*http.Transport{}}, nil
+	return &notaryConn{bundle: b, idle: connsPerSource, transports: map[transportKey]*http.Transport{}}, nil
 }
 
 // Bytes is the TCP payload carried both ways on every connection to the
 // notary: TLS records, not IP and TCP headers.
 func (c *notaryConn) Bytes() int64 { return c.bytes.Load() }
 
-// Loopback reports whether every host of the bundle is a loopback address,
-// so that requests may leave from distinct loopback source addresses.
-func (c *notaryConn) Loopback() bool {
-	for _, h := range c.bundle.Hosts {
+// Loopback reports whether every host of the bundle is a loopback address.
+func (c *notaryConn) Loopback() bool { return OnLoopback(c.bundle) }
+
+// OnLoopback reports whether every host of b is a loopback address (or
+// "localhost"), so that requests to it may leave from distinct loopback
+// source addresses (Options.Sources).
+func OnLoopback(b *consensus.Bundle) bool {
+	for _, h := range b.Hosts {
 		a, err := netip.ParseAddr(h.Host)
 		if err != nil {
 			if h.Host != "localhost" {
@@ -156,7 +160,12 @@ func (c *notaryConn) transport(hi int, src netip.Addr) *http.Transport {
 		// HTTP/2 carries a simulated client's concurrent requests on a
 		// few connections, as a browser would, instead of one socket
 		// (and one file descriptor at each end) per request in flight.
-		ForceAttemptHTTP2:      true,
+		ForceAttemptHTTP2: true,
+		// A burst of requests from one source would otherwise dial a
+		// connection each before the first is up: a storm of
+		// handshakes (an RSA signature each at the notary) that a
+		// notary's per-client connection cap then resets.
+		MaxConnsPerHost:        c.idle,
 		MaxIdleConnsPerHost:    c.idle,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
@@ -298,27 +307,70 @@ func targetKey(host string, port uint16) string {
 // the second the request left, or later, comes from a probe made for it
 // (CacheMiss), and one whose newest finish is older comes from history
 // (CacheHit). The one-second resolution errs one way only: a request
-// answered from an observation made earlier in the same second it left is
-// counted a miss. Against a remote notary the classification also assumes
-// the two clocks agree to within that second.
+// answered from an observation made earlier in the same second it left
+// would be counted a miss. The target narrows that: an observation an
+// earlier answer had already shown before the request left is history,
+// so only requests that left while the observation was being made and
+// reported remain in doubt, and they are counted misses (as the v1 API
+// counts a request that waited for a probe already under way). Against a
+// remote notary the classification also assumes the two clocks agree to
+// within a second.
 //
 // A target whose fingerprint is unknown (Fingerprints says !ok) is asked
 // about the SHA-1 of the certificate the notary last reported there, once
 // one answer has shown it; until then about 00:00:…:00, which no
 // certificate has, so the notary probes and answers 409 with what it sees.
 type ConvergenceTarget struct {
-	name string
-	fp   Fingerprints
-	c    *notaryConn
-	seen learned
-	now  func() time.Time
+	name  string
+	fp    Fingerprints
+	c     *notaryConn
+	seen  learned
+	shown shownObs
+	now   func() time.Time
+}
+
+// shownObs remembers, per target, the newest observation an answer has
+// shown and when that answer arrived. An answer whose newest observation
+// another answer had already shown before this request left is from
+// history whatever the seconds say: that narrows the one-second
+// imprecision to requests that left while the probe answering an earlier
+// one was finishing.
+type shownObs struct {
+	mu sync.Mutex
+	m  map[string]shown
+}
+
+type shown struct {
+	fp      [20]byte
+	finish  time.Time
+	arrived time.Time
+}
+
+func (s *shownObs) before(k string, e *consensus.Entry, left time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[k]
+	return ok && v.fp == e.Fingerprint && v.finish.Equal(e.Finish) && v.arrived.Before(left)
+}
+
+func (s *shownObs) note(k string, e *consensus.Entry, arrived time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[k]; ok && (v.finish.After(e.Finish) || (v.fp == e.Fingerprint && v.finish.Equal(e.Finish))) {
+		return
+	}
+	if s.m == nil || len(s.m) >= maxLearned {
+		s.m = map[string]shown{}
+	}
+	s.m[k] = shown{fp: e.Fingerprint, finish: e.Finish, arrived: arrived}
 }
 
 // NewConvergence returns a target asking the notary of bundle b over the
-// Convergence API. idlePerSource sizes each source address's pool of idle
-// connections (0: 16).
-func NewConvergence(b *consensus.Bundle, fp Fingerprints, idlePerSource int) (*ConvergenceTarget, error) {
-	c, err := newNotaryConn(b, idlePerSource)
+// Convergence API. connsPerSource bounds the connections to each notary
+// host from each source address (0: 16); HTTP/2 carries up to the
+// notary's stream limit (100 for pkie's) requests on each.
+func NewConvergence(b *consensus.Bundle, fp Fingerprints, connsPerSource int) (*ConvergenceTarget, error) {
+	c, err := newNotaryConn(b, connsPerSource)
 	if err != nil {
 		return nil, err
 	}
@@ -384,9 +436,11 @@ func (t *ConvergenceTarget) Do(ctx context.Context, r replay.Request, src netip.
 	}
 	if newest != nil {
 		a.Cache = replay.CacheHit
-		if newest.Finish.Unix() >= left.Unix() {
+		key := targetKey(r.Host, r.Port)
+		if newest.Finish.Unix() >= left.Unix() && !t.shown.before(key, newest, left) {
 			a.Cache = replay.CacheMiss
 		}
+		t.shown.note(key, newest, t.now())
 		if !known {
 			var v [32]byte
 			copy(v[:], newest.Fingerprint[:])
@@ -418,8 +472,8 @@ type V1Target struct {
 
 // NewV1 returns a target asking the notary of bundle b over the v1 API;
 // the bundle must carry the v1 key.
-func NewV1(b *consensus.Bundle, fp Fingerprints, idlePerSource int) (*V1Target, error) {
-	c, err := newNotaryConn(b, idlePerSource)
+func NewV1(b *consensus.Bundle, fp Fingerprints, connsPerSource int) (*V1Target, error) {
+	c, err := newNotaryConn(b, connsPerSource)
 	if err != nil {
 		return nil, err
 	}
