@@ -16,23 +16,37 @@ import (
 )
 
 func runReplay(ctx context.Context, env *Env, args []string) error {
-	sub := map[string]func(context.Context, *Env, []string) error{
-		"flows":  replayFlows,
-		"report": replayReport,
+	// One line per subcommand, in pipeline order: trace, flows, schedule,
+	// run record, report.
+	subs := []struct {
+		name  string
+		run   func(context.Context, *Env, []string) error
+		usage string
+	}{
+		{"flows", replayFlows, "read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines"},
+		{"synth", replaySynth, "name a trace's flows, simulate each client's cache, and write the notary requests as a schedule"},
+		{"run", replayRun, "replay a request schedule, open loop, against local or remote notaries and write a run record"},
+		{"report", replayReport, "measure a replayed run from its record and schedule: Tables 1-3, Figures 2-5, overhead, expected delay"},
 	}
-	if len(args) > 0 && sub[args[0]] == nil && !isHelp(args[0]) {
-		return usageError("unknown subcommand %q; want flows or report (run \"pkie replay -h\")", args[0])
+	var names []string
+	usage := "Usage: pkie replay SUBCOMMAND [flags]\n"
+	for _, s := range subs {
+		names = append(names, s.name)
+		usage += fmt.Sprintf("\n  %-7s  %s", s.name, s.usage)
 	}
-	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprintln(env.Stderr, "Usage: pkie replay SUBCOMMAND [flags]\n\n"+
-			"  flows    read a trace (nfdump CSV, Zeek conn.log/ssl.log, pcap, pkie JSON lines) and write its HTTPS flows as JSON lines\n"+
-			"  report   measure a replayed run from its record and schedule: Tables 1-3, Figures 2-5, overhead, expected delay")
-		if len(args) > 0 && isHelp(args[0]) {
-			return nil
+	if len(args) > 0 && !isHelp(args[0]) {
+		for _, s := range subs {
+			if s.name == args[0] {
+				return s.run(ctx, env, args[1:])
+			}
 		}
-		return usageError("want a subcommand: flows or report")
+		return usageError("unknown subcommand %q; want %s (run \"pkie replay -h\")", args[0], strings.Join(names, ", "))
 	}
-	return sub[args[0]](ctx, env, args[1:])
+	fmt.Fprintln(env.Stderr, usage)
+	if len(args) > 0 {
+		return nil
+	}
+	return usageError("want a subcommand: %s", strings.Join(names, ", "))
 }
 
 // replayFlowsSummary is what pkie replay flows reports when done.
@@ -183,6 +197,10 @@ type traceProgress struct {
 	size, n     int64
 	start, last time.Time
 	stats       func() replay.Stats
+	// label names the command ("replay flows" when empty); extra, if not
+	// nil, adds the command's own counts to each line.
+	label string
+	extra func() string
 }
 
 func (p *traceProgress) Read(b []byte) (int, error) {
@@ -198,8 +216,15 @@ func (p *traceProgress) Read(b []byte) (int, error) {
 		if p.size > 0 {
 			done = fmt.Sprintf(" (%.0f%%)", 100*float64(p.n)/float64(p.size))
 		}
-		fmt.Fprintf(p.w, "pkie replay flows: %.1f MB read%s, %d flows read (%.0f/s), %d kept, %d named, %d malformed\n",
-			float64(p.n)/1e6, done, st.Read, float64(st.Read)/now.Sub(p.start).Seconds(), st.Kept, st.Named, st.Malformed)
+		label, more := p.label, ""
+		if label == "" {
+			label = "replay flows"
+		}
+		if p.extra != nil {
+			more = p.extra()
+		}
+		fmt.Fprintf(p.w, "pkie %s: %.1f MB read%s, %d flows read (%.0f/s), %d kept, %d named, %d malformed%s\n",
+			label, float64(p.n)/1e6, done, st.Read, float64(st.Read)/now.Sub(p.start).Seconds(), st.Kept, st.Named, st.Malformed, more)
 	}
 	return n, err
 }

@@ -19,6 +19,8 @@ import (
 // in long form (cnt,af,firstSeen,lastSeen,proto,srcAddr,srcPort,dstAddr,
 // dstPort,…,packets,bytes) with times in milliseconds since the epoch and
 // the protocol as a number. Columns are found by name, so either works.
+// nfdump -q drops the header (and the summary): the -o csv layout is then
+// assumed.
 var nfdumpNames = map[string]string{
 	"ts": "ts", "firstseen": "ts",
 	"te": "te", "lastseen": "te",
@@ -72,6 +74,28 @@ func nfdumpColumns(header []string) (nfdumpCols, bool) {
 	return c, ok
 }
 
+// nfdumpCSVLayout is where nfdump -o csv puts its columns (1.6 and 1.7
+// alike): the layout of a headerless nfdump -q -o csv.
+var nfdumpCSVLayout = nfdumpCols{ts: 0, te: 1, td: 2, sa: 3, da: 4, sp: 5, dp: 6, pr: 7, ipkt: 11, ibyt: 12, opkt: 13, obyt: 14}
+
+// nfdumpQuiet reports whether a first line is a record of nfdump -q -o
+// csv, which drops the header line: at least the columns up to obyt, a
+// start time first and addresses where nfdump puts them.
+func nfdumpQuiet(fields []string) bool {
+	if len(fields) < 15 {
+		return false
+	}
+	if _, err := time.Parse("2006-01-02 15:04:05.999999999", strings.TrimSpace(fields[0])); err != nil {
+		return false
+	}
+	for _, i := range []int{3, 4} {
+		if _, err := netip.ParseAddr(strings.TrimSpace(fields[i])); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // NfdumpReader reads nfdump's CSV output. nfdump's flows are one-way: a
 // record from sa:sp to da:dp is kept when it is TCP and dp is a chosen
 // port, its ipkt/ibyt becoming the client's PacketsOut/BytesOut; the
@@ -111,11 +135,16 @@ func (r *NfdumpReader) Next() (Flow, error) {
 		fields := strings.Split(line, ",")
 		if !r.header {
 			cols, ok := nfdumpColumns(fields)
-			if !ok {
-				return Flow{}, fmt.Errorf("replay: nfdump: line %d: not an nfdump CSV header (want ts,te,td,sa,da,sp,dp,pr,… or firstSeen,…,srcAddr,…)", r.line)
+			switch {
+			case ok:
+				r.cols, r.header = cols, true
+				continue
+			case nfdumpQuiet(fields):
+				// No header: this line is the first record.
+				r.cols, r.header = nfdumpCSVLayout, true
+			default:
+				return Flow{}, fmt.Errorf("replay: nfdump: line %d: neither an nfdump CSV header (ts,te,td,sa,da,sp,dp,pr,… or firstSeen,…,srcAddr,…) nor a record of nfdump -q -o csv", r.line)
 			}
-			r.cols, r.header = cols, true
-			continue
 		}
 		// nfdump ends its CSV with a summary of the whole query, and
 		// sometimes a line of its own statistics; none of it is a flow.

@@ -53,10 +53,11 @@ type packetSource interface {
 }
 
 // PCAPReader reads flows from a pcap or pcapng trace. Its flows' byte
-// counts are IP payload bytes, as the IP header states them (so a capture
-// truncated by its snap length still counts in full): the TCP segment,
-// header included, and for IPv6 any extension headers. Packets count every
-// TCP segment, SYNs and bare ACKs included.
+// counts are IP bytes as the IP header states them, IP header included (so
+// a capture truncated by its snap length still counts in full): what
+// nfdump's bytes and Zeek's orig_ip_bytes and resp_ip_bytes count, so that
+// one capture gives the same counts read directly or through either tool.
+// Packets count every TCP segment, SYNs and bare ACKs included.
 //
 // Flows are returned when their connection ends: when both sides' FINs
 // have been acknowledged, on a RST, after pcapIdleTimeout of trace time
@@ -205,7 +206,7 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 	}
 	pkt := gopacket.NewPacket(data, first, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
 	var src, dst netip.Addr
-	var ipPayload int
+	var ipLen, ipHdr int
 	switch ip := pkt.NetworkLayer().(type) {
 	case *layers.IPv4:
 		if ip.FragOffset != 0 || ip.Protocol != layers.IPProtocolTCP {
@@ -214,11 +215,12 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 		}
 		src, _ = netip.AddrFromSlice(ip.SrcIP.To4())
 		dst, _ = netip.AddrFromSlice(ip.DstIP.To4())
-		ipPayload = int(ip.Length) - int(ip.IHL)*4
+		ipLen, ipHdr = int(ip.Length), int(ip.IHL)*4
 	case *layers.IPv6:
 		src, _ = netip.AddrFromSlice(ip.SrcIP.To16())
 		dst, _ = netip.AddrFromSlice(ip.DstIP.To16())
-		ipPayload = int(ip.Length)
+		// The payload length excludes the fixed header.
+		ipLen, ipHdr = 40+int(ip.Length), 40
 	case nil:
 		if pkt.ErrorLayer() != nil {
 			pr.stats.Malformed++
@@ -239,10 +241,10 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 		}
 		return
 	}
-	if seg := len(tcp.Contents) + len(tcp.Payload); ipPayload < seg {
+	if seg := ipHdr + len(tcp.Contents) + len(tcp.Payload); ipLen < seg {
 		// A length field understating what decoded (an IPv6 jumbogram's
 		// zero, say): count what is there.
-		ipPayload = seg
+		ipLen = seg
 	}
 	sp, dp := uint16(tcp.SrcPort), uint16(tcp.DstPort)
 	var key flowKey
@@ -288,11 +290,11 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt layers.Lin
 		fl.last = ci.Timestamp
 	}
 	if dir == 0 {
-		fl.f.BytesOut += uint64(ipPayload)
+		fl.f.BytesOut += uint64(ipLen)
 		fl.f.PacketsOut++
 		fl.client(tcp)
 	} else {
-		fl.f.BytesIn += uint64(ipPayload)
+		fl.f.BytesIn += uint64(ipLen)
 		fl.f.PacketsIn++
 	}
 	if tcp.FIN {

@@ -104,8 +104,8 @@ func net2mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b
 // conn writes one TCP connection: handshake, the client's first bytes
 // (in two segments, the second sent first, when split), a response of
 // respLen bytes, and unless open, a FIN each way and the last ACK. It
-// returns the flow a reader must make of it (IP payload bytes: 20-byte
-// TCP headers plus data).
+// returns the flow a reader must make of it (IP bytes: 20-byte TCP
+// headers behind 20-byte IPv4 or 40-byte IPv6 headers, plus data).
 func (w *traceWriter) conn(t0 time.Time, c, s netip.AddrPort, first []byte, split, open bool, respLen int) Flow {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	const cisn, sisn = 1000, 900000
@@ -135,10 +135,14 @@ func (w *traceWriter) conn(t0 time.Time, c, s netip.AddrPort, first []byte, spli
 		in++
 		end = 60
 	}
+	hdr := 20 + 20
+	if c.Addr().Is6() {
+		hdr = 20 + 40
+	}
 	return Flow{
 		Start: t0, Duration: time.Duration(end) * time.Millisecond,
 		Client: c.Addr(), Server: s.Addr(), Port: s.Port(),
-		BytesOut: uint64(20*out + len(first)), BytesIn: uint64(20*in + respLen),
+		BytesOut: uint64(hdr*out + len(first)), BytesIn: uint64(hdr*in + respLen),
 		PacketsOut: uint64(out), PacketsIn: uint64(in),
 	}
 }

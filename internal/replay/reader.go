@@ -152,7 +152,8 @@ func Sniff(head []byte) string {
 		}
 		return FormatJSONL
 	}
-	if _, ok := nfdumpColumns(strings.Split(string(line), ",")); ok {
+	fields := strings.Split(string(line), ",")
+	if _, ok := nfdumpColumns(fields); ok || nfdumpQuiet(fields) {
 		return FormatNfdump
 	}
 	return ""

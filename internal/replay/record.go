@@ -88,7 +88,8 @@ type Result struct {
 	// Seq is the request's index in the schedule (from 0).
 	Seq int64 `json:"seq"`
 	// T is the request's trace time; Sent is when it left, as wall time
-	// since RunHeader.Started (its lag is Sent - T/Speedup).
+	// since RunHeader.Started (its lag is Sent - (T-From)/Speedup, From
+	// being RunHeader.From).
 	T    time.Duration `json:"t_ns"`
 	Sent time.Duration `json:"sent_ns"`
 	// Latency is from leaving to the last byte of the answer (or the

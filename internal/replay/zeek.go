@@ -297,8 +297,17 @@ func (z *ZeekReader) parse(row zeekRow) (Flow, bool, error) {
 }
 
 // zeekTime parses Zeek's ts: seconds since the epoch with a fraction, or
-// ISO 8601 when Zeek's JSON writer is set to it.
+// what Zeek's JSON writer is set to (LogAscii::json_timestamps):
+// JSON::TS_ISO8601, or JSON::TS_MILLIS (and TS_MILLIS_UNSIGNED), whole
+// milliseconds since the epoch, told from seconds by size: 10^11 seconds
+// is the year 5138, 10^11 milliseconds 1973.
 func zeekTime(s string) (time.Time, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms >= 1e11 {
+		if ms > 1e14 {
+			return time.Time{}, fmt.Errorf("bad ts %q", s)
+		}
+		return time.UnixMilli(ms).UTC(), nil
+	}
 	if secs, err := strconv.ParseFloat(s, 64); err == nil {
 		if secs < 0 || secs > 1e11 || math.IsNaN(secs) {
 			return time.Time{}, fmt.Errorf("bad ts %q", s)

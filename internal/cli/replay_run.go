@@ -1,0 +1,327 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/replay/driver"
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/probe"
+)
+
+// replayRunSummary is what pkie replay run --json prints.
+type replayRunSummary struct {
+	Record   string           `json:"record"`
+	API      string           `json:"api"`
+	Notaries []string         `json:"notaries"`
+	End      replay.RunEnd    `json:"end"`
+	Results  int64            `json:"results"`
+	Counts   map[string]int64 `json:"counts"`
+}
+
+func replayRun(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "replay run", "[flags] SCHEDULE --out RECORD")
+	out := fs.String("out", "", "write the run record to this `FILE` (required)")
+	notaryMode := fs.String("notary", "", "\"local\": replay against notaries run in this process, probing a synthetic world of the schedule's targets")
+	localN := fs.Int("local-notaries", 1, "with --notary local, how many local notaries (each request goes to every one)")
+	var bundles stringList
+	fs.Var(&bundles, "notary-bundle", "bundle `FILE` of a remote notary to replay against (repeatable; each request goes to every one)")
+	api := fs.String("api", "convergence", "notary API: convergence (as the paper's clients) or v1")
+	speedup := fs.Float64("speedup", 1, "replay this many times faster than the trace")
+	timeout := fs.Duration("timeout", driver.DefaultTimeout, "the client's timeout per request")
+	from := fs.Duration("from", 0, "replay from this trace time (offset from the schedule's start)")
+	until := fs.Duration("until", 0, "replay up to this trace time (0: to the end)")
+	hosts := fs.Int("hosts", driver.DefaultHosts, "loopback source addresses (127.0.1.1 …) the schedule's clients are spread over, when the notaries are on loopback")
+	maxInFlight := fs.Int("max-in-flight", driver.DefaultMaxInFlight, "most requests in flight; a request due past it is recorded not_sent")
+	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "with --notary local, the notaries' probe timeout (2 s, as in Forced Perspectives §3.2)")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	asJSON := fs.Bool("json", false, "print the run's end and its results by outcome as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1:
+		return usageError("want one SCHEDULE file; run \"pkie replay run -h\"")
+	case pos[0] == "-":
+		return usageError("the schedule must be a file: it is read twice (its targets first)")
+	case *out == "":
+		return usageError("--out RECORD is required")
+	case (*notaryMode == "") == (len(bundles) == 0):
+		return usageError("want --notary local or one or more --notary-bundle FILE, not both")
+	case *notaryMode != "" && *notaryMode != "local":
+		return usageError("--notary %q: the only in-process notary is \"local\"; remote notaries are given by --notary-bundle", *notaryMode)
+	case *api != "convergence" && *api != "v1":
+		return usageError("--api %q: want convergence or v1", *api)
+	case *speedup <= 0:
+		return usageError("--speedup must be positive")
+	case *timeout == 0:
+		return usageError("--timeout must be positive")
+	case *until != 0 && *until <= *from:
+		return usageError("--until %v is not after --from %v", *until, *from)
+	case *hosts < 1 || *hosts > 254:
+		return usageError("--hosts must be 1 to 254")
+	case *maxInFlight < 1:
+		return usageError("--max-in-flight must be positive")
+	case *localN < 1 || *localN > 16:
+		return usageError("--local-notaries must be 1 to 16")
+	}
+	if err := checkOutput("--out", *out); err != nil {
+		return err
+	}
+
+	// First pass: the targets and the summary, which also proves the
+	// schedule whole before a long run starts.
+	targets, summary, err := scheduleRest(env, pos[0])
+	if err != nil {
+		return err
+	}
+	in, closeIn, err := openTrace(env, pos[0], nil)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	sr, err := replay.NewScheduleReader(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+
+	header := replay.RunHeader{Schedule: pos[0], ScheduleHeader: sr.Header, API: *api}
+	opt := driver.Options{
+		Schedule: sr, Header: header, Speedup: *speedup, Timeout: *timeout,
+		From: *from, Until: *until, MaxInFlight: *maxInFlight,
+	}
+	var fps driver.Fingerprints
+	var world *testbed.World
+	var locals []*driver.Local
+	var nbs []*consensus.Bundle
+	defer func() {
+		for _, l := range locals {
+			l.Close()
+		}
+		if world != nil {
+			world.Close()
+		}
+	}()
+	if *notaryMode == "local" {
+		dead := deadHosts(targets)
+		world, err = testbed.StartWorld(testbed.WorldOptions{Dead: func(h string) bool { return dead[strings.ToLower(h)] }})
+		if err != nil {
+			return err
+		}
+		fps = func(host string, _ uint16) ([20]byte, [32]byte, bool) {
+			s1, s256, err := world.Fingerprint(host)
+			return s1, s256, err == nil
+		}
+		for i := range *localN {
+			name := "local"
+			if *localN > 1 {
+				name = fmt.Sprintf("local-%d", i+1)
+			}
+			l, err := driver.StartLocal(driver.LocalOptions{
+				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: *hosts, MaxInFlight: *maxInFlight,
+			})
+			if err != nil {
+				return err
+			}
+			locals = append(locals, l)
+			nbs = append(nbs, l.Bundle)
+		}
+		opt.NotaryBytes = func() int64 {
+			var n int64
+			for _, l := range locals {
+				n += l.Bytes()
+			}
+			return n
+		}
+		opt.ProbeBytes = world.ProbeBytes
+		c := locals[0].Config
+		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (refusing connections); %d notaries, SQLite history, probe timeout %v, per source address: %d requests, %d probes, %d connections",
+			len(world.Addrs), len(targets), len(dead), *localN, *probeTimeout, c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
+	} else {
+		for _, f := range bundles {
+			b, err := consensus.ReadBundle(f)
+			if err != nil {
+				return err
+			}
+			nbs = append(nbs, b)
+		}
+	}
+	// Each source address's pool of idle connections: enough for its
+	// share of the requests in flight at HTTP/2's 100 streams a
+	// connection.
+	idle := max(4, *maxInFlight / *hosts / 100)
+	loopback := true
+	for _, b := range nbs {
+		var tg driver.Target
+		var lb bool
+		if *api == "v1" {
+			t, err := driver.NewV1(b, fps, idle)
+			if err != nil {
+				return err
+			}
+			tg, lb = t, t.Loopback()
+			defer t.Close()
+		} else {
+			t, err := driver.NewConvergence(b, fps, idle)
+			if err != nil {
+				return err
+			}
+			tg, lb = t, t.Loopback()
+			defer t.Close()
+		}
+		loopback = loopback && lb
+		opt.Targets = append(opt.Targets, tg)
+	}
+	if loopback {
+		src := driver.LoopbackSources(*hosts)
+		if err := canBind(src[len(src)-1]); err != nil {
+			fmt.Fprintf(env.Stderr, "pkie replay run: cannot send from %v (%v); every request leaves from one address, so the notaries see one client\n", src[len(src)-1], err)
+		} else {
+			opt.Sources = src
+		}
+	}
+
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	opt.Out = f
+	var total time.Duration
+	if summary != nil {
+		total = time.Duration(len(summary.Seconds)) * time.Second
+	}
+	if *until > 0 && (total == 0 || *until < total) {
+		total = *until
+	}
+	if !*quiet {
+		opt.Progress = func(p driver.Progress) { printRunProgress(env.Stderr, p, total) }
+	}
+	sum, runErr := driver.Run(ctx, opt)
+	if err := f.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	interrupted := runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err())
+	if runErr != nil && !interrupted {
+		return runErr
+	}
+	if *asJSON {
+		rs := replayRunSummary{Record: *out, API: *api, End: sum.End, Results: sum.Results, Counts: sum.Counts}
+		for _, t := range opt.Targets {
+			rs.Notaries = append(rs.Notaries, t.Name())
+		}
+		if err := writeJSON(env.Stdout, rs); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(env.Stderr, "pkie replay run: %d results in %s (trace time %s reached, max lag %s, peak %d in flight): %s\n",
+			sum.Results, sum.End.Wall.Round(time.Millisecond), sum.End.Reached.Round(time.Millisecond),
+			sum.End.MaxLag.Round(time.Millisecond), sum.End.PeakInFlight, outcomeMix(sum.Counts))
+		if n := sum.Counts[replay.OutcomeNotSent]; n > 0 {
+			fmt.Fprintf(env.Stderr, "pkie replay run: %d requests were not sent (the bound of %d in flight was reached): not a faithful replay\n", n, *maxInFlight)
+		}
+	}
+	if interrupted {
+		return fmt.Errorf("interrupted at trace time %s; %s ends with an interrupted run", sum.End.Reached.Round(time.Millisecond), *out)
+	}
+	return nil
+}
+
+// scheduleRest reads a schedule's targets and summary.
+func scheduleRest(env *Env, name string) ([]replay.Target, *replay.ScheduleSummary, error) {
+	in, closeIn, err := openTrace(env, name, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeIn()
+	sr, err := replay.NewScheduleReader(in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	t, s, err := sr.Rest()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return t, s, nil
+}
+
+// deadHosts returns the hosts (lower case) every target of which is dead:
+// the world serves a host on every port or on none.
+func deadHosts(targets []replay.Target) map[string]bool {
+	live := map[string]bool{}
+	dead := map[string]bool{}
+	for _, t := range targets {
+		h := strings.ToLower(t.Host)
+		if t.Dead {
+			dead[h] = true
+		} else {
+			live[h] = true
+		}
+	}
+	for h := range live {
+		delete(dead, h)
+	}
+	return dead
+}
+
+// canBind reports whether connections can leave from a: Linux routes all of
+// 127.0.0.0/8 to loopback, other systems only the addresses configured.
+func canBind(a netip.Addr) error {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: a.AsSlice()})
+	if err != nil {
+		return err
+	}
+	return ln.Close()
+}
+
+func outcomeMix(c map[string]int64) string {
+	order := []string{replay.OutcomeOK, replay.OutcomeConflict, replay.OutcomeUnavailable, replay.OutcomeStatus,
+		replay.OutcomeConnError, replay.OutcomeTimeout, replay.OutcomeNotSent}
+	var parts []string
+	seen := map[string]bool{}
+	for _, k := range order {
+		seen[k] = true
+		if c[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+		}
+	}
+	var rest []string
+	for k := range c {
+		if !seen[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+	}
+	if len(parts) == 0 {
+		return "none yet"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
+	of := ""
+	if total > 0 {
+		of = " of " + total.String()
+	}
+	rate := 0.0
+	if p.Interval > 0 {
+		rate = float64(p.Sent) / p.Interval.Seconds()
+	}
+	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s; %s\n",
+		p.Reached.Truncate(time.Second), of, p.Wall.Truncate(time.Second), rate, p.InFlight,
+		p.Lag.Round(time.Millisecond), outcomeMix(p.Counts))
+}

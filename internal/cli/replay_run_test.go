@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/replay/driver"
+	"github.com/pkie/pkie/internal/testbed"
+)
+
+// writeSchedule writes a schedule file of requests to live.test and
+// other.test (twice each, the second time more than 20 s of trace later),
+// and dead.test.
+func writeSchedule(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "schedule.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sw, err := replay.NewScheduleWriter(f, replay.ScheduleHeader{Source: "test", Start: time.Unix(1_400_000_000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := netip.MustParseAddr("192.0.2.1")
+	for _, r := range []replay.Request{
+		{T: 0, Client: c, Host: "live.test", Port: 443},
+		{T: time.Second, Client: c, Host: "dead.test", Port: 443},
+		{T: 2 * time.Second, Client: c, Host: "other.test", Port: 443},
+		{T: 25 * time.Second, Client: netip.MustParseAddr("192.0.2.2"), Host: "live.test", Port: 443},
+		{T: 26 * time.Second, Client: netip.MustParseAddr("192.0.2.3"), Host: "other.test", Port: 443},
+	} {
+		if err := sw.WriteRequest(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tg := range []replay.Target{
+		{Host: "live.test", Port: 443, Requests: 2},
+		{Host: "dead.test", Port: 443, Requests: 1, Dead: true},
+		{Host: "other.test", Port: 443, Requests: 2},
+	} {
+		if err := sw.WriteTarget(tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.WriteSummary(replay.ScheduleSummary{Requests: 5, Targets: 3, DeadTargets: 1, Seconds: make([]replay.Second, 27)}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runRecord(t *testing.T, path string) (*replay.RunHeader, *replay.RunEnd, []replay.Result) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var res []replay.Result
+	h, end, err := replay.ReadRecord(f, func(r replay.Result) error { res = append(res, r); return nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, end, res
+}
+
+func TestReplayRunLocal(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	rec := filepath.Join(dir, "run.jsonl")
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	args := []string{"replay", "run", sched, "--notary", "local", "--out", rec, "--speedup", "10", "--hosts", "4", "--json"}
+	if code := Main(context.Background(), env, args); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var sum replayRunSummary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("%q: %v", out.String(), err)
+	}
+	if sum.Results != 5 || sum.Counts[replay.OutcomeOK] != 4 || sum.Counts[replay.OutcomeUnavailable] != 1 || sum.End.Interrupted {
+		t.Fatalf("summary %+v", sum)
+	}
+	h, end, res := runRecord(t, rec)
+	if end == nil || h.API != "convergence" || h.Speedup != 10 || !strings.Contains(h.Local, "1 dead") || len(h.Notaries) != 1 {
+		t.Fatalf("header %+v end %+v", h, end)
+	}
+	cache := map[int64]string{}
+	for _, r := range res {
+		cache[r.Seq] = r.Outcome + "/" + r.Cache
+	}
+	want := map[int64]string{0: "ok/miss", 1: "unavailable/", 2: "ok/miss", 3: "ok/hit", 4: "ok/hit"}
+	for k, v := range want {
+		if cache[k] != v {
+			t.Errorf("seq %d: %s, want %s", k, cache[k], v)
+		}
+	}
+}
+
+// TestReplayRunRemote replays over v1 against a notary given by its bundle
+// file, whose targets' certificates the replayer is not told: it asks
+// without a fingerprint first, then about the certificate the notary
+// reported.
+func TestReplayRunRemote(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	w, err := testbed.StartWorld(testbed.WorldOptions{Dead: func(h string) bool { return h == "dead.test" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l, err := driver.StartLocal(driver.LocalOptions{Name: "remote", Lookup: w.Lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	raw, err := l.Bundle.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "remote.notary")
+	if err := os.WriteFile(bundle, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, "run.jsonl")
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	args := []string{"replay", "run", sched, "--notary-bundle", bundle, "--api", "v1", "--out", rec, "--speedup", "10", "--from", "1s", "--quiet"}
+	if code := Main(context.Background(), env, args); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	h, end, res := runRecord(t, rec)
+	if end == nil || h.Local != "" || h.From != time.Second || h.Notaries[0] != "remote" {
+		t.Fatalf("header %+v end %+v", h, end)
+	}
+	got := map[int64]string{}
+	for _, r := range res {
+		got[r.Seq] = r.Outcome + "/" + r.Cache
+	}
+	// --from 1s skips seq 0, so live.test is first asked at seq 3 (a
+	// miss). other.test is asked without a fingerprint at seq 2 (the
+	// notary must probe) and about the one it reported at seq 4 (a hit).
+	want := map[int64]string{1: "unavailable/", 2: "ok/miss", 3: "ok/miss", 4: "ok/hit"}
+	if len(got) != len(want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("seq %d: %s, want %s", k, got[k], v)
+		}
+	}
+	if !strings.Contains(errb.String(), "4 results") {
+		t.Errorf("stderr: %s", errb.String())
+	}
+}
+
+func TestReplayRunUsage(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	rec := filepath.Join(dir, "run.jsonl")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{sched, "--notary", "local"}, "--out"},
+		{[]string{sched, "--out", rec}, "--notary local or"},
+		{[]string{sched, "--out", rec, "--notary", "remote"}, "only in-process"},
+		{[]string{sched, "--out", rec, "--notary", "local", "--api", "x"}, "--api"},
+		{[]string{"-", "--out", rec, "--notary", "local"}, "read twice"},
+		{[]string{sched, "--out", rec, "--notary", "local", "--from", "5s", "--until", "2s"}, "--until"},
+	} {
+		var out, errb bytes.Buffer
+		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+		if code := Main(context.Background(), env, append([]string{"replay", "run"}, tc.args...)); code != ExitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want usage error naming %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

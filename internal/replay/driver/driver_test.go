@@ -1,0 +1,436 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/internal/notary"
+	"github.com/pkie/pkie/internal/notarywire"
+	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/store"
+	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/probe"
+)
+
+// schedule writes a schedule of reqs (and their targets, dead ones marked)
+// and returns a reader positioned at its first request.
+func schedule(t *testing.T, reqs []replay.Request, dead map[string]bool) *replay.ScheduleReader {
+	t.Helper()
+	var b bytes.Buffer
+	sw, err := replay.NewScheduleWriter(&b, replay.ScheduleHeader{Source: "test", Start: time.Unix(1_400_000_000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var targets []replay.Target
+	for _, r := range reqs {
+		if err := sw.WriteRequest(r); err != nil {
+			t.Fatal(err)
+		}
+		if !seen[r.Host] {
+			seen[r.Host] = true
+			targets = append(targets, replay.Target{Host: r.Host, Port: r.Port, Dead: dead[r.Host]})
+		}
+	}
+	for _, tg := range targets {
+		if err := sw.WriteTarget(tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.WriteSummary(replay.ScheduleSummary{Requests: int64(len(reqs)), Targets: int64(len(targets))}); err != nil {
+		t.Fatal(err)
+	}
+	sr, err := replay.NewScheduleReader(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sr
+}
+
+func readRecord(t *testing.T, b []byte) (*replay.RunHeader, *replay.RunEnd, []replay.Result, []replay.NetSample) {
+	t.Helper()
+	var res []replay.Result
+	var nets []replay.NetSample
+	h, end, err := replay.ReadRecord(bytes.NewReader(b),
+		func(r replay.Result) error { res = append(res, r); return nil },
+		func(s replay.NetSample) error { nets = append(nets, s); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(res, func(i, j int) bool {
+		if res[i].Seq != res[j].Seq {
+			return res[i].Seq < res[j].Seq
+		}
+		return res[i].Notary < res[j].Notary
+	})
+	return h, end, res, nets
+}
+
+func req(t time.Duration, client, host string) replay.Request {
+	return replay.Request{T: t, Client: netip.MustParseAddr(client), Host: host, Port: 443}
+}
+
+// TestReplayAgainstNotaries replays a hand-made schedule against two real
+// notaries, one asked over Convergence and one over v1, probing a synthetic
+// world: live targets are vouched for (200), probed on the first request
+// (miss) and answered from history after (hit); a dead target is 503; a
+// target the client saw another certificate at is a conflict.
+func TestReplayAgainstNotaries(t *testing.T) {
+	dead := map[string]bool{"dead.test": true}
+	w, err := testbed.StartWorld(testbed.WorldOptions{Dead: func(h string) bool { return dead[h] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// The client saw a forged certificate at mitm.test: not the world's.
+	fps := func(host string, port uint16) ([20]byte, [32]byte, bool) {
+		s1, s256, err := w.Fingerprint(host)
+		if err != nil {
+			t.Error(err)
+		}
+		if host == "mitm.test" {
+			s1[0]++
+			s256[0]++
+		}
+		return s1, s256, true
+	}
+	sources := LoopbackSources(4)
+	var targets []Target
+	var locals []*Local
+	for _, api := range []string{"convergence", "v1"} {
+		l, err := StartLocal(LocalOptions{Name: api, Lookup: w.Lookup, Sources: len(sources),
+			Config: notary.Config{MaxReprobes: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		locals = append(locals, l)
+		var tg Target
+		if api == "v1" {
+			tg, err = NewV1(l.Bundle, fps, 0)
+		} else {
+			tg, err = NewConvergence(l.Bundle, fps, 0)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, tg)
+	}
+	// The second round leaves more than two seconds after the first, so
+	// the first round's observations are in an earlier second than it
+	// (Convergence's cache classification has one-second resolution).
+	sr := schedule(t, []replay.Request{
+		req(0, "10.0.0.1", "a.test"),
+		req(50*time.Millisecond, "10.0.0.2", "b.test"),
+		req(100*time.Millisecond, "10.0.0.1", "dead.test"),
+		req(150*time.Millisecond, "10.0.0.3", "mitm.test"),
+		req(2300*time.Millisecond, "10.0.0.3", "a.test"),
+		req(2350*time.Millisecond, "10.0.0.4", "B.test"),
+		req(2400*time.Millisecond, "10.0.0.2", "dead.test"),
+	}, dead)
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), Options{
+		Schedule: sr, Out: &out, Targets: targets, Sources: sources, Timeout: 5 * time.Second,
+		NotaryBytes: func() int64 { return locals[0].Bytes() + locals[1].Bytes() },
+		ProbeBytes:  w.ProbeBytes,
+		Header:      replay.RunHeader{Schedule: "test", API: "mixed"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, end, res, nets := readRecord(t, out.Bytes())
+	if end == nil || end.Interrupted || end.Reached != 2400*time.Millisecond {
+		t.Fatalf("end = %+v", end)
+	}
+	if strings.Join(h.Notaries, ",") != "convergence,v1" {
+		t.Errorf("notaries %v", h.Notaries)
+	}
+	want := []struct{ outcome, cache string }{
+		{replay.OutcomeOK, replay.CacheMiss},
+		{replay.OutcomeOK, replay.CacheMiss},
+		{replay.OutcomeUnavailable, ""},
+		{replay.OutcomeConflict, replay.CacheMiss},
+		{replay.OutcomeOK, replay.CacheHit},
+		{replay.OutcomeOK, replay.CacheHit},
+		{replay.OutcomeUnavailable, ""},
+	}
+	if len(res) != 2*len(want) {
+		t.Fatalf("%d results, want %d", len(res), 2*len(want))
+	}
+	for i, r := range res {
+		wn := want[i/2]
+		if r.Seq != int64(i/2) || r.Notary != i%2 {
+			t.Fatalf("result %d is seq %d notary %d", i, r.Seq, r.Notary)
+		}
+		if r.Outcome != wn.outcome || r.Cache != wn.cache {
+			t.Errorf("seq %d %s on %s: %s/%q (%s), want %s/%q", r.Seq, r.Host, h.Notaries[r.Notary], r.Outcome, r.Cache, r.Error, wn.outcome, wn.cache)
+		}
+		if r.Outcome == replay.OutcomeUnavailable && r.Status != http.StatusServiceUnavailable {
+			t.Errorf("seq %d: status %d", r.Seq, r.Status)
+		}
+	}
+	if sum.Counts[replay.OutcomeOK] != 8 || sum.Counts[replay.OutcomeUnavailable] != 4 || sum.Counts[replay.OutcomeConflict] != 2 || sum.Results != 14 {
+		t.Errorf("counts %v, results %d", sum.Counts, sum.Results)
+	}
+	if len(nets) == 0 {
+		t.Fatal("no net samples")
+	}
+	last := nets[len(nets)-1]
+	if last.Where != "listener" || last.NotaryBytes < 14*500 || last.ProbeBytes < 4*500 {
+		t.Errorf("last net sample %+v", last)
+	}
+	if end.PeakInFlight < 1 || end.PeakHeap == 0 {
+		t.Errorf("end %+v", end)
+	}
+}
+
+// slowNotary is an HTTPS server on loopback, pinned in a bundle like a
+// notary, that answers nothing until the client gives up.
+func slowNotary(t *testing.T) *consensus.Bundle {
+	t.Helper()
+	id, err := notary.NewIdentity("slow", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := notary.NewServer(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	}))
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	ap := ln.Addr().(*net.TCPAddr).AddrPort()
+	nb := id.Bundle(ap.Addr().String(), int(ap.Port()), 0, "slow", "", "")
+	raw, _ := nb.MarshalIndent()
+	b, err := consensus.ParseBundle(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestOpenLoop: requests leave on time however long the notary takes to
+// answer, each ends in the client's timeout, and the bound on requests in
+// flight turns the excess into not_sent without holding the schedule up.
+func TestOpenLoop(t *testing.T) {
+	b := slowNotary(t)
+	fps := func(string, uint16) ([20]byte, [32]byte, bool) { return [20]byte{1}, [32]byte{1}, true }
+	tg, err := NewConvergence(b, fps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+
+	t.Run("timeouts", func(t *testing.T) {
+		// 40 requests over 0.4 s, each held 300 ms by the notary and
+		// then timed out: a closed loop would take 12 s to send them.
+		var reqs []replay.Request
+		for i := range 40 {
+			reqs = append(reqs, req(time.Duration(i)*10*time.Millisecond, fmt.Sprintf("10.0.0.%d", i), "a.test"))
+		}
+		var out bytes.Buffer
+		sum, err := Run(context.Background(), Options{
+			Schedule: schedule(t, reqs, nil), Out: &out, Targets: []Target{tg},
+			Timeout: 300 * time.Millisecond, Sources: LoopbackSources(4),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, end, res, _ := readRecord(t, out.Bytes())
+		if sum.Counts[replay.OutcomeTimeout] != 40 || len(res) != 40 {
+			t.Fatalf("counts %v, %d results; want 40 timeouts", sum.Counts, len(res))
+		}
+		// Generous for a loaded machine, far below the 11.7 s the last
+		// request would lag in a closed loop.
+		if end.MaxLag > 3*time.Second {
+			t.Errorf("max lag %v: requests waited for answers", end.MaxLag)
+		}
+		if end.PeakInFlight < 2 {
+			t.Errorf("peak in flight %d: requests were not concurrent", end.PeakInFlight)
+		}
+	})
+
+	t.Run("bound", func(t *testing.T) {
+		// 30 requests due at once, room for 10: the rest are not sent.
+		var reqs []replay.Request
+		for i := range 30 {
+			reqs = append(reqs, req(0, fmt.Sprintf("10.0.1.%d", i), "a.test"))
+		}
+		var out bytes.Buffer
+		sum, err := Run(context.Background(), Options{
+			Schedule: schedule(t, reqs, nil), Out: &out, Targets: []Target{tg},
+			Timeout: time.Second, MaxInFlight: 10,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Counts[replay.OutcomeNotSent] != 20 || sum.Counts[replay.OutcomeTimeout] != 10 {
+			t.Fatalf("counts %v; want 20 not_sent, 10 timeouts", sum.Counts)
+		}
+		_, end, _, _ := readRecord(t, out.Bytes())
+		if end.PeakInFlight != 10 {
+			t.Errorf("peak in flight %d, want 10", end.PeakInFlight)
+		}
+	})
+}
+
+// cancelOnFirst cancels the run when its first request is sent.
+type cancelOnFirst struct {
+	Target
+	once   sync.Once
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnFirst) Do(ctx context.Context, r replay.Request, src netip.Addr) Answer {
+	c.once.Do(c.cancel)
+	return c.Target.Do(ctx, r, src)
+}
+
+// TestInterrupt: a cancelled run stops sending, lets the request in flight
+// end, and closes the record with Interrupted.
+func TestInterrupt(t *testing.T) {
+	b := slowNotary(t)
+	tg, err := NewConvergence(b, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sr := schedule(t, []replay.Request{
+		req(0, "10.0.0.1", "a.test"),
+		req(time.Hour, "10.0.0.1", "b.test"),
+	}, nil)
+	var out bytes.Buffer
+	sum, err := Run(ctx, Options{
+		Schedule: sr, Out: &out, Targets: []Target{&cancelOnFirst{Target: tg, cancel: cancel}},
+		Timeout: 200 * time.Millisecond,
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	_, end, res, _ := readRecord(t, out.Bytes())
+	if end == nil || !end.Interrupted || end.Reached != 0 {
+		t.Fatalf("end %+v", end)
+	}
+	// The request in flight ran to its timeout, not cut off by the stop.
+	if len(res) != 1 || res[0].Outcome != replay.OutcomeTimeout || sum.Results != 1 {
+		t.Fatalf("results %+v", res)
+	}
+}
+
+// forger serves, with the TLS certificate of the notary it impersonates
+// (tlsID), answers signed by another notary (signer): a notary key the
+// bundle does not pin.
+func forger(t *testing.T, tlsID, signer *notary.Identity) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	srv := notary.NewServer(tlsID, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/check" {
+			var q notarywire.Request
+			json.NewDecoder(r.Body).Decode(&q)
+			match := true
+			ans := notarywire.Answer{Notary: "forger", Host: q.Host, Port: q.Port, SignedAt: now, ObservedAt: now,
+				Probed: true, Current: q.SHA256, CurrentSet: []string{q.SHA256}, Match: &match,
+				History: []notarywire.Record{{SHA256: q.SHA256, SHA1: hex.EncodeToString(make([]byte, 20)), FirstSeen: now, LastSeen: now}}}
+			ab, _ := json.Marshal(ans)
+			sig := ed25519.Sign(signer.V1, notarywire.SignedMessage(ab))
+			json.NewEncoder(w).Encode(notarywire.Response{Answer: ab, Signature: base64.StdEncoding.EncodeToString(sig)})
+			return
+		}
+		r.ParseForm()
+		fp, _ := probe.ParseColonHex(r.Form.Get("fingerprint"), 20)
+		var rec store.Record
+		copy(rec.SHA1[:], fp)
+		rec.First, rec.Last = now, now
+		body, _ := notary.SignedBody(signer.RSA, notary.FingerprintList([]store.Record{rec}))
+		w.Write(body)
+	}))
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// TestForgedAnswers: an answer is counted only once its signature verifies
+// against the bundle's key, and the connection only once the notary shows
+// the bundle's certificate.
+func TestForgedAnswers(t *testing.T) {
+	real, err := notary.NewIdentity("real", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := notary.NewIdentity("other", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := func(ap netip.AddrPort) *consensus.Bundle {
+		nb := real.Bundle(ap.Addr().String(), int(ap.Port()), 0, "real", "", "")
+		raw, _ := nb.MarshalIndent()
+		b, err := consensus.ParseBundle(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	fps := func(string, uint16) ([20]byte, [32]byte, bool) { return [20]byte{7}, [32]byte{7}, true }
+	signedByOther := bundle(forger(t, real, other)) // right certificate, wrong signer
+	impostor := bundle(forger(t, other, other))     // wrong certificate
+	for _, tc := range []struct {
+		name    string
+		b       *consensus.Bundle
+		v1      bool
+		outcome string
+		err     string
+	}{
+		{"convergence forged signature", signedByOther, false, replay.OutcomeStatus, "invalid answer"},
+		{"v1 forged signature", signedByOther, true, replay.OutcomeStatus, "invalid answer"},
+		{"convergence pin mismatch", impostor, false, replay.OutcomeConnError, "pin mismatch"},
+		{"v1 pin mismatch", impostor, true, replay.OutcomeConnError, "pin mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tg interface {
+				Target
+				Close()
+			}
+			if tc.v1 {
+				tg, err = NewV1(tc.b, fps, 0)
+			} else {
+				tg, err = NewConvergence(tc.b, fps, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tg.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a := tg.Do(ctx, req(0, "10.0.0.1", "a.test"), netip.Addr{})
+			if a.Outcome != tc.outcome || a.Err == nil || !strings.Contains(a.Err.Error(), tc.err) {
+				t.Errorf("answer %+v, want %s with %q", a, tc.outcome, tc.err)
+			}
+		})
+	}
+}
