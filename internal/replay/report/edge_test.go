@@ -255,3 +255,29 @@ func TestBadRecords(t *testing.T) {
 		t.Fatal("empty record accepted")
 	}
 }
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		host, err string
+		want      int
+	}{
+		// What pkie's notary says, as the driver records it.
+		{"dead5.example", "status 503: cannot verify dead5.example:443: cannot connect to the target", rowUnavailTarget},
+		{"a.example", "status 503: cannot verify a.example:443: TLS handshake with the target failed (timed out)", rowUnavailTarget},
+		{"a.example", "status 503: cannot verify a.example:443: cannot resolve the target's host name", rowUnavailTarget},
+		{"a.example", "status 503: cannot verify a.example:443: notary overloaded: too many probes queued for this target", rowUnavailOverload},
+		{"a.example", "status 503: cannot verify a.example:443: notary overloaded: probe queue full", rowUnavailOverload},
+		{"a.example", "status 503: server overloaded: too many requests in progress", rowUnavailOverload},
+		{"a.example", "status 503: too many requests in progress from your address", rowUnavailOverload},
+		{"a.example", "status 503: cannot verify a.example:443: timed out waiting for the probe to finish and be recorded", rowUnavailOther},
+		{"a.example", "status 503: ", rowUnavailOther},
+		// The target's name says nothing about why.
+		{"overloaded.example", "status 503: cannot verify overloaded.example:443: cannot connect to the target", rowUnavailTarget},
+		{"target.example", "status 503: cannot verify target.example:443: timed out waiting for the probe to finish and be recorded", rowUnavailOther},
+	} {
+		r := replay.Result{Outcome: replay.OutcomeUnavailable, Status: 503, Host: tc.host, Port: 443, Error: tc.err}
+		if got := classify(&r); got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.err, rowKeys[got], rowKeys[tc.want])
+		}
+	}
+}

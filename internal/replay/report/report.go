@@ -135,13 +135,19 @@ func classify(r *replay.Result) int {
 		return rowConflict
 	case replay.OutcomeUnavailable:
 		// pkie's notary says why in its 503's message (the driver
-		// records it as Error): its probe failed ("cannot connect to the
-		// target", "TLS handshake with the target failed", …) or it was at
-		// a concurrency bound ("notary overloaded", "server overloaded:
-		// too many requests in progress").
+		// records it as Error, "status 503: cannot verify HOST:PORT:
+		// WHY"): its probe failed ("cannot connect to the target", "TLS
+		// handshake with the target failed", …) or it was at a
+		// concurrency bound ("notary overloaded: too many probes queued
+		// for this target", "server overloaded: too many requests in
+		// progress"). The target's name is taken out first: it is the
+		// trace's, and could say anything.
 		e := strings.ToLower(r.Error)
+		if h := strings.ToLower(r.Host); h != "" {
+			e = strings.ReplaceAll(e, h, "")
+		}
 		switch {
-		case strings.Contains(e, "overload") || strings.Contains(e, "too many requests"):
+		case strings.Contains(e, "overloaded") || strings.Contains(e, "too many requests"):
 			return rowUnavailOverload
 		case strings.Contains(e, "target"):
 			return rowUnavailTarget
