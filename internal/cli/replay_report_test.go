@@ -169,7 +169,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	}
 	// Ratios: second 0 0/1, second 2 0/1, seconds 25 and 26 1/1.
 	for _, l := range n.Utilisation {
-		if !l.Reached || l.Seconds != 25 {
+		if !l.Reached || *l.Seconds != 25 {
 			t.Errorf("Table 3 %+v, want 25 s", l)
 		}
 	}

@@ -46,7 +46,7 @@ func TestUtilisation(t *testing.T) {
 			}
 			for _, l := range got {
 				want, ok := tc.want[l.Percent]
-				if l.Reached != ok || (ok && (l.Seconds != want || l.TraceSecond != want+int64(tc.lo))) {
+				if l.Reached != ok || (ok && (*l.Seconds != want || *l.TraceSecond != want+int64(tc.lo))) || (!ok && (l.Seconds != nil || l.TraceSecond != nil)) {
 					t.Errorf("%d%%: %+v, want reached %v at %d s", l.Percent, l, ok, want)
 				}
 			}
@@ -176,7 +176,7 @@ func TestKilledRecord(t *testing.T) {
 	if len(rep.Seconds) != 3 || rep.Seconds[0].Second != 2 || rep.Seconds[0].Sent != 1 || rep.Seconds[2].Sent != 1 {
 		t.Fatalf("sent by second %+v", rep.Seconds)
 	}
-	if l := rep.Notaries[0].Utilisation[0]; !l.Reached || l.Seconds != 2 || l.TraceSecond != 4 {
+	if l := rep.Notaries[0].Utilisation[0]; !l.Reached || *l.Seconds != 2 || *l.TraceSecond != 4 {
 		t.Fatalf("Table 3 65%%: %+v", l)
 	}
 	if rep.Overhead.Measured || !hasWarning(rep, "no byte sample") {

@@ -75,7 +75,7 @@ func WriteText(out io.Writer, rep *Report) error {
 		for _, l := range n.Utilisation {
 			got := "never"
 			if l.Reached {
-				got = fmt.Sprintf("%d s", l.Seconds)
+				got = fmt.Sprintf("%d s", *l.Seconds)
 			}
 			paper := ""
 			if l.PaperSeconds != nil {
