@@ -281,3 +281,12 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstLineBounded(t *testing.T) {
+	// A record with no line break is refused once past the line bound,
+	// not read whole.
+	huge := io.MultiReader(strings.NewReader(`{"type":"run","version":1,"schedule":"`), strings.NewReader(strings.Repeat("x", replay.MaxScheduleLine+1)))
+	if _, err := Build(huge, nil, Options{}); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("a line without end: %v", err)
+	}
+}

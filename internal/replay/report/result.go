@@ -549,7 +549,7 @@ func (b *builder) series(lo, hi int) ([]SecondSeries, []MinuteSeries) {
 }
 
 func (b *builder) warnings(rep *Report, h *replay.RunHeader, end *replay.RunEnd, total *counts, nNet int64, https float64) []string {
-	var w []string
+	w := []string{}
 	add := func(format string, a ...any) { w = append(w, fmt.Sprintf(format, a...)) }
 	if end == nil {
 		add("the record has no end: the run was killed; this report covers what it recorded, up to trace time %v", rep.Run.Reached)
