@@ -46,7 +46,7 @@ func TestUtilisation(t *testing.T) {
 			}
 			for _, l := range got {
 				want, ok := tc.want[l.Percent]
-				if l.Reached != ok || (ok && (l.Seconds != want || l.TraceSecond != want+int64(tc.lo))) {
+				if l.Reached != ok || (ok && (*l.Seconds != want || *l.TraceSecond != want+int64(tc.lo))) || (!ok && (l.Seconds != nil || l.TraceSecond != nil)) {
 					t.Errorf("%d%%: %+v, want reached %v at %d s", l.Percent, l, ok, want)
 				}
 			}
@@ -176,7 +176,7 @@ func TestKilledRecord(t *testing.T) {
 	if len(rep.Seconds) != 3 || rep.Seconds[0].Second != 2 || rep.Seconds[0].Sent != 1 || rep.Seconds[2].Sent != 1 {
 		t.Fatalf("sent by second %+v", rep.Seconds)
 	}
-	if l := rep.Notaries[0].Utilisation[0]; !l.Reached || l.Seconds != 2 || l.TraceSecond != 4 {
+	if l := rep.Notaries[0].Utilisation[0]; !l.Reached || *l.Seconds != 2 || *l.TraceSecond != 4 {
 		t.Fatalf("Table 3 65%%: %+v", l)
 	}
 	if rep.Overhead.Measured || !hasWarning(rep, "no byte sample") {
@@ -253,5 +253,40 @@ func TestBadRecords(t *testing.T) {
 	}
 	if _, err := Build(strings.NewReader(""), nil, Options{}); err == nil {
 		t.Fatal("empty record accepted")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		host, err string
+		want      int
+	}{
+		// What pkie's notary says, as the driver records it.
+		{"dead5.example", "status 503: cannot verify dead5.example:443: cannot connect to the target", rowUnavailTarget},
+		{"a.example", "status 503: cannot verify a.example:443: TLS handshake with the target failed (timed out)", rowUnavailTarget},
+		{"a.example", "status 503: cannot verify a.example:443: cannot resolve the target's host name", rowUnavailTarget},
+		{"a.example", "status 503: cannot verify a.example:443: notary overloaded: too many probes queued for this target", rowUnavailOverload},
+		{"a.example", "status 503: cannot verify a.example:443: notary overloaded: probe queue full", rowUnavailOverload},
+		{"a.example", "status 503: server overloaded: too many requests in progress", rowUnavailOverload},
+		{"a.example", "status 503: too many requests in progress from your address", rowUnavailOverload},
+		{"a.example", "status 503: cannot verify a.example:443: timed out waiting for the probe to finish and be recorded", rowUnavailOther},
+		{"a.example", "status 503: ", rowUnavailOther},
+		// The target's name says nothing about why.
+		{"overloaded.example", "status 503: cannot verify overloaded.example:443: cannot connect to the target", rowUnavailTarget},
+		{"target.example", "status 503: cannot verify target.example:443: timed out waiting for the probe to finish and be recorded", rowUnavailOther},
+	} {
+		r := replay.Result{Outcome: replay.OutcomeUnavailable, Status: 503, Host: tc.host, Port: 443, Error: tc.err}
+		if got := classify(&r); got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.err, rowKeys[got], rowKeys[tc.want])
+		}
+	}
+}
+
+func TestFirstLineBounded(t *testing.T) {
+	// A record with no line break is refused once past the line bound,
+	// not read whole.
+	huge := io.MultiReader(strings.NewReader(`{"type":"run","version":1,"schedule":"`), strings.NewReader(strings.Repeat("x", replay.MaxScheduleLine+1)))
+	if _, err := Build(huge, nil, Options{}); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("a line without end: %v", err)
 	}
 }

@@ -85,6 +85,13 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		Title: "Figure 5: mean delay per minute by cache condition", XLabel: "trace time (min)", YLabel: "mean delay (ms)", YMin: &zero,
 		Series: []chart.Series{hitD, missD, allD},
 	}
+	for _, pl := range plots {
+		for i := range pl.Series {
+			// A line of one point draws nothing: a short run's
+			// minutes are shown as markers.
+			pl.Series[i].Points = len(pl.Series[i].X) < 3
+		}
+	}
 	var files []string
 	for _, name := range []string{Fig2, Fig3, Fig4, Fig5} {
 		svg, png := filepath.Join(dir, name+".svg"), filepath.Join(dir, name+".png")

@@ -135,13 +135,19 @@ func classify(r *replay.Result) int {
 		return rowConflict
 	case replay.OutcomeUnavailable:
 		// pkie's notary says why in its 503's message (the driver
-		// records it as Error): its probe failed ("cannot connect to the
-		// target", "TLS handshake with the target failed", …) or it was at
-		// a concurrency bound ("notary overloaded", "server overloaded:
-		// too many requests in progress").
+		// records it as Error, "status 503: cannot verify HOST:PORT:
+		// WHY"): its probe failed ("cannot connect to the target", "TLS
+		// handshake with the target failed", …) or it was at a
+		// concurrency bound ("notary overloaded: too many probes queued
+		// for this target", "server overloaded: too many requests in
+		// progress"). The target's name is taken out first: it is the
+		// trace's, and could say anything.
 		e := strings.ToLower(r.Error)
+		if h := strings.ToLower(r.Host); h != "" {
+			e = strings.ReplaceAll(e, h, "")
+		}
 		switch {
-		case strings.Contains(e, "overload") || strings.Contains(e, "too many requests"):
+		case strings.Contains(e, "overloaded") || strings.Contains(e, "too many requests"):
 			return rowUnavailOverload
 		case strings.Contains(e, "target"):
 			return rowUnavailTarget
@@ -191,8 +197,8 @@ type builder struct {
 // with open, and measures the run.
 func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 	br := bufio.NewReaderSize(record, 64<<10)
-	first, err := br.ReadBytes('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
+	first, err := firstLine(br, replay.MaxScheduleLine)
+	if err != nil {
 		return nil, fmt.Errorf("report: reading the run record: %w", err)
 	}
 	var h replay.RunHeader
@@ -211,6 +217,9 @@ func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("report: run record names %d notaries; at most %d", len(h.Notaries), maxNotaries)
 	}
 
+	if open == nil {
+		return nil, errors.New("report: no schedule to read the run's against")
+	}
 	rc, err := open(&h)
 	if err != nil {
 		return nil, fmt.Errorf("report: opening the schedule: %w", err)
@@ -258,6 +267,28 @@ func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	return b.finish(hh, end, nets, nNet, opt), nil
+}
+
+// firstLine reads the header's line, no longer than limit bytes (as
+// ReadRecord bounds every line), so that a file without line breaks is not
+// read whole into memory.
+func firstLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		b, err := br.ReadSlice('\n')
+		line = append(line, b...)
+		if len(line) > limit {
+			return nil, fmt.Errorf("first line longer than %d bytes", limit)
+		}
+		switch {
+		case err == nil, errors.Is(err, io.EOF):
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, err
+		}
+	}
 }
 
 func targetKey(host string, port uint16) string { return fmt.Sprintf("%s:%d", host, port) }

@@ -108,7 +108,7 @@ func TestFixture(t *testing.T) {
 	// Table 3: per-second ratios 0, 2/3, 3/4, 3/4, 1, 1.
 	want3 := map[int]int64{65: 1, 70: 2, 75: 2, 80: 4, 85: 4, 90: 4, 95: 4, 99: 4}
 	for _, l := range n.Utilisation {
-		if !l.Reached || l.Seconds != want3[l.Percent] || l.TraceSecond != want3[l.Percent] {
+		if !l.Reached || *l.Seconds != want3[l.Percent] || *l.TraceSecond != want3[l.Percent] {
 			t.Errorf("Table 3 %d%%: %+v, want %d s", l.Percent, l, want3[l.Percent])
 		}
 	}

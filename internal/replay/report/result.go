@@ -99,9 +99,10 @@ type Level struct {
 	Reached bool `json:"reached"`
 	// Seconds is the time from the window's start to the first second from
 	// which the ratio never dropped below the level; TraceSecond is that
-	// second from the schedule's start.
-	Seconds      int64  `json:"seconds,omitempty"`
-	TraceSecond  int64  `json:"trace_second,omitempty"`
+	// second from the schedule's start. Both are nil (null) when the level
+	// was never reached.
+	Seconds      *int64 `json:"seconds"`
+	TraceSecond  *int64 `json:"trace_second"`
 	PaperSeconds *int64 `json:"paper_seconds,omitempty"`
 }
 
@@ -336,8 +337,8 @@ func utilisation(secs []counts, lo, hi int) []Level {
 		}
 		if first >= 0 {
 			l.Reached = true
-			l.TraceSecond = int64(pts[first].sec)
-			l.Seconds = int64(pts[first].sec - lo)
+			ts, since := int64(pts[first].sec), int64(pts[first].sec-lo)
+			l.TraceSecond, l.Seconds = &ts, &since
 		}
 		out = append(out, l)
 	}
@@ -548,7 +549,7 @@ func (b *builder) series(lo, hi int) ([]SecondSeries, []MinuteSeries) {
 }
 
 func (b *builder) warnings(rep *Report, h *replay.RunHeader, end *replay.RunEnd, total *counts, nNet int64, https float64) []string {
-	var w []string
+	w := []string{}
 	add := func(format string, a ...any) { w = append(w, fmt.Sprintf(format, a...)) }
 	if end == nil {
 		add("the record has no end: the run was killed; this report covers what it recorded, up to trace time %v", rep.Run.Reached)

@@ -31,6 +31,9 @@ func WriteText(out io.Writer, rep *Report) error {
 		p(" after %v", r.Wall.Round(time.Millisecond))
 	}
 	p("\n  trace seconds %d to %d (%d s); max lag %v trace time", rep.Window.From, rep.Window.Until, rep.Window.Seconds, r.MaxLag.Round(time.Millisecond))
+	if r.RecordMaxLag > 0 {
+		p(" (the record's: %v wall)", r.RecordMaxLag.Round(time.Millisecond))
+	}
 	if r.PeakInFlight > 0 {
 		p(", peak in flight %d", r.PeakInFlight)
 	}
@@ -75,7 +78,7 @@ func WriteText(out io.Writer, rep *Report) error {
 		for _, l := range n.Utilisation {
 			got := "never"
 			if l.Reached {
-				got = fmt.Sprintf("%d s", l.Seconds)
+				got = fmt.Sprintf("%d s", *l.Seconds)
 			}
 			paper := ""
 			if l.PaperSeconds != nil {
