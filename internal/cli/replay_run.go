@@ -85,7 +85,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 
 	// First pass: the targets and the summary, which also proves the
 	// schedule whole before a long run starts.
-	targets, summary, err := scheduleRest(env, pos[0])
+	targets, lastT, err := scheduleRest(env, pos[0])
 	if err != nil {
 		return err
 	}
@@ -214,11 +214,10 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	}
 	defer f.Close()
 	opt.Out = f
-	var total time.Duration
-	if summary != nil {
-		total = time.Duration(len(summary.Seconds)) * time.Second
-	}
-	if *until > 0 && (total == 0 || *until < total) {
+	// Progress counts to the last request's time: the summary's seconds
+	// run on to the end of the last flow.
+	total := lastT
+	if *until > 0 && *until < total {
 		total = *until
 	}
 	if !*quiet {
@@ -254,22 +253,34 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// scheduleRest reads a schedule's targets and summary.
-func scheduleRest(env *Env, name string) ([]replay.Target, *replay.ScheduleSummary, error) {
+// scheduleRest reads a whole schedule, checking it, and returns its
+// targets and its last request's time.
+func scheduleRest(env *Env, name string) ([]replay.Target, time.Duration, error) {
 	in, closeIn, err := openTrace(env, name, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	defer closeIn()
 	sr, err := replay.NewScheduleReader(in)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
+		return nil, 0, fmt.Errorf("%s: %w", name, err)
 	}
-	t, s, err := sr.Rest()
+	var last time.Duration
+	for {
+		r, err := sr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		last = r.T
+	}
+	t, _, err := sr.Rest()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
+		return nil, 0, fmt.Errorf("%s: %w", name, err)
 	}
-	return t, s, nil
+	return t, last, nil
 }
 
 // deadHosts returns the hosts (lower case) every target of which is dead:
@@ -330,7 +341,7 @@ func outcomeMix(c map[string]int64) string {
 func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	of := ""
 	if total > 0 {
-		of = " of " + total.String()
+		of = " of " + total.Round(time.Second).String()
 	}
 	rate := 0.0
 	if p.Interval > 0 {
