@@ -57,8 +57,14 @@ const (
 	// pcapRTT is the round-trip time of the handshake, shortened for
 	// flows too short for it.
 	pcapRTT = 20 * time.Millisecond
-	// helloCacheSize bounds the ClientHellos kept, one a server name.
-	helloCacheSize = 4096
+	// helloCacheSize bounds the ClientHellos kept, one a server name,
+	// some 1.7 KB each: making one takes a quarter of a millisecond.
+	helloCacheSize = 16384
+	// pcapReuse is how long a never-answered connection's ends are not
+	// used again: a reader cannot tell it ended until it has been idle
+	// for 5 minutes (Zeek's tcp_inactivity_timeout, pkie's), and would
+	// take a new connection's packets as its own.
+	pcapReuse = 6 * time.Minute
 
 	ethHeader = 14
 	ipHeader  = 20
@@ -92,6 +98,7 @@ type packet struct {
 // pcapFlow is a flow in progress: its packets not yet written.
 type pcapFlow struct {
 	id      uint64
+	dead    bool // never answered
 	client  netip.AddrPort
 	server  netip.AddrPort
 	ipID    [2]uint16
@@ -126,7 +133,10 @@ type pcapWriter struct {
 	flush  func() error
 	hellos *helloCache
 	flows  flowHeap
-	active map[[2]netip.AddrPort]int // client and server ends in progress
+	// busy holds the connections' ends in use until the time they are
+	// free again: those in progress (to the end of time until they end),
+	// and the never-answered ones' for pcapReuse after.
+	busy   map[[2]netip.AddrPort]int64
 	n      uint64
 	last   int64 // the latest start written
 	frame  []byte
@@ -135,7 +145,7 @@ type pcapWriter struct {
 
 func newPCAPWriter(w io.Writer, ng bool) (*pcapWriter, error) {
 	bw := bufio.NewWriterSize(w, 1<<16)
-	pw := &pcapWriter{bw: bw, hellos: newHelloCache(helloCacheSize), active: map[[2]netip.AddrPort]int{}, last: -1 << 63}
+	pw := &pcapWriter{bw: bw, hellos: newHelloCache(helloCacheSize), busy: map[[2]netip.AddrPort]int64{}, last: -1 << 63}
 	if ng {
 		// Fixed section options (not the writing machine's), so that the
 		// same flows make the same file anywhere.
@@ -216,8 +226,10 @@ func (w *pcapWriter) drain(t int64) error {
 		if fl.next == len(fl.packets) {
 			heap.Pop(&w.flows)
 			k := [2]netip.AddrPort{fl.client, fl.server}
-			if w.active[k]--; w.active[k] == 0 {
-				delete(w.active, k)
+			if fl.dead {
+				w.busy[k] = p.at + int64(pcapReuse)
+			} else {
+				delete(w.busy, k)
 			}
 		} else {
 			heap.Fix(&w.flows, 0)
@@ -230,13 +242,24 @@ func (w *pcapWriter) drain(t int64) error {
 func (w *pcapWriter) plan(f replay.Flow) (*pcapFlow, error) {
 	// A client port not in use by the client towards the same server, so
 	// that overlapping flows stay distinct connections.
+	start := f.Start.UnixNano()
+	if w.n%(1<<16) == 0 {
+		for k, free := range w.busy {
+			if free <= start {
+				delete(w.busy, k)
+			}
+		}
+	}
 	port := clientPort(w.n, &f)
 	server := netip.AddrPortFrom(f.Server, f.Port)
-	for w.active[[2]netip.AddrPort{netip.AddrPortFrom(f.Client, port), server}] > 0 {
+	for tries := 0; w.busy[[2]netip.AddrPort{netip.AddrPortFrom(f.Client, port), server}] > start; tries++ {
+		if tries == 28232 {
+			return nil, fmt.Errorf("gen: client %s has every port in use to %s", f.Client, server)
+		}
 		port = 32768 + (port-32768+1)%28232
 	}
-	fl := &pcapFlow{id: w.n, client: netip.AddrPortFrom(f.Client, port), server: server}
-	w.active[[2]netip.AddrPort{fl.client, fl.server}]++
+	fl := &pcapFlow{id: w.n, client: netip.AddrPortFrom(f.Client, port), server: server, dead: f.PacketsIn == 0}
+	w.busy[[2]netip.AddrPort{fl.client, fl.server}] = 1<<63 - 1
 	h := mix(w.n ^ uint64(f.Start.UnixNano()) ^ uint64(port)<<48)
 	isn := [2]uint32{uint32(h), uint32(h >> 32)}
 	fl.ipID = [2]uint16{uint16(h >> 16), uint16(h >> 40)}

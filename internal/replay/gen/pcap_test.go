@@ -302,3 +302,39 @@ func TestPCAPOrder(t *testing.T) {
 		t.Error("an IPv6 flow was written")
 	}
 }
+
+// TestPCAPPorts writes many connections of one client to one server,
+// overlapping or never answered (which a reader holds open for 5
+// minutes): each must stay its own flow, so no two may share a client
+// port while a reader could take them for one connection.
+func TestPCAPPorts(t *testing.T) {
+	t0 := time.Date(2013, 4, 21, 17, 0, 0, 0, time.UTC)
+	var flows []replay.Flow
+	for i := range 1500 {
+		f := replay.Flow{Start: t0.Add(time.Duration(i) * 100 * time.Millisecond), Client: mustAddr("10.0.0.1"), Server: mustAddr("198.18.0.1"), Port: 443, ServerName: "a.example"}
+		if i%2 == 0 {
+			f.PacketsOut, f.BytesOut, f.Duration = 3, 180, 3*time.Second
+		} else {
+			f.PacketsOut, f.BytesOut, f.PacketsIn, f.BytesIn, f.Duration = 10, 5000, 20, 30000, 20*time.Second
+		}
+		flows = append(flows, f)
+	}
+	r, err := replay.Open(bytes.NewReader(writeCapture(t, replay.FormatPCAP, flows)), replay.FormatAuto, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		f, err := r.Next()
+		if err != nil {
+			break
+		}
+		if f.PacketsIn == 0 && f.PacketsOut != 3 || f.PacketsIn > 0 && f.Duration != 20*time.Second {
+			t.Errorf("flow %+v: two connections in one", f)
+		}
+		n++
+	}
+	if st := r.Stats(); n != len(flows) || st.Late != 0 {
+		t.Errorf("%d flows read of %d; stats %+v", n, len(flows), st)
+	}
+}
