@@ -136,11 +136,11 @@ type pcapWriter struct {
 	// busy holds the connections' ends in use until the time they are
 	// free again: those in progress (to the end of time until they end),
 	// and the never-answered ones' for pcapReuse after.
-	busy   map[[2]netip.AddrPort]int64
-	n      uint64
-	last   int64 // the latest start written
-	frame  []byte
-	err    error
+	busy  map[[2]netip.AddrPort]int64
+	n     uint64
+	last  int64 // the latest start written
+	frame []byte
+	err   error
 }
 
 func newPCAPWriter(w io.Writer, ng bool) (*pcapWriter, error) {

@@ -3,12 +3,16 @@ package gen
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -336,5 +340,72 @@ func TestPCAPPorts(t *testing.T) {
 	}
 	if st := r.Stats(); n != len(flows) || st.Late != 0 {
 		t.Errorf("%d flows read of %d; stats %+v", n, len(flows), st)
+	}
+}
+
+// TestPCAPThroughNfpcapd reads the generated capture with the real tools,
+// nfpcapd and nfdump (nfdump 1.7.1), as a user checking pkie against them
+// would: every flow must have the bytes and packets pkie's reader finds,
+// each way, which says the truncated packets' IP lengths are read as the
+// tools read a real capture's.
+func TestPCAPThroughNfpcapd(t *testing.T) {
+	for _, tool := range []string{"nfpcapd", "nfdump"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (Debian: apt-get install nfdump): the real-tool test is skipped", tool)
+		}
+	}
+	o := small()
+	o.Flows, o.Duration = 300, 20*time.Second
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := writeCapture(t, replay.FormatPCAP, drain(t, g))
+	dir := t.TempDir()
+	trace, flowDir := filepath.Join(dir, "t.pcap"), filepath.Join(dir, "flows")
+	if err := os.WriteFile(trace, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(flowDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "nfpcapd", "-r", trace, "-w", flowDir).CombinedOutput(); err != nil {
+		t.Fatalf("nfpcapd: %v: %s", err, out)
+	}
+	cmd := exec.CommandContext(ctx, "nfdump", "-R", flowDir, "-B", "-o", "csv")
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	csv, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("nfdump: %v", err)
+	}
+	type counts struct {
+		client, server                   netip.Addr
+		start                            time.Time
+		bytesOut, bytesIn, pktOut, pktIn uint64
+	}
+	read := func(b []byte, format string) []counts {
+		r, err := replay.Open(bytes.NewReader(b), format, replay.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cs []counts
+		for {
+			f, err := r.Next()
+			if err != nil {
+				break
+			}
+			// nfdump prints the start to the second.
+			cs = append(cs, counts{f.Client, f.Server, f.Start.Truncate(time.Second), f.BytesOut, f.BytesIn, f.PacketsOut, f.PacketsIn})
+		}
+		slices.SortFunc(cs, func(a, b counts) int {
+			return cmp.Or(a.start.Compare(b.start), a.client.Compare(b.client), a.server.Compare(b.server), cmp.Compare(a.bytesOut, b.bytesOut))
+		})
+		return cs
+	}
+	pkie, nf := read(file, replay.FormatPCAP), read(csv, replay.FormatNfdump)
+	if int64(len(pkie)) != o.Flows || !slices.Equal(pkie, nf) {
+		t.Errorf("pkie read %d flows, nfdump %d; they differ:\npkie   %+v\nnfdump %+v", len(pkie), len(nf), pkie[:min(3, len(pkie))], nf[:min(3, len(nf))])
 	}
 }
