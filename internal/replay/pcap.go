@@ -88,6 +88,10 @@ type PCAPReader struct {
 	flows  map[flowKey]*list.Element // of *pcapFlow
 	lru    *list.List                // least recently active at the back
 	closed map[flowKey]time.Time     // recently returned, for late packets
+	// closedQ is closed's entries in the order they were added, from
+	// closedHead on: the oldest are forgotten first, in constant time.
+	closedQ    []closedEntry
+	closedHead int
 	ready  []Flow
 	now    time.Time
 	swept  time.Time
@@ -97,6 +101,11 @@ type PCAPReader struct {
 	// changes them.
 	maxFlows int
 	idle     time.Duration
+}
+
+type closedEntry struct {
+	key  flowKey
+	last time.Time
 }
 
 // flowKey names a connection from the client's side.
@@ -343,7 +352,7 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 
 	el := pr.flows[key]
 	if el == nil {
-		if _, ok := pr.closed[key]; ok && !tcp.SYN {
+		if last, ok := pr.closed[key]; ok && !tcp.SYN && pr.now.Sub(last) < pr.idle {
 			pr.stats.Late++
 			return
 		}
@@ -466,11 +475,13 @@ func (pr *PCAPReader) finish(el *list.Element, closed bool) {
 	fl.f.Duration = fl.last.Sub(fl.f.Start)
 	pr.ready = append(pr.ready, fl.f)
 	if closed {
-		if len(pr.closed) >= pr.maxFlows {
-			pr.expireClosed()
-		}
-		if len(pr.closed) < pr.maxFlows {
-			pr.closed[fl.key] = fl.last
+		pr.closed[fl.key] = fl.last
+		pr.closedQ = append(pr.closedQ, closedEntry{fl.key, fl.last})
+		// Past the bound the oldest is forgotten (its late packets
+		// would then start a flow); the queue's stale entries, of keys
+		// reopened since, are bounded too.
+		for len(pr.closed) > pr.maxFlows || len(pr.closedQ)-pr.closedHead > 2*pr.maxFlows {
+			pr.popClosed()
 		}
 	}
 }
@@ -494,10 +505,25 @@ func (pr *PCAPReader) sweep() {
 // expireClosed forgets the closed connections old enough that a packet of
 // theirs is a new connection's.
 func (pr *PCAPReader) expireClosed() {
-	for k, t := range pr.closed {
-		if pr.now.Sub(t) >= pr.idle {
-			delete(pr.closed, k)
-		}
+	for pr.closedHead < len(pr.closedQ) && pr.now.Sub(pr.closedQ[pr.closedHead].last) >= pr.idle {
+		pr.popClosed()
+	}
+}
+
+// popClosed forgets the oldest closed connection. (Scanning the map for
+// expired ones whenever it was full, as this reader once did, cost the
+// whole map per connection closed once a trace had closed pcapMaxFlows
+// within pcapIdleTimeout: a minute of a campus's HTTPS.)
+func (pr *PCAPReader) popClosed() {
+	e := pr.closedQ[pr.closedHead]
+	pr.closedQ[pr.closedHead] = closedEntry{}
+	pr.closedHead++
+	if t, ok := pr.closed[e.key]; ok && t.Equal(e.last) {
+		delete(pr.closed, e.key)
+	}
+	if pr.closedHead >= 1024 && pr.closedHead > len(pr.closedQ)/2 {
+		pr.closedQ = append(pr.closedQ[:0], pr.closedQ[pr.closedHead:]...)
+		pr.closedHead = 0
 	}
 }
 

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,4 +121,46 @@ func statsOf(t *testing.T, trace []byte) Stats {
 	r := mustOpen(t, trace, FormatAuto)
 	drainFlows(t, r)
 	return r.Stats()
+}
+
+// TestPCAPClosedBound checks the bound on the closed connections the
+// reader remembers for their late packets: past it the oldest is
+// forgotten, so a late packet of it starts a flow, while one of a
+// connection still remembered is counted late.
+func TestPCAPClosedBound(t *testing.T) {
+	var b bytes.Buffer
+	pw := pcapgo.NewWriter(&b)
+	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	w := &traceWriter{t: t, lt: layers.LinkTypeEthernet, out: pw.WritePacket}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	srv := netip.MustParseAddrPort("192.0.2.1:443")
+	var clients []netip.AddrPort
+	for i := range 3 {
+		c := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(1 + i)}), 40000)
+		clients = append(clients, c)
+		w.conn(t0.Add(time.Duration(i)*time.Second), c, srv, []byte("hello"), false, false, 10)
+	}
+	// The last ACK again, of the first connection and of the last.
+	late := t0.Add(10 * time.Second)
+	w.send(late, clients[0], srv, "A", 1000+1+5+1, 900000+1+10+1, nil)
+	w.send(late, clients[2], srv, "A", 1000+1+5+1, 900000+1+10+1, nil)
+	pr, err := OpenPCAP(bytes.NewReader(b.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.maxFlows = 2
+	var got []netip.Addr
+	for {
+		f, err := pr.Next()
+		if err != nil {
+			break
+		}
+		got = append(got, f.Client)
+	}
+	want := []netip.Addr{clients[0].Addr(), clients[1].Addr(), clients[2].Addr(), clients[0].Addr()}
+	if st := pr.packetStats(); !slices.Equal(got, want) || st.Late != 1 {
+		t.Errorf("flows from %v, want %v; %d late, want 1", got, want, st.Late)
+	}
 }
