@@ -92,11 +92,11 @@ type PCAPReader struct {
 	// closedHead on: the oldest are forgotten first, in constant time.
 	closedQ    []closedEntry
 	closedHead int
-	ready  []Flow
-	now    time.Time
-	swept  time.Time
-	eof    error
-	stats  pcapStats
+	ready      []Flow
+	now        time.Time
+	swept      time.Time
+	eof        error
+	stats      pcapStats
 	// The bounds, pcapMaxFlows and pcapIdleTimeout unless a test
 	// changes them.
 	maxFlows int
