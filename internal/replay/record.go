@@ -73,9 +73,10 @@ const (
 	OutcomeConnError = "conn_error"
 	// OutcomeTimeout: the client's timeout expired first.
 	OutcomeTimeout = "timeout"
-	// OutcomeNotSent: the replayer could not send it (its own bound on
-	// requests in flight was full, or the run stopped first). A run with
-	// any is not a faithful replay; report says so.
+	// OutcomeNotSent: the replayer could not send it: its own bound on
+	// requests in flight was full. (A stopped run records nothing for the
+	// requests not yet due.) A run with any is not a faithful replay;
+	// report says so.
 	OutcomeNotSent = "not_sent"
 )
 
