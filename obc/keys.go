@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/fips140"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -32,10 +33,12 @@ const (
 	// keys.
 	RSA2048 Alg = "rsa-2048"
 	// RSA1024 is kept for the paper's comparison (§6.2, Figures 9–14).
-	// Go 1.26 generates, signs with and accepts 1024-bit keys; only the
-	// FIPS 140-3 mode (GODEBUG=fips140=on) refuses them, and 1024 is the
-	// floor: Go refuses anything smaller unless GODEBUG=rsa1024min=0.
-	// docs/obc.md has the details. Use it only to measure.
+	// Go 1.26 generates, signs with and presents and accepts 1024-bit
+	// keys in TLS 1.2 and 1.3: 1024 is exactly its floor (smaller keys
+	// need GODEBUG=rsa1024min=0). Only GODEBUG=fips140=only refuses them,
+	// and with fips140=on a server that verifies client chains drops
+	// them; Open then refuses the algorithm. docs/obc.md has the details.
+	// Use it only to measure.
 	RSA1024 Alg = "rsa-1024"
 )
 
@@ -69,15 +72,26 @@ func (a Alg) GenerateKey() (crypto.Signer, error) {
 		if a == RSA1024 {
 			bits = 1024
 		}
+		if err := a.usable(); err != nil {
+			return nil, err
+		}
 		k, err := rsa.GenerateKey(rand.Reader, bits)
 		if err != nil {
-			// Go's FIPS 140-3 mode refuses RSA keys under 2048 bits;
-			// say which setting is in the way rather than just "bad size".
-			return nil, fmt.Errorf("obc: generating an %s key: %w (Go refuses RSA keys under 2048 bits when GODEBUG=fips140 is on, under 1024 bits unless GODEBUG=rsa1024min=0)", a, err)
+			return nil, fmt.Errorf("obc: generating an %s key: %w", a, err)
 		}
 		return k, nil
 	}
 	return nil, fmt.Errorf("obc: unknown algorithm %q", string(a))
+}
+
+// usable reports why this Go cannot make keys of a, if it cannot.
+func (a Alg) usable() error {
+	if a == RSA1024 && fips140.Enforced() {
+		// Say which setting is in the way rather than crypto/rsa's bare
+		// "not allowed".
+		return errors.New("obc: rsa-1024: Go refuses RSA keys under 2048 bits in FIPS 140-only mode (GODEBUG=fips140=only); use rsa-2048 or unset it")
+	}
+	return nil
 }
 
 // algOf returns the algorithm of key, or an error for a key a store would

@@ -52,6 +52,9 @@ type Record struct {
 	Identity Identity  // what servers see: SHA-256 of the certificate's SPKI
 	Created  time.Time // when the key was made
 	LastUsed time.Time // when it was last handed out (to within lastUsedEvery)
+	// Problem says why the record cannot be used ("" when it can): a
+	// damaged key or certificate. Identity is then zero.
+	Problem string
 }
 
 // Result is what Get returns: a scope's certificate and how it was
@@ -142,6 +145,9 @@ func Open(ctx context.Context, path string, opts StoreOptions) (*Store, error) {
 		opts.Alg = DefaultAlg
 	}
 	if _, err := ParseAlg(string(opts.Alg)); err != nil {
+		return nil, err
+	}
+	if err := opts.Alg.usable(); err != nil {
 		return nil, err
 	}
 	if opts.Mode != Strict && opts.Mode != Legacy {
@@ -497,7 +503,7 @@ func (s *Store) List(ctx context.Context) ([]Record, error) {
 		if _, leaf, err := decodeRecord(alg, key, cert, created, lastUsed); err == nil {
 			r.Identity = IdentityOf(leaf)
 		} else {
-			s.logger.Warn("obc: corrupted record", "store", s.path, "scope", r.Scope, "err", err)
+			r.Problem = "corrupted: " + err.Error()
 		}
 		out = append(out, r)
 	}
@@ -535,6 +541,8 @@ func (s *Store) Forget(ctx context.Context, scope string) (Record, error) {
 	r.Created, r.LastUsed = time.Unix(0, created), time.Unix(0, lastUsed)
 	if _, leaf, err := decodeRecord(alg, key, cert, created, lastUsed); err == nil {
 		r.Identity = IdentityOf(leaf)
+	} else {
+		r.Problem = "corrupted: " + err.Error()
 	}
 	s.logger.Info("obc: forgot origin-bound key", "scope", scope, "identity", r.Identity.String())
 	return r, nil
