@@ -41,8 +41,9 @@ type StoreOptions struct {
 	// nil discards.
 	Logger *slog.Logger
 
-	// genHook, when set (by tests), is called once per key generated.
-	genHook func(Alg)
+	// genHook, when set (by tests), is called once per key generated,
+	// pooled telling whether the pool's goroutine made it.
+	genHook func(a Alg, pooled bool)
 }
 
 // Record describes one stored origin-bound key.
@@ -116,7 +117,7 @@ type Store struct {
 	logger *slog.Logger
 	pool   *pool
 
-	genHook func(Alg) // StoreOptions.genHook
+	genHook func(Alg, bool) // StoreOptions.genHook
 
 	mu       sync.Mutex
 	flights  map[string]*flight // scope → the call creating or loading it
@@ -186,7 +187,7 @@ func Open(ctx context.Context, path string, opts StoreOptions) (*Store, error) {
 	if opts.PoolSize > 0 {
 		pctx, cancel := context.WithCancel(context.Background())
 		s.stopPool = cancel
-		s.pool = newPool(pctx, opts.Alg, opts.PoolSize, s.generate, logger)
+		s.pool = newPool(pctx, opts.Alg, opts.PoolSize, func() (crypto.Signer, error) { return s.generate(true) }, logger)
 	}
 	return s, nil
 }
@@ -421,7 +422,7 @@ func (s *Store) create(ctx context.Context, scope string) (*Result, error) {
 		r.FromPool = true
 	} else {
 		t0 := time.Now()
-		k, err := s.generate()
+		k, err := s.generate(false)
 		if err != nil {
 			return nil, err
 		}
@@ -471,9 +472,9 @@ func (s *Store) create(ctx context.Context, scope string) (*Result, error) {
 }
 
 // generate makes one key of the store's algorithm.
-func (s *Store) generate() (crypto.Signer, error) {
+func (s *Store) generate(pooled bool) (crypto.Signer, error) {
 	if s.genHook != nil {
-		s.genHook(s.alg)
+		s.genHook(s.alg, pooled)
 	}
 	return s.alg.GenerateKey()
 }
