@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/gopacket"
@@ -19,10 +21,16 @@ import (
 // pcapStats counts what a pcap reader saw and what it left out.
 type pcapStats struct {
 	Packets   uint64 // packets read from the file
-	Skipped   uint64 // not TCP to or from a configured port, or an IP fragment past the first
+	Skipped   uint64 // TCP not to or from a configured port, or an IP fragment past the first
 	Malformed uint64 // frames that did not decode
-	Flows     uint64 // flows returned
-	Named     uint64 // flows returned with a server name
+	// OtherLink counts packets of a link type the reader does not
+	// decode, the first of which is otherLinkType.
+	OtherLink     uint64
+	otherLinkType uint16
+	NonTCP        uint64 // not TCP over IPv4 or IPv6
+	Truncated     uint64 // captured shorter than on the wire
+	Flows         uint64 // flows returned
+	Named         uint64 // flows returned with a server name
 	// Evicted counts flows returned early because maxFlows were tracked
 	// at once: the least recently active one is returned as it stands,
 	// and later packets of its connection start a new flow.
@@ -165,10 +173,33 @@ func OpenPCAP(r io.Reader, opt Options) (*PCAPReader, error) {
 // the flows returned, as Kept; packets skipped are in packetStats.
 func (pr *PCAPReader) Stats() Stats {
 	s := pr.stats
-	return Stats{
+	st := Stats{
 		Read: int64(s.Flows), Kept: int64(s.Flows), Named: int64(s.Named), Malformed: int64(s.Malformed),
 		Packets: int64(s.Packets), Evicted: int64(s.Evicted), Late: int64(s.Late),
+		OtherLink: int64(s.OtherLink), NonTCP: int64(s.NonTCP), Truncated: int64(s.Truncated),
 	}
+	if s.OtherLink > 0 {
+		st.OtherLinkType = linkTypeName(s.otherLinkType)
+	}
+	return st
+}
+
+// linkTypeName names a link type as tcpdump's -L does where gopacket
+// knows it, by number always.
+func linkTypeName(lt uint16) string {
+	switch {
+	case lt == linkTypeLinuxSLL2:
+		return "276 (LINUX_SLL2)"
+	case lt == 0xffff:
+		// cappedReader's answer for a packet of an interface the
+		// pcapng section did not describe.
+		return "none (a packet of an undescribed pcapng interface)"
+	case lt <= 0xff:
+		if n := layers.LinkType(lt).String(); !strings.HasPrefix(n, "Unknown") {
+			return fmt.Sprintf("%d (%s)", lt, n)
+		}
+	}
+	return strconv.Itoa(int(lt))
 }
 
 // packetStats reports the packet-level counts, skipped packets included.
@@ -212,6 +243,9 @@ func (pr *PCAPReader) isServerPort(p uint16) bool { return slices.Contains(pr.po
 
 // packet accounts one captured frame.
 func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
+	if ci.CaptureLength < ci.Length {
+		pr.stats.Truncated++
+	}
 	var first gopacket.Decoder
 	switch lt {
 	case uint16(layers.LinkTypeEthernet), uint16(layers.LinkTypeLinuxSLL), uint16(layers.LinkTypeNull), uint16(layers.LinkTypeLoop):
@@ -231,12 +265,15 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 		case layers.EthernetTypeIPv6:
 			first = layers.LayerTypeIPv6
 		default:
-			pr.stats.Skipped++
+			pr.stats.NonTCP++
 			return
 		}
 		data = data[20:]
 	default:
-		pr.stats.Skipped++
+		if pr.stats.OtherLink == 0 {
+			pr.stats.otherLinkType = lt
+		}
+		pr.stats.OtherLink++
 		return
 	}
 	pkt := gopacket.NewPacket(data, first, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
@@ -244,7 +281,11 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 	var ipLen, ipHdr int
 	switch ip := pkt.NetworkLayer().(type) {
 	case *layers.IPv4:
-		if ip.FragOffset != 0 || ip.Protocol != layers.IPProtocolTCP {
+		if ip.Protocol != layers.IPProtocolTCP {
+			pr.stats.NonTCP++
+			return
+		}
+		if ip.FragOffset != 0 {
 			pr.stats.Skipped++
 			return
 		}
@@ -260,19 +301,21 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 		if pkt.ErrorLayer() != nil {
 			pr.stats.Malformed++
 		} else {
-			pr.stats.Skipped++
+			pr.stats.NonTCP++
 		}
 		return
 	default:
-		pr.stats.Skipped++
+		pr.stats.NonTCP++
 		return
 	}
 	tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
-	if tcp == nil {
+	if tcp == nil || len(tcp.Contents) < 20 {
+		// A lazily decoded packet keeps the TCP layer it failed to
+		// decode, empty: a header cut short by the capture.
 		if pkt.ErrorLayer() != nil {
 			pr.stats.Malformed++
 		} else {
-			pr.stats.Skipped++
+			pr.stats.NonTCP++
 		}
 		return
 	}
