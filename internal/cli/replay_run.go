@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -64,8 +65,8 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--notary %q: the only in-process notary is \"local\"; remote notaries are given by --notary-bundle", *notaryMode)
 	case *api != "convergence" && *api != "v1":
 		return usageError("--api %q: want convergence or v1", *api)
-	case *speedup <= 0:
-		return usageError("--speedup must be positive")
+	case !validSpeedup(*speedup):
+		return usageError("--speedup %v: want a finite number above 0", *speedup)
 	case *timeout == 0:
 		return usageError("--timeout must be positive")
 	case *until != 0 && *until <= *from:
@@ -251,6 +252,13 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("interrupted at trace time %s; %s ends with an interrupted run", sum.End.Reached.Round(time.Millisecond), *out)
 	}
 	return nil
+}
+
+// validSpeedup reports whether f can divide trace time into wall time: the
+// flag parser accepts "NaN" and "Inf", which would make every request due
+// at once (or never) and cannot be written to the record.
+func validSpeedup(f float64) bool {
+	return f > 0 && !math.IsInf(f, 0) && !math.IsNaN(f)
 }
 
 // scheduleRest reads a whole schedule, checking it, and returns its

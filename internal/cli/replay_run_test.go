@@ -186,3 +186,23 @@ func TestReplayRunUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRunSpeedup: a speed-up that is not a finite number above 0 is a
+// usage error before anything is written: no record is left behind.
+func TestReplayRunSpeedup(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	rec := filepath.Join(dir, "run.jsonl")
+	for _, v := range []string{"NaN", "Inf", "+Inf", "-Inf", "0", "-1", "nan"} {
+		var out, errb bytes.Buffer
+		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+		args := []string{"replay", "run", sched, "--notary", "local", "--until", "1s", "--quiet", "--out", rec, "--speedup", v}
+		code := Main(context.Background(), env, args)
+		if code != ExitUsage || !strings.Contains(errb.String(), "--speedup") || !strings.Contains(errb.String(), "finite number above 0") {
+			t.Errorf("--speedup %s: exit %d, %q; want a usage error naming --speedup", v, code, errb.String())
+		}
+		if _, err := os.Stat(rec); !os.IsNotExist(err) {
+			t.Fatalf("--speedup %s left %s behind (%v)", v, rec, err)
+		}
+	}
+}

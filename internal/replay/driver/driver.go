@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/netip"
 	"runtime/metrics"
 	"sync"
@@ -41,7 +42,8 @@ type Options struct {
 	// Targets are the notaries: each request goes to every one of them,
 	// as a Convergence client asks every notary of its set.
 	Targets []Target
-	// Speedup divides trace time into wall time; 0 means 1.
+	// Speedup divides trace time into wall time; 0 means 1. It must be
+	// finite and not negative.
 	Speedup float64
 	// Timeout is the client's timeout per request; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -115,8 +117,14 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if o.Schedule == nil || o.Out == nil || len(o.Targets) == 0 {
 		return Summary{}, errors.New("driver: Options need a Schedule, an Out and at least one Target")
 	}
-	if o.Speedup <= 0 {
+	if o.Speedup == 0 {
 		o.Speedup = 1
+	}
+	if !(o.Speedup > 0) || math.IsInf(o.Speedup, 0) {
+		// Checked before the record's header is written: NaN cannot be
+		// written as JSON, and ±Inf or a negative speed-up makes every
+		// request due at once or never.
+		return Summary{}, fmt.Errorf("driver: speed-up %v is not a finite number above 0", o.Speedup)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout

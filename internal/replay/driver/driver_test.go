@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -466,5 +467,27 @@ func TestConvergenceCacheSameSecond(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "ok/miss ok/hit ok/hit" {
 		t.Errorf("got %v, want a miss then hits", got)
+	}
+}
+
+// TestRunSpeedup: Run refuses a speed-up that is not a finite number above
+// 0 before writing anything (NaN cannot be written as JSON; ±Inf and
+// negative ones make every request due at once or never).
+func TestRunSpeedup(t *testing.T) {
+	b := slowNotary(t)
+	tg, err := NewConvergence(b, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -2} {
+		var out bytes.Buffer
+		_, err := Run(context.Background(), Options{
+			Schedule: schedule(t, []replay.Request{req(0, "10.0.0.1", "a.test")}, nil), Out: &out,
+			Targets: []Target{tg}, Speedup: f, Timeout: 100 * time.Millisecond,
+		})
+		if err == nil || !strings.Contains(err.Error(), "speed-up") || out.Len() != 0 {
+			t.Errorf("speed-up %v: err %v, %d bytes written; want a speed-up error and nothing written", f, err, out.Len())
+		}
 	}
 }
