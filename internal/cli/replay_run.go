@@ -46,6 +46,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	maxInFlight := fs.Int("max-in-flight", driver.DefaultMaxInFlight, "most requests in flight; a request due past it is recorded not_sent")
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "with --notary local, the notaries' probe timeout (2 s, as in Forced Perspectives §3.2)")
 	deadMode := fs.String("dead", "refuse", "with --notary local, what the world's dead targets do: refuse (connections refused: the probe fails at once) or silent (accepted, never answered: the probe times out, as at a server that no longer answers)")
+	force := fs.Bool("force", false, "overwrite --out if it exists (never when it is the schedule or a bundle)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	asJSON := fs.Bool("json", false, "print the run's end and its results by outcome as JSON")
 	pos, err := parseFlags(fs, args)
@@ -79,6 +80,9 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--dead %q: want refuse or silent", *deadMode)
 	case *localN < 1 || *localN > 16:
 		return usageError("--local-notaries must be 1 to 16")
+	}
+	if err := checkRecordOut(*out, *force, append([]string{pos[0]}, bundles...)); err != nil {
+		return err
 	}
 	if err := checkOutput("--out", *out); err != nil {
 		return err
@@ -209,8 +213,23 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 
-	f, err := os.Create(*out)
+	// The record is written in place, not renamed into place at the end:
+	// a run killed outright keeps what it recorded, which report reads.
+	// Without --force, O_EXCL keeps the check above from racing another
+	// writer.
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if fi, err := os.Stat(*out); err == nil && !fi.Mode().IsRegular() {
+		// A device or pipe (/dev/null for a throwaway run): nothing
+		// to overwrite.
+		flags = os.O_WRONLY
+	} else if *force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(*out, flags, 0o666)
 	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return usageError("--out %s exists; give --force to overwrite it", *out)
+		}
 		return err
 	}
 	defer f.Close()
@@ -250,6 +269,33 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	}
 	if interrupted {
 		return fmt.Errorf("interrupted at trace time %s; %s ends with an interrupted run", sum.End.Reached.Round(time.Millisecond), *out)
+	}
+	return nil
+}
+
+// checkRecordOut refuses a run record path that would destroy an input
+// (the schedule or a notary bundle, by path or as the same file through
+// another name) or, without force, any existing regular file: a run record is
+// written in place from the start, so a mistyped --out would otherwise be
+// gone before the run showed anything.
+func checkRecordOut(out string, force bool, inputs []string) error {
+	oi, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return usageError("--out %s: %v", out, errors.Unwrap(err))
+	}
+	for _, in := range inputs {
+		if ii, err := os.Stat(in); err == nil && os.SameFile(oi, ii) {
+			return usageError("--out %s is %s, an input of the run: it would be overwritten", out, in)
+		}
+	}
+	if oi.IsDir() {
+		return usageError("--out %s is a directory", out)
+	}
+	if !force && oi.Mode().IsRegular() {
+		return usageError("--out %s exists; give --force to overwrite it", out)
 	}
 	return nil
 }

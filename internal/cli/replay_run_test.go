@@ -206,3 +206,65 @@ func TestReplayRunSpeedup(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRunOutSafe: --out never overwrites the schedule or a bundle
+// (by its path or through another name, even with --force), and overwrites
+// an existing record only with --force.
+func TestReplayRunOutSafe(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	orig, err := os.ReadFile(sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(sched, link); err != nil {
+		t.Fatal(err)
+	}
+	hard := filepath.Join(dir, "hard.jsonl")
+	if err := os.Link(sched, hard); err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "b.notary")
+	if err := os.WriteFile(bundle, []byte("not read"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "old.jsonl")
+	if err := os.WriteFile(old, []byte("an earlier record\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+		code := Main(context.Background(), env, append([]string{"replay", "run", "--quiet", "--speedup", "10", "--until", "1s"}, args...))
+		return code, errb.String()
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{sched, "--notary", "local", "--out", sched}, "an input of the run"},
+		{[]string{sched, "--notary", "local", "--out", sched, "--force"}, "an input of the run"},
+		{[]string{sched, "--notary", "local", "--out", link, "--force"}, "an input of the run"},
+		{[]string{link, "--notary", "local", "--out", hard, "--force"}, "an input of the run"},
+		{[]string{sched, "--notary-bundle", bundle, "--out", bundle, "--force"}, "an input of the run"},
+		{[]string{sched, "--notary", "local", "--out", old}, "--force"},
+		{[]string{sched, "--notary", "local", "--out", dir, "--force"}, "directory"},
+	} {
+		if code, msg := run(tc.args...); code != ExitUsage || !strings.Contains(msg, tc.want) {
+			t.Errorf("%v: exit %d, %q; want a usage error saying %q", tc.args, code, msg, tc.want)
+		}
+	}
+	if b, err := os.ReadFile(sched); err != nil || !bytes.Equal(b, orig) {
+		t.Fatalf("the schedule changed (%v)", err)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "an earlier record\n" {
+		t.Fatalf("the earlier record was overwritten without --force: %q", b)
+	}
+	if code, msg := run(sched, "--notary", "local", "--out", old, "--force"); code != ExitOK {
+		t.Fatalf("--force: exit %d: %s", code, msg)
+	}
+	if _, end, res := runRecord(t, old); end == nil || len(res) != 1 {
+		t.Fatalf("record written over the old one: end %+v, %d results; want 1", end, len(res))
+	}
+}
