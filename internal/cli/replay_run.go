@@ -240,9 +240,9 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	if *until > 0 && *until < total {
 		total = *until
 	}
-	if !*quiet {
-		opt.Progress = func(p driver.Progress) { printRunProgress(env.Stderr, p, total) }
-	}
+	// The falling-behind warning is printed even with --quiet.
+	rp := &runProgress{w: env.Stderr, total: total, quiet: *quiet}
+	opt.Progress = rp.show
 	sum, runErr := driver.Run(ctx, opt)
 	if err := f.Close(); err != nil && runErr == nil {
 		runErr = err
@@ -263,6 +263,10 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stderr, "pkie replay run: %d results in %s (trace time %s reached, max lag %s, peak %d in flight): %s\n",
 			sum.Results, sum.End.Wall.Round(time.Millisecond), sum.End.Reached.Round(time.Millisecond),
 			sum.End.MaxLag.Round(time.Millisecond), sum.End.PeakInFlight, outcomeMix(sum.Counts))
+		if sum.Late > 0 {
+			fmt.Fprintf(env.Stderr, "pkie replay run: %d results left a trace second or more behind their time (max lag %s): the replayer fell behind, so results are not a faithful replay\n",
+				sum.Late, sum.End.MaxLag.Round(time.Millisecond))
+		}
 		if n := sum.Counts[replay.OutcomeNotSent]; n > 0 {
 			fmt.Fprintf(env.Stderr, "pkie replay run: %d requests were not sent (the bound of %d in flight was reached): not a faithful replay\n", n, *maxInFlight)
 		}
@@ -392,6 +396,34 @@ func outcomeMix(c map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
+// runProgress prints a replay's progress lines, and warns when the
+// replayer falls behind.
+type runProgress struct {
+	w     io.Writer
+	total time.Duration
+	quiet bool
+
+	warnedLate int64         // Progress.Late at the last warning
+	warnedAt   time.Duration // and its wall time
+}
+
+// lateWarnEvery spaces the falling-behind warnings.
+const lateWarnEvery = 10 * time.Second
+
+func (rp *runProgress) show(p driver.Progress) {
+	if !rp.quiet {
+		printRunProgress(rp.w, p, rp.total)
+	}
+	if p.Late > rp.warnedLate && (rp.warnedLate == 0 || p.Wall-rp.warnedAt >= lateWarnEvery) {
+		fmt.Fprintf(rp.w, "pkie replay run: warning: the replayer is falling behind: %d results so far left a trace second (%s of wall time) or more late, up to %s: results are not a faithful replay\n",
+			p.Late, p.TraceSecond.Round(time.Microsecond), p.MaxLag.Round(time.Millisecond))
+		rp.warnedLate, rp.warnedAt = p.Late, p.Wall
+	}
+}
+
+// printRunProgress prints one progress line. Its lags are the recorded
+// ones (Result.Sent behind the due time), the largest of the results that
+// ended in the last interval and of all so far: what report will show.
 func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	of := ""
 	if total > 0 {
@@ -401,7 +433,7 @@ func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	if p.Interval > 0 {
 		rate = float64(p.Sent) / p.Interval.Seconds()
 	}
-	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s; %s\n",
+	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s (max %s); %s\n",
 		p.Reached.Truncate(time.Second), of, p.Wall.Truncate(time.Second), rate, p.InFlight,
-		p.Lag.Round(time.Millisecond), outcomeMix(p.Counts))
+		p.RecentMaxLag.Round(time.Millisecond), p.MaxLag.Round(time.Millisecond), outcomeMix(p.Counts))
 }

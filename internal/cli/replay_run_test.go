@@ -268,3 +268,36 @@ func TestReplayRunOutSafe(t *testing.T) {
 		t.Fatalf("record written over the old one: end %+v, %d results; want 1", end, len(res))
 	}
 }
+
+// TestReplayRunLateWarning: the progress line shows the recorded lag, and
+// a replayer falling behind by a trace second is warned about even with
+// --quiet, at most every lateWarnEvery.
+func TestReplayRunLateWarning(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		var b bytes.Buffer
+		rp := &runProgress{w: &b, quiet: quiet}
+		step := func(wall time.Duration, late int64) string {
+			b.Reset()
+			rp.show(driver.Progress{Wall: wall, Interval: time.Second, Lag: time.Millisecond,
+				RecentMaxLag: 1500 * time.Millisecond, MaxLag: 2 * time.Second, Late: late, TraceSecond: 100 * time.Millisecond})
+			return b.String()
+		}
+		const warn = "the replayer is falling behind"
+		if s := step(time.Second, 0); strings.Contains(s, warn) || quiet != (s == "") {
+			t.Errorf("quiet %v, none late: %q", quiet, s)
+		}
+		s := step(2*time.Second, 3)
+		if !strings.Contains(s, warn) || !strings.Contains(s, "not a faithful replay") || !strings.Contains(s, "3 results") {
+			t.Errorf("quiet %v, 3 late: %q; want the warning", quiet, s)
+		}
+		if !quiet && !strings.Contains(s, "lag 1.5s (max 2s)") {
+			t.Errorf("progress line %q does not show the recorded lags", s)
+		}
+		if s := step(5*time.Second, 9); strings.Contains(s, warn) {
+			t.Errorf("quiet %v: warned again within %v: %q", quiet, lateWarnEvery, s)
+		}
+		if s := step(12*time.Second, 9); !strings.Contains(s, warn) || !strings.Contains(s, "9 results") {
+			t.Errorf("quiet %v: not warned again after %v: %q", quiet, lateWarnEvery, s)
+		}
+	}
+}

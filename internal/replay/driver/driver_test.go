@@ -491,3 +491,76 @@ func TestRunSpeedup(t *testing.T) {
 		}
 	}
 }
+
+// lateTarget hands requests to late.test to its Target only after a delay,
+// as a replayer starved of CPU would: the request leaves late.
+type lateTarget struct {
+	Target
+	delay time.Duration
+}
+
+func (l *lateTarget) Do(ctx context.Context, r replay.Request, src netip.Addr) Answer {
+	if r.Host == "late.test" {
+		time.Sleep(l.delay)
+	}
+	return l.Target.Do(ctx, r, src)
+}
+
+// TestRecordedLag: a request leaves when it is handed to the transport, so
+// a delay before that is lag, not latency; progress shows the lag recorded
+// and counts the results a trace second or more late.
+func TestRecordedLag(t *testing.T) {
+	w, err := testbed.StartWorld(testbed.WorldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l, err := StartLocal(LocalOptions{Lookup: w.Lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fps := func(host string, _ uint16) ([20]byte, [32]byte, bool) {
+		s1, s256, err := w.Fingerprint(host)
+		return s1, s256, err == nil
+	}
+	tg, err := NewConvergence(l.Bundle, fps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	const delay = 400 * time.Millisecond
+	// At --speedup 10 a trace second is 100 ms: late.test leaves four
+	// late. The second request, 1.5 s later, keeps the run going past
+	// the first progress report.
+	sr := schedule(t, []replay.Request{req(0, "10.0.0.1", "late.test"), req(15*time.Second, "10.0.0.2", "on-time.test")}, nil)
+	var mu sync.Mutex
+	var progress []Progress
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), Options{
+		Schedule: sr, Out: &out, Targets: []Target{&lateTarget{Target: tg, delay: delay}}, Speedup: 10, Timeout: 5 * time.Second,
+		Progress: func(p Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end, res, _ := readRecord(t, out.Bytes())
+	if len(res) != 2 || res[0].Outcome != replay.OutcomeOK || res[1].Outcome != replay.OutcomeOK {
+		t.Fatalf("results %+v", res)
+	}
+	if res[0].Sent < delay {
+		t.Errorf("late.test recorded as sent at %v, before the %v it was held back", res[0].Sent, delay)
+	}
+	if end.MaxLag < delay || sum.Late != 1 {
+		t.Errorf("max lag %v, %d late; want at least %v and 1 late", end.MaxLag, sum.Late, delay)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress) == 0 {
+		t.Fatal("no progress")
+	}
+	p := progress[0]
+	if p.RecentMaxLag < delay || p.MaxLag < delay || p.Late != 1 || p.TraceSecond != 100*time.Millisecond {
+		t.Errorf("first progress %+v: want the recorded lag (≥ %v) and 1 late of a 100ms trace second", p, delay)
+	}
+}
