@@ -243,31 +243,43 @@ func TestOpenLoop(t *testing.T) {
 	defer tg.Close()
 
 	t.Run("timeouts", func(t *testing.T) {
-		// 40 requests over 0.4 s, each held 300 ms by the notary and
-		// then timed out: a closed loop would take 12 s to send them.
+		// 40 requests over 0.39 s, each held by the notary until the
+		// client's 1 s timeout: all 40 are due within one hold, so an
+		// open loop has all 40 in flight at once, each sent on time. A
+		// closed loop would take 40 s to send them; one allowing only
+		// 4 in flight would send the last at 9 s.
+		const n, gap, hold = 40, 10 * time.Millisecond, time.Second
 		var reqs []replay.Request
-		for i := range 40 {
-			reqs = append(reqs, req(time.Duration(i)*10*time.Millisecond, fmt.Sprintf("10.0.0.%d", i), "a.test"))
+		for i := range n {
+			reqs = append(reqs, req(time.Duration(i)*gap, fmt.Sprintf("10.0.0.%d", i), "a.test"))
 		}
 		var out bytes.Buffer
 		sum, err := Run(context.Background(), Options{
 			Schedule: schedule(t, reqs, nil), Out: &out, Targets: []Target{tg},
-			Timeout: 300 * time.Millisecond, Sources: LoopbackSources(4),
+			Timeout: hold, Sources: LoopbackSources(4),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, end, res, _ := readRecord(t, out.Bytes())
-		if sum.Counts[replay.OutcomeTimeout] != 40 || len(res) != 40 {
-			t.Fatalf("counts %v, %d results; want 40 timeouts", sum.Counts, len(res))
+		if sum.Counts[replay.OutcomeTimeout] != n || len(res) != n {
+			t.Fatalf("counts %v, %d results; want %d timeouts", sum.Counts, len(res), n)
 		}
-		// Generous for a loaded machine, far below the 11.7 s the last
-		// request would lag in a closed loop.
-		if end.MaxLag > 3*time.Second {
-			t.Errorf("max lag %v: requests waited for answers", end.MaxLag)
+		// Each request left within half a hold of its time: generous
+		// for a loaded machine, and still less than the hold, so no
+		// request can have waited for another's answer.
+		const bound = hold / 2
+		for _, r := range res {
+			if lag := r.Sent - r.T; lag < 0 || lag > bound {
+				t.Errorf("seq %d due at %v left at %v: lag %v, want within [0, %v]", r.Seq, r.T, r.Sent, lag, bound)
+			}
+			if r.Latency < hold*9/10 {
+				t.Errorf("seq %d: latency %v, want the %v hold", r.Seq, r.Latency, hold)
+			}
 		}
-		if end.PeakInFlight < 2 {
-			t.Errorf("peak in flight %d: requests were not concurrent", end.PeakInFlight)
+		// Every request is due before the first one's hold ends.
+		if dueInHold := int64(min(n, int(hold/gap))); end.PeakInFlight < dueInHold {
+			t.Errorf("peak in flight %d, want %d (every request due within one hold): requests waited for answers", end.PeakInFlight, dueInHold)
 		}
 	})
 
