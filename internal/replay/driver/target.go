@@ -21,6 +21,7 @@ import (
 
 	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -142,7 +143,7 @@ func (c *notaryConn) transport(hi int, src netip.Addr) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			tc := tls.Client(&countConn{Conn: raw, n: &c.bytes}, &tls.Config{
+			tc := tls.Client(testbed.CountConn(raw, &c.bytes), &tls.Config{
 				ServerName: serverName,
 				// The bundle's certificate is the notary's only trust
 				// anchor: an exact pin, no CA validation (as
@@ -571,22 +572,4 @@ func (t *V1Target) answer(ctx context.Context, r replay.Request, q consensus.V1Q
 		}
 	}
 	return a
-}
-
-// countConn adds the bytes read and written through it to n.
-type countConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c *countConn) Read(b []byte) (int, error) {
-	k, err := c.Conn.Read(b)
-	c.n.Add(int64(k))
-	return k, err
-}
-
-func (c *countConn) Write(b []byte) (int, error) {
-	k, err := c.Conn.Write(b)
-	c.n.Add(int64(k))
-	return k, err
 }
