@@ -164,3 +164,39 @@ func TestPCAPClosedBound(t *testing.T) {
 		t.Errorf("flows from %v, want %v; %d late, want 1", got, want, st.Late)
 	}
 }
+
+// TestGeneratedCaptures reads the fixtures pkie replay gen wrote (the
+// fuzz target's seeds):
+//
+//	pkie replay gen --flows 6 --duration 5s --seed 4 --format pcap --out gen-6.pcap
+//	pkie replay gen --flows 6 --duration 5s --seed 4 --no-sni --format pcapng --out gen-6-nosni.pcapng
+//
+// six flows, one never answered (its SYNs alone, so no server name), the
+// data packets captured to their headers.
+func TestGeneratedCaptures(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		named int64
+	}{{"gen-6.pcap", 5}, {"gen-6-nosni.pcapng", 0}} {
+		r := openFixture(t, tc.file, FormatAuto, Options{})
+		flows := drainFlows(t, r)
+		st := r.Stats()
+		if len(flows) != 6 || st.Named != tc.named || st.Packets != 64 || st.Truncated != 23 || st.Malformed != 0 || st.Late != 0 {
+			t.Errorf("%s: %d flows, stats %+v", tc.file, len(flows), st)
+		}
+		unanswered := 0
+		for _, f := range flows {
+			if f.PacketsIn == 0 {
+				unanswered++
+				if f.ServerName != "" || f.BytesOut != 60*f.PacketsOut {
+					t.Errorf("%s: unanswered flow %+v", tc.file, f)
+				}
+			} else if f.BytesIn < 112 || f.PacketsOut < 5 || (tc.named > 0) != (f.ServerName != "") {
+				t.Errorf("%s: flow %+v", tc.file, f)
+			}
+		}
+		if unanswered != 1 {
+			t.Errorf("%s: %d unanswered flows, want 1", tc.file, unanswered)
+		}
+	}
+}
