@@ -409,3 +409,42 @@ func TestPCAPThroughNfpcapd(t *testing.T) {
 		t.Errorf("pkie read %d flows, nfdump %d; they differ:\npkie   %+v\nnfdump %+v", len(pkie), len(nf), pkie[:min(3, len(pkie))], nf[:min(3, len(nf))])
 	}
 }
+
+// TestPCAPStreaming checks that the writer holds only the flows in
+// progress: after each flow, those written before it that end after it
+// starts, and itself.
+func TestPCAPStreaming(t *testing.T) {
+	o := small()
+	o.Flows = 2000
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := drain(t, g)
+	w, err := newPCAPWriter(io.Discard, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for i, f := range flows {
+		if err := w.Write(f); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		for _, e := range flows[:i] {
+			if e.Start.Add(e.Duration).After(f.Start) {
+				want++
+			}
+		}
+		if len(w.flows) != want {
+			t.Fatalf("flow %d: %d flows held, %d in progress", i, len(w.flows), want)
+		}
+		most = max(most, want)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.flows) != 0 || most >= len(flows)/2 {
+		t.Errorf("%d flows held after Close; at most %d of %d at once", len(w.flows), most, len(flows))
+	}
+}
