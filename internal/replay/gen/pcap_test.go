@@ -88,7 +88,7 @@ func byStart(a, b replay.Flow) int {
 // close's packets take. The reader's counts agree with the file.
 func TestPCAPRoundTrip(t *testing.T) {
 	o := small()
-	o.Flows = 3000
+	o.Flows = 1500
 	g, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,8 @@ func TestPCAPRoundTrip(t *testing.T) {
 	for _, format := range []string{replay.FormatPCAP, FormatPCAPNG} {
 		t.Run(format, func(t *testing.T) {
 			file := writeCapture(t, format, want)
-			if again := writeCapture(t, format, want); !bytes.Equal(file, again) {
+			// Two writers, each making its ClientHellos anew.
+			if a, b := writeCapture(t, format, want[:200]), writeCapture(t, format, want[:200]); !bytes.Equal(a, b) {
 				t.Fatal("the same flows made different files")
 			}
 			r, err := replay.Open(bytes.NewReader(file), replay.FormatAuto, replay.Options{})
@@ -184,7 +185,7 @@ func TestPCAPRoundTrip(t *testing.T) {
 // are whole, and each side's sequence numbers run on without a gap.
 func TestPCAPPackets(t *testing.T) {
 	o := small()
-	o.Flows = 300
+	o.Flows = 150
 	g, err := New(o)
 	if err != nil {
 		t.Fatal(err)
