@@ -23,8 +23,9 @@ type TraceWriter interface {
 // lines), replay.FormatNfdump (the CSV of nfdump 1.7's -o csv),
 // replay.FormatZeek (a conn.log, with an ssl.log to ssl; ssl may be nil
 // for a conn.log alone), or replay.FormatPCAP and FormatPCAPNG (a packet
-// capture, pcap or pcapng, of IPv4 flows given in order of start; see
-// pcapMaxSegment for what it carries).
+// capture, pcap or pcapng, of IPv4 flows given in order of start, whose
+// ClientHellos are captured whole and other packets to their headers:
+// docs/replay.md, "The packet capture", says what it carries).
 func NewWriter(format string, w, ssl io.Writer) (TraceWriter, error) {
 	switch format {
 	case replay.FormatJSONL:
