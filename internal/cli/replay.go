@@ -179,6 +179,10 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 		if sum.FirstError != "" {
 			fmt.Fprintf(env.Stderr, "pkie replay flows: first malformed record: %s\n", sum.FirstError)
 		}
+		if sum.NonTCP > 0 || sum.Truncated > 0 {
+			fmt.Fprintf(env.Stderr, "pkie replay flows: %d packets: %d not TCP over IP, %d captured short of their length (counted in full when their headers were captured)\n",
+				sum.Packets, sum.NonTCP, sum.Truncated)
+		}
 		if sum.SNIDropped > 0 {
 			fmt.Fprintf(env.Stderr, "pkie replay flows: %d ssl.log names past --zeek-ssl-max were dropped\n", sum.SNIDropped)
 		}

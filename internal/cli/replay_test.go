@@ -277,9 +277,11 @@ func TestReplayFlowsLinkTypeWarning(t *testing.T) {
 	if sum.OtherLink != 4 || sum.OtherLinkType != "105 (802.11)" || sum.Packets != 4 || sum.Kept != 0 {
 		t.Errorf("summary %+v", sum)
 	}
-	// An Ethernet capture of the same zero frames is not TCP: no warning.
+	// An Ethernet capture of the same zero frames is not TCP: no warning,
+	// but the count.
 	eth := write("eth.pcap", layers.LinkTypeEthernet, 2)
-	if code, _, errs := runCLI(t, "replay", "flows", eth); code != ExitOK || strings.Contains(errs, "warning") {
+	if code, _, errs := runCLI(t, "replay", "flows", eth); code != ExitOK || strings.Contains(errs, "warning") ||
+		!strings.Contains(errs, "2 packets: 2 not TCP over IP, 0 captured short") {
 		t.Errorf("exit %d, stderr %s", code, errs)
 	}
 }
