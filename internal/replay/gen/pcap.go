@@ -58,7 +58,7 @@ const (
 	// flows too short for it.
 	pcapRTT = 20 * time.Millisecond
 	// helloCacheSize bounds the ClientHellos kept, one a server name,
-	// some 1.7 KB each: making one takes a quarter of a millisecond.
+	// some 1.5 KB each: making one takes a quarter of a millisecond.
 	helloCacheSize = 16384
 	// pcapReuse is how long a never-answered connection's ends are not
 	// used again: a reader cannot tell it ended until it has been idle
