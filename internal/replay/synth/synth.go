@@ -375,7 +375,7 @@ func (s *Synth) release(p pending) error {
 	if !p.noAnswer {
 		tg.allNoAnswer = false
 	}
-	if s.cache.hit(cacheKey{p.client, p.host, p.port}, t) {
+	if s.cache.hit(cacheKey{p.client, p.host, p.port}, t, !p.noAnswer, s.countsBothWays()) {
 		sec.ClientHits++
 		s.res.ClientCacheHits++
 		return nil
@@ -397,7 +397,7 @@ func (s *Synth) finish(st replay.Stats) (Result, error) {
 		}
 		return int(a.port) - int(b.port)
 	})
-	bothWays := s.cfg.Counts == CountsBothWays || s.cfg.Counts == CountsAuto && s.bothWays
+	bothWays := s.countsBothWays()
 	for _, tg := range keys {
 		dead := bothWays && tg.allNoAnswer || s.cfg.Dead != nil && s.cfg.Dead.Dead(tg.host)
 		if dead {
@@ -415,6 +415,14 @@ func (s *Synth) finish(st replay.Stats) (Result, error) {
 		return s.res, err
 	}
 	return s.res, nil
+}
+
+// countsBothWays reports whether the trace counts packets both ways, so
+// that a flow with packets out and none back was really unanswered. With
+// CountsAuto it holds once any flow read so far, up to the reorder window
+// ahead of the one being released, had a packet back.
+func (s *Synth) countsBothWays() bool {
+	return s.cfg.Counts == CountsBothWays || s.cfg.Counts == CountsAuto && s.bothWays
 }
 
 type target struct {
