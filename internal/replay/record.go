@@ -54,7 +54,20 @@ type RunHeader struct {
 	// Local says the notaries ran in this process against a synthetic
 	// world, with its settings; empty for remote notaries.
 	Local string `json:"local,omitempty"`
+	// Conns says how requests used connections to the notaries: "reuse"
+	// (pooled keep-alive connections per simulated source address, so
+	// most requests carry no TLS handshake) or "fresh" (a new TLS
+	// connection per request, as a client checking one certificate per
+	// connection would open, so the notaries' bytes include a handshake
+	// per request). Empty in records written before the field: "reuse".
+	Conns string `json:"conns,omitempty"`
 }
+
+// Connection modes of RunHeader.Conns.
+const (
+	ConnsReuse = "reuse"
+	ConnsFresh = "fresh"
+)
 
 // Outcomes of a request, as Table 1 of Forced Perspectives groups them.
 const (
