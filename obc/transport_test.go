@@ -2,6 +2,7 @@ package obc_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -164,8 +165,13 @@ func TestTransportNoReuseAcrossOrigins(t *testing.T) {
 // origin's identity.
 func TestTransportSessionsPerOrigin(t *testing.T) {
 	ca, cert := newCA(t, "a.test")
+	// One ticket key for both ports, as servers behind one name share
+	// them (ServeTLS clones the configuration, and each clone would
+	// otherwise make its own).
+	var ticketKey [32]byte
+	rand.Read(ticketKey[:])
 	srv := &http.Server{Handler: http.HandlerFunc(reportHandler), TLSConfig: &tls.Config{
-		Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAnyClientCert,
+		Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAnyClientCert, SessionTicketKey: ticketKey,
 	}}
 	var ports []string
 	var wg sync.WaitGroup
