@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,7 +79,23 @@ func TestStoreSurvivesRestart(t *testing.T) {
 func TestConcurrentFirstVisits(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "obc.db")
-	stores := []*Store{openStore(t, path, StoreOptions{}), openStore(t, path, StoreOptions{})}
+	// Each handle lets one goroutine through to the database (its own
+	// flight); the hook holds both handles' first generations until both
+	// have started, so that both have found no key and both will insert:
+	// only the database's unique scope can then keep one key.
+	var arrived atomic.Int32
+	bothGenerating := make(chan struct{})
+	hook := func(Alg, bool) {
+		if arrived.Add(1) == 2 {
+			close(bothGenerating)
+		}
+		select {
+		case <-bothGenerating:
+		case <-time.After(10 * time.Second):
+			// Not a timing assertion: the counts below still decide.
+		}
+	}
+	stores := []*Store{openStore(t, path, StoreOptions{genHook: hook}), openStore(t, path, StoreOptions{genHook: hook})}
 	o := mustOrigin(t, "https://race.example:8443")
 	const perStore = 16
 	var wg sync.WaitGroup
@@ -109,6 +126,9 @@ func TestConcurrentFirstVisits(t *testing.T) {
 	}
 	if created != 1 {
 		t.Errorf("%d visits say they created the key, want exactly 1", created)
+	}
+	if n := arrived.Load(); n != 2 {
+		t.Errorf("%d keys generated, want 2 (one per handle, one of them discarded)", n)
 	}
 	recs, err := stores[0].List(ctx)
 	if err != nil {
