@@ -329,49 +329,47 @@ func (s *Store) Get(ctx context.Context, o Origin) (*Result, error) {
 }
 
 func (s *Store) getScope(ctx context.Context, scope string) (*Result, error) {
-	{
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, errors.New("obc: store closed")
-		}
-		if c, ok := s.cache[scope]; ok && time.Since(c.written) < lastUsedEvery {
-			r := c.res
-			s.mu.Unlock()
-			r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
-			return &r, nil
-		}
-		if f, ok := s.flights[scope]; ok {
-			s.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			if f.err != nil {
-				return nil, f.err
-			}
-			r := *f.res
-			// Only the caller that made the key made it.
-			r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
-			return &r, nil
-		}
-		f := &flight{done: make(chan struct{})}
-		s.flights[scope] = f
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-
-		// The flight must not die with its leader's context: waiters
-		// share its result.
-		f.res, f.err = s.load(context.WithoutCancel(ctx), scope)
-		s.mu.Lock()
-		delete(s.flights, scope)
-		if f.err == nil {
-			s.cache[scope] = &cached{res: *f.res, written: time.Now()}
-		}
-		s.mu.Unlock()
-		close(f.done)
-		return f.res, f.err
+		return nil, errors.New("obc: store closed")
 	}
+	if c, ok := s.cache[scope]; ok && time.Since(c.written) < lastUsedEvery {
+		r := c.res
+		s.mu.Unlock()
+		r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
+		return &r, nil
+	}
+	if f, ok := s.flights[scope]; ok {
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		r := *f.res
+		// Only the caller that made the key made it.
+		r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
+		return &r, nil
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[scope] = f
+	s.mu.Unlock()
+
+	// The flight must not die with its leader's context: waiters
+	// share its result.
+	f.res, f.err = s.load(context.WithoutCancel(ctx), scope)
+	s.mu.Lock()
+	delete(s.flights, scope)
+	if f.err == nil {
+		s.cache[scope] = &cached{res: *f.res, written: time.Now()}
+	}
+	s.mu.Unlock()
+	close(f.done)
+	return f.res, f.err
 }
 
 // load returns scope's record, touching its last-used time, or makes it.
