@@ -66,7 +66,7 @@ func commands() []command {
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
-		{"replay", "replay a network's HTTPS flows as notary requests: flows", runReplay},
+		{"replay", "replay a network's HTTPS flows as notary requests: gen | flows | synth | run | report", runReplay},
 		{"bench", "measure pkie against the research papers (bench proofs, ...)", runBench},
 		{"version", "print pkie's version and the revision it was built from", runVersion},
 	}

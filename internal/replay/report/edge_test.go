@@ -290,3 +290,20 @@ func TestFirstLineBounded(t *testing.T) {
 		t.Fatalf("a line without end: %v", err)
 	}
 }
+
+// TestDeadTargetCase: a hand-made schedule may spell a host in one case in
+// its requests and another in its target records; both name one target
+// (replay.TargetKey), so the dead match must not depend on case.
+func TestDeadTargetCase(t *testing.T) {
+	r := &run{seconds: []replay.Second{{Requests: 1}},
+		targets: []replay.Target{{Host: "dead.test", Port: 443, Dead: true}},
+		results: []replay.Result{{T: 0, Host: "Dead.Test", Port: 443, Outcome: replay.OutcomeUnavailable, Status: 503, Error: "503: cannot connect to the target"}},
+		end:     &replay.RunEnd{Reached: time.Second}}
+	rep, err := r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Targets.ToDead != 1 || rep.Targets.UnavailableDead != 1 || rep.Targets.UnavailableLive != 0 {
+		t.Fatalf("targets %+v: the request to Dead.Test was not matched with dead.test", rep.Targets)
+	}
+}

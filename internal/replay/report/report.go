@@ -245,7 +245,7 @@ func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 	}
 	for _, t := range targets {
 		if t.Dead {
-			b.dead[targetKey(t.Host, t.Port)] = true
+			b.dead[replay.TargetKey(t.Host, t.Port)] = true
 		}
 	}
 	b.nsec = len(sum.Seconds) + slackSeconds
@@ -291,8 +291,6 @@ func firstLine(br *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
-func targetKey(host string, port uint16) string { return fmt.Sprintf("%s:%d", host, port) }
-
 func (a *notaryAgg) sec(i int) *counts {
 	for len(a.secs) <= i {
 		a.secs = append(a.secs, counts{})
@@ -332,7 +330,7 @@ func (b *builder) result(r replay.Result) error {
 	c := a.sec(s)
 	c.rows[row]++
 	a.total.rows[row]++
-	if b.dead[targetKey(r.Host, r.Port)] {
+	if b.dead[replay.TargetKey(r.Host, r.Port)] {
 		b.toDead[row]++
 	} else if r.Outcome == replay.OutcomeUnavailable {
 		b.toLive503++
