@@ -49,7 +49,7 @@ func TestPoolFirstVisit(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !r.Created || r.FromPool != tc.wantFromPool {
-				t.Errorf("created %v from pool %v, want created, from pool %v", r.Created, r.FromPool, tc.wantFromPool)
+				t.Errorf("created %v from pool %v, want created, from pool %v (%+v, %s)", r.Created, r.FromPool, tc.wantFromPool, r, s.Path())
 			}
 			if got := onDemand.Load(); got != tc.wantOnDemand {
 				t.Errorf("%d keys generated during the visit, want %d", got, tc.wantOnDemand)

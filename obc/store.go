@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,7 +168,11 @@ func Open(ctx context.Context, path string, opts StoreOptions) (*Store, error) {
 	// WAL lets readers proceed during a write; busy_timeout covers other
 	// handles and processes on the same file. SQLite creates the -wal and
 	// -shm files with the database file's permissions.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
+	//
+	// The name is a URI (SQLite's "file:" form): '#', '?' and '%' in the
+	// path must be escaped, or SQLite opens another file (a '#' in a
+	// directory name would cut the path there).
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("obc: opening store %s: %w", path, err)

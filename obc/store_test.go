@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -413,10 +414,49 @@ func TestCorruptedRecord(t *testing.T) {
 // program would change it.
 func openRaw(t testing.TB, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// TestStoreOddPaths: the file is the one named, whatever characters its
+// path holds ('#' and '?' end a URI's path; '%' starts an escape), and
+// two such stores stay apart.
+func TestStoreOddPaths(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	seen := map[Identity]string{}
+	for _, dir := range []string{"a#1", "a#2", "q?x=1", "pct%41", "sp ace"} {
+		path := filepath.Join(root, dir, "obc.db")
+		s := openStore(t, path, StoreOptions{})
+		r, err := s.Get(ctx, mustOrigin(t, "https://same.example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Created {
+			t.Errorf("%s: the first visit found a key: another store's file was opened", dir)
+		}
+		if other, ok := seen[r.Identity]; ok {
+			t.Errorf("%s and %s share a key", dir, other)
+		}
+		seen[r.Identity] = dir
+		s.Close()
+		if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: the store is not at %s: %v", dir, path, err)
+		}
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 5 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files beside the stores: %v", names)
+	}
 }
