@@ -16,10 +16,10 @@ import (
 	"github.com/pkie/pkie/obc"
 )
 
-// obcSite starts a loopback TLS server for names that asks for a client
+// obcTestSite starts a loopback TLS server for names that asks for a client
 // certificate when ask is set and answers with the identity it saw ("-"
 // for none); it returns the server's port and a PEM file of its root.
-func obcSite(t *testing.T, ask bool, names ...string) (port string, cacert string) {
+func obcTestSite(t *testing.T, ask bool, names ...string) (port string, cacert string) {
 	t.Helper()
 	ca, err := testbed.NewRootCA("obc cli root", testbed.ECDSAP256)
 	if err != nil {
@@ -76,7 +76,7 @@ func obcGetJSON(t *testing.T, args ...string) (obcGetResult, string) {
 // deletes it, says what it deleted, and refuses a second time; the next
 // get is a new client.
 func TestOBCGetListForget(t *testing.T) {
-	port, cacert := obcSite(t, true, "site.test")
+	port, cacert := obcTestSite(t, true, "site.test")
 	store := filepath.Join(t.TempDir(), "cfg", "obc.db")
 	url := "https://site.test:" + port + "/"
 	scope := "https://site.test:" + port
@@ -135,7 +135,7 @@ func TestOBCGetListForget(t *testing.T) {
 // TestOBCGetModes: legacy mode gives subdomains of one registrable domain
 // one key, strict mode one each; a store keeps the mode it was made with.
 func TestOBCGetModes(t *testing.T) {
-	port, cacert := obcSite(t, true, "a.example.com", "b.example.com")
+	port, cacert := obcTestSite(t, true, "a.example.com", "b.example.com")
 	for _, tc := range []struct {
 		mode   string
 		same   bool
@@ -167,7 +167,7 @@ func TestOBCGetModes(t *testing.T) {
 // TestOBCGetPoolAndAlgs: with --pool the first visit's key comes from the
 // pool (no key time); every algorithm works end to end.
 func TestOBCGetPoolAndAlgs(t *testing.T) {
-	port, cacert := obcSite(t, true, "site.test")
+	port, cacert := obcTestSite(t, true, "site.test")
 	for _, tc := range []struct {
 		alg  string
 		pool string
@@ -191,7 +191,7 @@ func TestOBCGetPoolAndAlgs(t *testing.T) {
 // TestOBCGetServerDoesNotAsk: a server that asks for no client
 // certificate gets none, and no key is made for it.
 func TestOBCGetServerDoesNotAsk(t *testing.T) {
-	port, cacert := obcSite(t, false, "plain.test")
+	port, cacert := obcTestSite(t, false, "plain.test")
 	store := filepath.Join(t.TempDir(), "obc.db")
 	r, seen := obcGetJSON(t, "https://plain.test:"+port+"/", "--store", store, "--cacert", cacert, "--resolve", "plain.test=127.0.0.1")
 	if r.Presented || r.Created || r.Identity != "" || seen != "-" {
@@ -209,7 +209,7 @@ func TestOBCGetServerDoesNotAsk(t *testing.T) {
 
 // TestOBCText: the text output says what was presented and the timings.
 func TestOBCText(t *testing.T) {
-	port, cacert := obcSite(t, true, "site.test")
+	port, cacert := obcTestSite(t, true, "site.test")
 	store := filepath.Join(t.TempDir(), "obc.db")
 	args := []string{"obc", "get", "https://site.test:" + port + "/x", "--store", store, "--cacert", cacert, "--resolve", "site.test=127.0.0.1"}
 	code, out, errs := runCLI(t, args...)
@@ -239,7 +239,7 @@ func TestOBCUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"obc"}, "want a subcommand"},
-		{[]string{"obc", "frob"}, "unknown subcommand"},
+		{[]string{"obc", "frob"}, "unknown subcommand \"frob\"; want get, list, forget, serve"},
 		{[]string{"obc", "get", "http://a.test/", "--store", store}, "carries no TLS client certificate"},
 		{[]string{"obc", "get", "https://a.test/", "--store", store, "--alg", "sect163k1"}, "--alg"},
 		{[]string{"obc", "get", "https://a.test/", "--store", store, "--mode", "loose"}, "--mode"},
