@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/tls"
+	"database/sql"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -251,5 +252,38 @@ func TestOBCUsage(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestOBCGetDamagedRecord: a damaged key makes get fail with a message
+// naming the scope, list shows the damage, and the record is left for
+// the user to forget.
+func TestOBCGetDamagedRecord(t *testing.T) {
+	port, cacert := obcTestSite(t, true, "site.test")
+	store := filepath.Join(t.TempDir(), "obc.db")
+	flags := []string{"https://site.test:" + port + "/", "--store", store, "--cacert", cacert, "--resolve", "site.test=127.0.0.1"}
+	obcGetJSON(t, flags...)
+	db, err := sql.Open("sqlite", "file:"+store+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("UPDATE keys SET key = x'3003020101'"); err != nil {
+		t.Fatal(err)
+	}
+	scope := "https://site.test:" + port
+	code, _, errs := runCLI(t, append([]string{"obc", "get"}, flags...)...)
+	if code != ExitUsage || !strings.Contains(errs, "the record of "+scope+" is corrupted") {
+		t.Errorf("get with a damaged key: exit %d %q, want 2 naming the scope", code, errs)
+	}
+	code, out, _ := runCLI(t, "obc", "list", "--store", store)
+	if code != 0 || !strings.Contains(out, "corrupted: key:") {
+		t.Errorf("list: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, "obc", "forget", "--store", store, scope); code != 0 || !strings.Contains(out, "forgot "+scope) {
+		t.Errorf("forget: exit %d %q", code, out)
+	}
+	if r, _ := obcGetJSON(t, flags...); !r.Created {
+		t.Errorf("get after forget: %+v, want a new key", r)
 	}
 }
