@@ -49,7 +49,7 @@ func TestPoolFirstVisit(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !r.Created || r.FromPool != tc.wantFromPool {
-				t.Errorf("created %v from pool %v, want created, from pool %v", r.Created, r.FromPool, tc.wantFromPool)
+				t.Errorf("created %v from pool %v, want created, from pool %v (%+v, %s)", r.Created, r.FromPool, tc.wantFromPool, r, s.Path())
 			}
 			if got := onDemand.Load(); got != tc.wantOnDemand {
 				t.Errorf("%d keys generated during the visit, want %d", got, tc.wantOnDemand)
@@ -91,5 +91,51 @@ func TestPoolStopsOnClose(t *testing.T) {
 	}
 	if _, err := s.Get(context.Background(), mustOrigin(t, "https://a.example")); err == nil {
 		t.Error("Get on a closed store succeeded")
+	}
+}
+
+// BenchmarkFirstVisit measures a first visit (key, certificate, stored)
+// per algorithm, with the key generated during the visit or taken from a
+// warm pool; BenchmarkReturnVisit a later visit (a cached certificate).
+// pkie bench obc has the paper's Figure 8; these are the quick version.
+func BenchmarkFirstVisit(b *testing.B) {
+	ctx := context.Background()
+	for _, alg := range Algs() {
+		for _, pool := range []int{0, 1} {
+			name := string(alg) + "/no-pool"
+			if pool > 0 {
+				name = string(alg) + "/warm-pool"
+			}
+			b.Run(name, func(b *testing.B) {
+				s := openStore(b, filepath.Join(b.TempDir(), "obc.db"), StoreOptions{Alg: alg, PoolSize: pool})
+				i := 0
+				for b.Loop() {
+					b.StopTimer()
+					if err := s.WaitPool(ctx); err != nil {
+						b.Fatal(err)
+					}
+					o := Origin{Scheme: "https", Host: "bench.example", Port: uint16(1 + i%65000)}
+					i++
+					b.StartTimer()
+					if _, err := s.Get(ctx, o); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkReturnVisit(b *testing.B) {
+	ctx := context.Background()
+	s := openStore(b, filepath.Join(b.TempDir(), "obc.db"), StoreOptions{})
+	o := Origin{Scheme: "https", Host: "bench.example", Port: 443}
+	if _, err := s.Get(ctx, o); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := s.Get(ctx, o); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,7 +168,11 @@ func Open(ctx context.Context, path string, opts StoreOptions) (*Store, error) {
 	// WAL lets readers proceed during a write; busy_timeout covers other
 	// handles and processes on the same file. SQLite creates the -wal and
 	// -shm files with the database file's permissions.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
+	//
+	// The name is a URI (SQLite's "file:" form): '#', '?' and '%' in the
+	// path must be escaped, or SQLite opens another file (a '#' in a
+	// directory name would cut the path there).
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("obc: opening store %s: %w", path, err)
@@ -329,49 +334,47 @@ func (s *Store) Get(ctx context.Context, o Origin) (*Result, error) {
 }
 
 func (s *Store) getScope(ctx context.Context, scope string) (*Result, error) {
-	{
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, errors.New("obc: store closed")
-		}
-		if c, ok := s.cache[scope]; ok && time.Since(c.written) < lastUsedEvery {
-			r := c.res
-			s.mu.Unlock()
-			r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
-			return &r, nil
-		}
-		if f, ok := s.flights[scope]; ok {
-			s.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			if f.err != nil {
-				return nil, f.err
-			}
-			r := *f.res
-			// Only the caller that made the key made it.
-			r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
-			return &r, nil
-		}
-		f := &flight{done: make(chan struct{})}
-		s.flights[scope] = f
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-
-		// The flight must not die with its leader's context: waiters
-		// share its result.
-		f.res, f.err = s.load(context.WithoutCancel(ctx), scope)
-		s.mu.Lock()
-		delete(s.flights, scope)
-		if f.err == nil {
-			s.cache[scope] = &cached{res: *f.res, written: time.Now()}
-		}
-		s.mu.Unlock()
-		close(f.done)
-		return f.res, f.err
+		return nil, errors.New("obc: store closed")
 	}
+	if c, ok := s.cache[scope]; ok && time.Since(c.written) < lastUsedEvery {
+		r := c.res
+		s.mu.Unlock()
+		r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
+		return &r, nil
+	}
+	if f, ok := s.flights[scope]; ok {
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		r := *f.res
+		// Only the caller that made the key made it.
+		r.Created, r.FromPool, r.KeyTime, r.CertTime = false, false, 0, 0
+		return &r, nil
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[scope] = f
+	s.mu.Unlock()
+
+	// The flight must not die with its leader's context: waiters
+	// share its result.
+	f.res, f.err = s.load(context.WithoutCancel(ctx), scope)
+	s.mu.Lock()
+	delete(s.flights, scope)
+	if f.err == nil {
+		s.cache[scope] = &cached{res: *f.res, written: time.Now()}
+	}
+	s.mu.Unlock()
+	close(f.done)
+	return f.res, f.err
 }
 
 // load returns scope's record, touching its last-used time, or makes it.

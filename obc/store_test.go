@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,7 +80,23 @@ func TestStoreSurvivesRestart(t *testing.T) {
 func TestConcurrentFirstVisits(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "obc.db")
-	stores := []*Store{openStore(t, path, StoreOptions{}), openStore(t, path, StoreOptions{})}
+	// Each handle lets one goroutine through to the database (its own
+	// flight); the hook holds both handles' first generations until both
+	// have started, so that both have found no key and both will insert:
+	// only the database's unique scope can then keep one key.
+	var arrived atomic.Int32
+	bothGenerating := make(chan struct{})
+	hook := func(Alg, bool) {
+		if arrived.Add(1) == 2 {
+			close(bothGenerating)
+		}
+		select {
+		case <-bothGenerating:
+		case <-time.After(10 * time.Second):
+			// Not a timing assertion: the counts below still decide.
+		}
+	}
+	stores := []*Store{openStore(t, path, StoreOptions{genHook: hook}), openStore(t, path, StoreOptions{genHook: hook})}
 	o := mustOrigin(t, "https://race.example:8443")
 	const perStore = 16
 	var wg sync.WaitGroup
@@ -109,6 +127,9 @@ func TestConcurrentFirstVisits(t *testing.T) {
 	}
 	if created != 1 {
 		t.Errorf("%d visits say they created the key, want exactly 1", created)
+	}
+	if n := arrived.Load(); n != 2 {
+		t.Errorf("%d keys generated, want 2 (one per handle, one of them discarded)", n)
 	}
 	recs, err := stores[0].List(ctx)
 	if err != nil {
@@ -393,10 +414,49 @@ func TestCorruptedRecord(t *testing.T) {
 // program would change it.
 func openRaw(t testing.TB, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// TestStoreOddPaths: the file is the one named, whatever characters its
+// path holds ('#' and '?' end a URI's path; '%' starts an escape), and
+// two such stores stay apart.
+func TestStoreOddPaths(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	seen := map[Identity]string{}
+	for _, dir := range []string{"a#1", "a#2", "q?x=1", "pct%41", "sp ace"} {
+		path := filepath.Join(root, dir, "obc.db")
+		s := openStore(t, path, StoreOptions{})
+		r, err := s.Get(ctx, mustOrigin(t, "https://same.example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Created {
+			t.Errorf("%s: the first visit found a key: another store's file was opened", dir)
+		}
+		if other, ok := seen[r.Identity]; ok {
+			t.Errorf("%s and %s share a key", dir, other)
+		}
+		seen[r.Identity] = dir
+		s.Close()
+		if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: the store is not at %s: %v", dir, path, err)
+		}
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 5 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files beside the stores: %v", names)
+	}
 }

@@ -61,7 +61,7 @@ func commands() []command {
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"pec", "fetch a URL through the PEC dialer, the server's chain proved by the cloud: get", runPEC},
-		{"obc", "origin-bound client certificates: get | list | forget", runOBC},
+		{"obc", "origin-bound client certificates: get | list | forget | serve", runOBC},
 		{"pec-proxy", "serve an HTTP backend over TLS as a PEC server: forward each chain to the client's cloud", runPECProxy},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},

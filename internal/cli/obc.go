@@ -27,6 +27,7 @@ func obcCommands() []command {
 		{"get", "fetch an https URL presenting the origin-bound certificate of its origin", obcGet},
 		{"list", "list the stored origin-bound keys", obcList},
 		{"forget", "delete the key of an origin or scope: the site then sees a new client", obcForget},
+		{"serve", "run a demonstration site with channel-bound session cookies", obcServe},
 	}
 }
 
