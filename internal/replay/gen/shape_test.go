@@ -11,7 +11,10 @@ import (
 
 // shape is what a trace measures to, run through the paper's method: name
 // each flow by its server's PTR record (dropping the rest), then a cache
-// per client that never expires (Forced Perspectives, IMC 2014, §3.2).
+// per client that never expires (Forced Perspectives, IMC 2014, §3.2) and
+// that, as `pkie replay synth` does for a trace counting packets both
+// ways, only an answered flow fills ("failed requests cannot be cached",
+// Table 2).
 type shape struct {
 	flows, named, requests, dead int64
 	liveHosts, deadHosts         int
@@ -49,8 +52,9 @@ func measure(t testing.TB, g *Generator) shape {
 		b := float64(f.BytesIn + f.BytesOut)
 		s.bytes += b
 		s.provBytes[provOf[f.Server]] += b
+		answered := f.PacketsIn > 0 || f.PacketsOut == 0
 		if f.ServerName != "" && !seenSNI[pair{f.Client, f.ServerName}] {
-			seenSNI[pair{f.Client, f.ServerName}] = true
+			seenSNI[pair{f.Client, f.ServerName}] = answered
 			s.sniRequests++
 		}
 		name, ok := g.Name(f.Server)
@@ -62,7 +66,7 @@ func measure(t testing.TB, g *Generator) shape {
 		if seen[p] {
 			continue
 		}
-		seen[p] = true
+		seen[p] = answered
 		s.requests++
 		if g.Dead(name) {
 			s.dead++
@@ -117,8 +121,11 @@ func TestPaperShape(t *testing.T) {
 	within(t, "share of requests to dead hosts", float64(s.dead)/float64(s.requests), float64(PaperUnavailable)/PaperRequests, 0.1)
 	within(t, "mean bytes a flow", s.bytes/float64(s.flows), PaperBytes/PaperFlows, 0.1)
 	// Bytes are heavy-tailed: a small provider's share of a twentieth of
-	// the hour is noisy (Spotify's is a few hundred flows).
-	for p, want := range map[string][2]float64{"facebook": {0.14, 0.1}, "twitter": {0.04, 0.15}, "aws": {0.09, 0.15}, "spotify": {0.002, 0.5}} {
+	// the hour is noisy. Spotify's is some 390 flows of lognormal σ 2
+	// bytes (a flow's coefficient of variation √(e⁴−1) ≈ 7.3), so its
+	// mean's is ≈ 0.37: ±100% here, ±25% over the full hour
+	// (TestPaperHour).
+	for p, want := range map[string][2]float64{"facebook": {0.14, 0.1}, "twitter": {0.04, 0.15}, "aws": {0.09, 0.15}, "spotify": {0.002, 1}} {
 		within(t, p+"'s share of the bytes", s.provBytes[p]/s.bytes, want[0], want[1])
 	}
 	within(t, "akamai's share of the bytes", (s.provBytes["akamai"]+s.provBytes["akamai-edge"]+s.provBytes["apple-akamai"])/s.bytes, 0.24, 0.1)
@@ -146,4 +153,8 @@ func TestPaperHour(t *testing.T) {
 	within(t, "requests to dead hosts", float64(s.dead), PaperUnavailable, 0.1)
 	within(t, "live hosts reached", float64(s.liveHosts), PaperMisses, 0.1)
 	within(t, "bytes", s.bytes, PaperBytes, 0.05)
+	for p, want := range map[string][2]float64{"facebook": {0.14, 0.05}, "twitter": {0.04, 0.1}, "aws": {0.09, 0.1}, "spotify": {0.002, 0.25}} {
+		within(t, p+"'s share of the bytes", s.provBytes[p]/s.bytes, want[0], want[1])
+	}
+	within(t, "akamai's share of the bytes", (s.provBytes["akamai"]+s.provBytes["akamai-edge"]+s.provBytes["apple-akamai"])/s.bytes, 0.24, 0.05)
 }

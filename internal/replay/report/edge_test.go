@@ -90,6 +90,9 @@ func (r *run) files(t *testing.T) ([]byte, []byte) {
 	if h.Speedup == 0 {
 		h.Speedup = 1
 	}
+	if h.Timeout == 0 {
+		h.Timeout = 10 * time.Second
+	}
 	if h.Notaries == nil {
 		h.Notaries = []string{"n0"}
 	}
@@ -288,5 +291,100 @@ func TestFirstLineBounded(t *testing.T) {
 	huge := io.MultiReader(strings.NewReader(`{"type":"run","version":1,"schedule":"`), strings.NewReader(strings.Repeat("x", replay.MaxScheduleLine+1)))
 	if _, err := Build(huge, nil, Options{}); err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("a line without end: %v", err)
+	}
+}
+
+// TestDeadTargetCase: a hand-made schedule may spell a host in one case in
+// its requests and another in its target records; both name one target
+// (replay.TargetKey), so the dead match must not depend on case.
+func TestDeadTargetCase(t *testing.T) {
+	r := &run{seconds: []replay.Second{{Requests: 1}},
+		targets: []replay.Target{{Host: "dead.test", Port: 443, Dead: true}},
+		results: []replay.Result{{T: 0, Host: "Dead.Test", Port: 443, Outcome: replay.OutcomeUnavailable, Status: 503, Error: "503: cannot connect to the target"}},
+		end:     &replay.RunEnd{Reached: time.Second}}
+	rep, err := r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Targets.ToDead != 1 || rep.Targets.UnavailableDead != 1 || rep.Targets.UnavailableLive != 0 {
+		t.Fatalf("targets %+v: the request to Dead.Test was not matched with dead.test", rep.Targets)
+	}
+}
+
+// TestHostileLatencies is the reviewer's hostile record: three ok results
+// with latency 4e18 ns and two with -5e9 ns (and one sent before the run
+// started) once gave a miss mean of -9.2e9 ms and a negative expected
+// delay. They are counted as malformed, warned of and left out; the rest
+// are reported as if they were alone.
+func TestHostileLatencies(t *testing.T) {
+	mk := func(n int, cache string, lat time.Duration) replay.Result {
+		r := ok(0, time.Duration(n)*100*time.Millisecond, cache)
+		r.Latency = lat
+		return r
+	}
+	r := &run{seconds: []replay.Second{{Requests: 10, ClientHits: 10}},
+		header: replay.RunHeader{Timeout: 10 * time.Second},
+		end:    &replay.RunEnd{Reached: time.Second, Wall: 5 * time.Second}}
+	r.results = []replay.Result{mk(0, replay.CacheMiss, 800*time.Millisecond), mk(1, replay.CacheHit, 200*time.Millisecond),
+		mk(2, replay.CacheMiss, 4e18), mk(3, replay.CacheMiss, 4e18), mk(4, replay.CacheHit, 4e18),
+		mk(5, replay.CacheMiss, -5e9), mk(6, replay.CacheHit, -5e9),
+		// Past the client's timeout, but within the wall time plus it:
+		// kept.
+		mk(7, replay.CacheHit, 12*time.Second),
+		// Past the wall time plus the timeout: malformed.
+		mk(8, replay.CacheMiss, 16*time.Second)}
+	neg := mk(9, replay.CacheMiss, time.Second)
+	neg.Sent = -time.Second
+	r.results = append(r.results, neg)
+	rep, err := r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Run.Malformed != 7 || !hasWarning(rep, "7 results are malformed") || rep.Run.Results != 3 {
+		t.Fatalf("malformed %d results %d warnings %q", rep.Run.Malformed, rep.Run.Results, rep.Warnings)
+	}
+	n := rep.Notaries[0]
+	if m := n.Latency["miss"]; m.N != 1 || !near(m.MeanMS, 800) {
+		t.Errorf("miss latency %+v, want the one 800 ms", m)
+	}
+	if h := n.Latency["hit"]; h.N != 2 || !near(h.MeanMS, 6100) {
+		t.Errorf("hit latency %+v, want 200 ms and 12 s", h)
+	}
+	if d := n.Delay.Measured.DelayMS; !(d > 0 && d < 16000) {
+		t.Errorf("expected delay %v ms", d)
+	}
+	for _, m := range rep.Minutes {
+		for _, v := range []*float64{m.MeanHitMS, m.MeanMissMS, m.MeanSuccessfulMS} {
+			if v != nil && (*v < 0 || *v > 16000) {
+				t.Errorf("minute %+v has a mean of %v ms", m, *v)
+			}
+		}
+	}
+
+	// Killed (no end): the bound is the latest Sent plus the timeout.
+	r.end = nil
+	r.results = []replay.Result{mk(0, replay.CacheMiss, 800*time.Millisecond), mk(1, replay.CacheMiss, 10100*time.Millisecond),
+		mk(2, replay.CacheMiss, 10300*time.Millisecond)} // Sent 0.2 s: bound 10.2 s
+	rep, err = r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Run.Malformed != 1 || rep.Notaries[0].Latency["miss"].N != 2 {
+		t.Fatalf("killed: malformed %d, miss %+v", rep.Run.Malformed, rep.Notaries[0].Latency["miss"])
+	}
+
+	// Latencies that are each valid (a run whose wall time is huge) but
+	// whose int64 sum overflows: the mean stays right.
+	r.end = &replay.RunEnd{Reached: time.Second, Wall: 4e18}
+	r.results = []replay.Result{mk(0, replay.CacheMiss, 3e18), mk(1, replay.CacheMiss, 3e18), mk(2, replay.CacheMiss, 3e18), mk(3, replay.CacheMiss, 3e18)}
+	rep, err = r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rep.Notaries[0].Latency["miss"]; m.N != 4 || !near(m.MeanMS, 3e12) || rep.Run.Malformed != 0 {
+		t.Fatalf("huge latencies: %+v malformed %d", m, rep.Run.Malformed)
+	}
+	if mm := rep.Minutes[0].MeanMissMS; mm == nil || !near(*mm, 3e12) {
+		t.Fatalf("minute mean %v", mm)
 	}
 }

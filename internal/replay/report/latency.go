@@ -11,7 +11,7 @@ import (
 // results a run has.
 type latency struct {
 	n    int64
-	sum  time.Duration
+	sum  float64 // ns; an int64 sum could overflow
 	max  time.Duration
 	bins []int64
 }
@@ -34,7 +34,7 @@ func (l *latency) add(d time.Duration) {
 		l.bins = make([]int64, maxBin+1)
 	}
 	l.n++
-	l.sum += d
+	l.sum += float64(d)
 	l.max = max(l.max, d)
 	l.bins[bin(d)]++
 }
@@ -43,7 +43,7 @@ func (l *latency) mean() time.Duration {
 	if l.n == 0 {
 		return 0
 	}
-	return l.sum / time.Duration(l.n)
+	return time.Duration(l.sum / float64(l.n))
 }
 
 // quantile returns the upper edge of the bin holding the q-quantile,

@@ -115,7 +115,9 @@ func (c *counts) add(o *counts) {
 }
 
 type minute struct {
-	sum [nConds]time.Duration
+	// sum is in float64 nanoseconds: an int64 sum of a long run's
+	// latencies could overflow.
+	sum [nConds]float64
 	n   [nConds]int64
 }
 
@@ -191,6 +193,39 @@ type builder struct {
 	toLive503       int64
 	results         int64
 	unknownOutcomes map[string]bool
+
+	// Latencies are checked against the record's wall time plus the
+	// client's timeout, which only its end says: results whose latency
+	// exceeds the timeout wait in held for it (at most maxHeld; past
+	// that they are judged against the wall time seen so far).
+	timeout   time.Duration
+	maxSent   time.Duration // latest Sent of the results read
+	netWall   time.Duration // latest byte sample's wall time
+	held      []replay.Result
+	malformed int64
+}
+
+// maxHeld bounds the results held for the end's wall time. A real run's
+// results exceed the client's timeout only by scheduling slack, and few
+// do.
+const maxHeld = 1 << 16
+
+// maxLeft caps a result's leaving time in trace time, far past any
+// schedule, so that a hostile Sent times the speed-up cannot overflow.
+const maxLeft = 1 << 62
+
+// wallBound is the latest a result may have completed by: the run's wall
+// time (its end's, else its latest Sent or byte sample) plus the client's
+// timeout.
+func (b *builder) wallBound(end *replay.RunEnd) time.Duration {
+	w := max(b.maxSent, b.netWall)
+	if end != nil {
+		w = end.Wall
+	}
+	if w > math.MaxInt64-b.timeout {
+		return math.MaxInt64
+	}
+	return w + b.timeout
 }
 
 // Build reads a run record from record, opens the schedule it replayed
@@ -239,13 +274,13 @@ func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 			sr.Header.Source, sr.Header.Start.Format(time.RFC3339Nano), h.ScheduleHeader.Source, h.ScheduleHeader.Start.Format(time.RFC3339Nano))
 	}
 
-	b := &builder{h: &h, sum: sum, dead: map[string]bool{}, from: h.From, speedup: h.Speedup}
+	b := &builder{h: &h, sum: sum, dead: map[string]bool{}, from: h.From, speedup: h.Speedup, timeout: max(h.Timeout, 0)}
 	if b.speedup <= 0 || math.IsNaN(b.speedup) || math.IsInf(b.speedup, 0) {
 		return nil, fmt.Errorf("report: run record's speed-up %v is not a positive number", h.Speedup)
 	}
 	for _, t := range targets {
 		if t.Dead {
-			b.dead[targetKey(t.Host, t.Port)] = true
+			b.dead[replay.TargetKey(t.Host, t.Port)] = true
 		}
 	}
 	b.nsec = len(sum.Seconds) + slackSeconds
@@ -256,6 +291,7 @@ func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 	var nNet int64
 	hh, end, err := replay.ReadRecord(io.MultiReader(bytes.NewReader(first), br), b.result, func(s replay.NetSample) error {
 		nNet++
+		b.netWall = max(b.netWall, s.Wall)
 		if len(nets) < 2 {
 			nets = append(nets, s)
 		} else {
@@ -266,6 +302,7 @@ func Build(record io.Reader, open OpenSchedule, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
+	b.release(end)
 	return b.finish(hh, end, nets, nNet, opt), nil
 }
 
@@ -291,8 +328,6 @@ func firstLine(br *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
-func targetKey(host string, port uint16) string { return fmt.Sprintf("%s:%d", host, port) }
-
 func (a *notaryAgg) sec(i int) *counts {
 	for len(a.secs) <= i {
 		a.secs = append(a.secs, counts{})
@@ -314,6 +349,42 @@ func (b *builder) result(r replay.Result) error {
 	if r.T < 0 || r.T >= time.Duration(len(b.sum.Seconds)+1)*time.Second {
 		return fmt.Errorf("result %d at trace time %v is outside the schedule's %d seconds", r.Seq, r.T, len(b.sum.Seconds))
 	}
+	// Times a replayer cannot have measured: counted as malformed and
+	// left out, so that one bad line cannot make every mean nonsense.
+	if r.Sent < 0 || r.Latency < 0 {
+		b.malformed++
+		return nil
+	}
+	b.maxSent = max(b.maxSent, r.Sent)
+	if r.Latency > b.timeout {
+		if len(b.held) < maxHeld {
+			b.held = append(b.held, r)
+			return nil
+		}
+		if r.Latency > b.wallBound(nil) {
+			b.malformed++
+			return nil
+		}
+	}
+	b.add(r)
+	return nil
+}
+
+// release judges the held results once the record's end (if any) is read.
+func (b *builder) release(end *replay.RunEnd) {
+	bound := b.wallBound(end)
+	for _, r := range b.held {
+		if r.Latency > bound {
+			b.malformed++
+			continue
+		}
+		b.add(r)
+	}
+	b.held = nil
+}
+
+// add counts a result that passed the checks.
+func (b *builder) add(r replay.Result) {
 	b.results++
 	if !b.seenT || r.T > b.maxT {
 		b.maxT, b.seenT = r.T, true
@@ -332,18 +403,18 @@ func (b *builder) result(r replay.Result) error {
 	c := a.sec(s)
 	c.rows[row]++
 	a.total.rows[row]++
-	if b.dead[targetKey(r.Host, r.Port)] {
+	if b.dead[replay.TargetKey(r.Host, r.Port)] {
 		b.toDead[row]++
 	} else if r.Outcome == replay.OutcomeUnavailable {
 		b.toLive503++
 	}
 	if row == rowNotSent {
-		return nil
+		return
 	}
 
 	// When it left, in trace time: Started is trace time From, and wall
 	// time runs Speedup times slower than trace time.
-	left := b.from + time.Duration(float64(r.Sent)*b.speedup)
+	left := b.from + time.Duration(min(float64(r.Sent)*b.speedup, float64(maxLeft)))
 	ls := int(left / time.Second)
 	if left < 0 {
 		ls = 0
@@ -358,11 +429,11 @@ func (b *builder) result(r replay.Result) error {
 	}
 
 	if row != rowOK && row != rowConflict {
-		return nil
+		return
 	}
 	m := a.min(int(r.T / time.Minute))
 	add := func(cond int) {
-		m.sum[cond] += r.Latency
+		m.sum[cond] += float64(r.Latency)
 		m.n[cond]++
 		a.lat[cond].add(r.Latency)
 	}
@@ -380,5 +451,5 @@ func (b *builder) result(r replay.Result) error {
 		c.unknown++
 		a.total.unknown++
 	}
-	return nil
+	return
 }

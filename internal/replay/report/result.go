@@ -51,8 +51,13 @@ type Run struct {
 	MaxLag       time.Duration `json:"max_lag_trace_ns"`
 	RecordMaxLag time.Duration `json:"record_max_lag_wall_ns,omitempty"`
 	LateResults  int64         `json:"late_results"`
-	PeakInFlight int64         `json:"peak_in_flight,omitempty"`
-	PeakHeap     uint64        `json:"peak_heap_bytes,omitempty"`
+	// Malformed counts results left out of every table and figure for
+	// times no replayer measures: a negative Sent or latency, or a
+	// latency past the run's wall time (its end's, else its latest Sent)
+	// plus the client's timeout.
+	Malformed    int64  `json:"malformed,omitempty"`
+	PeakInFlight int64  `json:"peak_in_flight,omitempty"`
+	PeakHeap     uint64 `json:"peak_heap_bytes,omitempty"`
 }
 
 // Window is the trace seconds replayed, from the schedule's start.
@@ -382,7 +387,8 @@ func (b *builder) finish(h *replay.RunHeader, end *replay.RunEnd, nets []replay.
 	sum := b.sum
 	rep := &Report{Warnings: []string{}, Paper: paperDelay()}
 	rep.Run = Run{Schedule: h.Schedule, Source: h.ScheduleHeader.Source, API: h.API, Local: h.Local, Speedup: h.Speedup,
-		Timeout: h.Timeout, Started: h.Started, Results: b.results, Ended: end != nil, MaxLag: b.maxLag, LateResults: b.lateLags}
+		Timeout: h.Timeout, Started: h.Started, Results: b.results, Ended: end != nil, MaxLag: b.maxLag, LateResults: b.lateLags,
+		Malformed: b.malformed}
 
 	// The window: from From to where the run got. A run that ended
 	// without interruption replayed up to Until (or the schedule's end);
@@ -539,7 +545,7 @@ func (b *builder) series(lo, hi int) ([]SecondSeries, []MinuteSeries) {
 			if agg.n[c] == 0 {
 				return nil
 			}
-			v := ms(agg.sum[c] / time.Duration(agg.n[c]))
+			v := ms(time.Duration(agg.sum[c] / float64(agg.n[c])))
 			return &v
 		}
 		row.MeanHitMS, row.MeanMissMS, row.MeanSuccessfulMS = mean(condHit), mean(condMiss), mean(condSuccessful)
@@ -555,6 +561,9 @@ func (b *builder) warnings(rep *Report, h *replay.RunHeader, end *replay.RunEnd,
 		add("the record has no end: the run was killed; this report covers what it recorded, up to trace time %v", rep.Run.Reached)
 	} else if end.Interrupted {
 		add("the run was interrupted (Ctrl-C) at trace time %v, before the schedule's end", end.Reached)
+	}
+	if n := b.malformed; n > 0 {
+		add("%d results are malformed (a negative sent time or latency, or a latency past the run's wall time plus its %v timeout) and are left out of every table and figure", n, h.Timeout)
 	}
 	if n := total.rows[rowNotSent]; n > 0 {
 		add("%d requests (%.2f%%) were not sent: the replayer fell behind or stopped, so this is not a faithful replay", n, pct(n, total.results()))

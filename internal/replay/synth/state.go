@@ -77,6 +77,9 @@ type cacheKey struct {
 type cacheEntry struct {
 	key    cacheKey
 	issued time.Duration
+	// answered is false when the flow that filled the entry sent packets
+	// and got none back.
+	answered bool
 }
 
 func newClientCache(lifetime time.Duration, max int) *clientCache {
@@ -88,15 +91,20 @@ func (c *clientCache) live(e *cacheEntry, t time.Duration) bool {
 }
 
 // hit reports whether k is cached at t; if not, a request is issued at t
-// and the entry (re)filled.
-func (c *clientCache) hit(k cacheKey, t time.Duration) bool {
+// and the entry (re)filled. answered says whether the flow at hand got an
+// answer from its server. While strict holds (the trace counts packets
+// both ways), an entry filled by a flow nobody answered does not count as
+// cached: the client's connection failed, so it could not have cached a
+// certificate (Forced Perspectives, IMC 2014, Table 2: "failed requests
+// cannot be cached"), and its next flow to the target asks again.
+func (c *clientCache) hit(k cacheKey, t time.Duration, answered, strict bool) bool {
 	if el, ok := c.m[k]; ok {
 		e := el.Value.(*cacheEntry)
 		c.lru.MoveToFront(el)
-		if c.live(e, t) {
+		if c.live(e, t) && (e.answered || !strict) {
 			return true
 		}
-		e.issued = t
+		e.issued, e.answered = t, answered
 		return false
 	}
 	if len(c.m) >= c.max {
@@ -108,7 +116,7 @@ func (c *clientCache) hit(k cacheKey, t time.Duration) bool {
 		delete(c.m, e.key)
 		c.lru.Remove(el)
 	}
-	c.m[k] = c.lru.PushFront(&cacheEntry{key: k, issued: t})
+	c.m[k] = c.lru.PushFront(&cacheEntry{key: k, issued: t, answered: answered})
 	return false
 }
 

@@ -140,7 +140,7 @@ type Synth struct {
 	sw      *replay.ScheduleWriter
 	w       io.Writer
 	cache   *clientCache
-	targets map[targetKey]*target
+	targets map[string]*target // by replay.TargetKey
 	series  series
 	// bothWays is set once a flow shows packets from its server.
 	bothWays bool
@@ -168,7 +168,7 @@ func New(cfg Config) (*Synth, error) {
 	s := &Synth{
 		cfg:     cfg,
 		cache:   newClientCache(cfg.CacheLifetime, cfg.CacheMax),
-		targets: map[targetKey]*target{},
+		targets: map[string]*target{},
 	}
 	s.res.SNIRecovered = -1
 	if cfg.Compare && slices.Contains(cfg.Naming, MethodSNI) &&
@@ -362,20 +362,20 @@ func (s *Synth) release(p pending) error {
 		return nil
 	}
 	sec.Named++
-	k := targetKey{p.host, p.port}
+	k := replay.TargetKey(p.host, p.port)
 	tg := s.targets[k]
 	if tg == nil {
 		if len(s.targets) >= s.cfg.TargetsMax {
 			return fmt.Errorf("%w: more than %d", ErrTooManyTargets, s.cfg.TargetsMax)
 		}
-		tg = &target{allNoAnswer: true}
+		tg = &target{host: p.host, port: p.port, allNoAnswer: true}
 		s.targets[k] = tg
 	}
 	tg.flows++
 	if !p.noAnswer {
 		tg.allNoAnswer = false
 	}
-	if s.cache.hit(cacheKey{p.client, p.host, p.port}, t) {
+	if s.cache.hit(cacheKey{p.client, p.host, p.port}, t, !p.noAnswer, s.countsBothWays()) {
 		sec.ClientHits++
 		s.res.ClientCacheHits++
 		return nil
@@ -387,24 +387,23 @@ func (s *Synth) release(p pending) error {
 }
 
 func (s *Synth) finish(st replay.Stats) (Result, error) {
-	keys := make([]targetKey, 0, len(s.targets))
-	for k := range s.targets {
-		keys = append(keys, k)
+	keys := make([]*target, 0, len(s.targets))
+	for _, tg := range s.targets {
+		keys = append(keys, tg)
 	}
-	slices.SortFunc(keys, func(a, b targetKey) int {
+	slices.SortFunc(keys, func(a, b *target) int {
 		if c := strings.Compare(a.host, b.host); c != 0 {
 			return c
 		}
 		return int(a.port) - int(b.port)
 	})
-	bothWays := s.cfg.Counts == CountsBothWays || s.cfg.Counts == CountsAuto && s.bothWays
-	for _, k := range keys {
-		tg := s.targets[k]
-		dead := bothWays && tg.allNoAnswer || s.cfg.Dead != nil && s.cfg.Dead.Dead(k.host)
+	bothWays := s.countsBothWays()
+	for _, tg := range keys {
+		dead := bothWays && tg.allNoAnswer || s.cfg.Dead != nil && s.cfg.Dead.Dead(tg.host)
 		if dead {
 			s.res.DeadTargets++
 		}
-		if err := s.sw.WriteTarget(replay.Target{Host: k.host, Port: k.port, Flows: tg.flows, Requests: tg.requests, Dead: dead}); err != nil {
+		if err := s.sw.WriteTarget(replay.Target{Host: tg.host, Port: tg.port, Flows: tg.flows, Requests: tg.requests, Dead: dead}); err != nil {
 			return s.res, err
 		}
 	}
@@ -418,12 +417,17 @@ func (s *Synth) finish(st replay.Stats) (Result, error) {
 	return s.res, nil
 }
 
-type targetKey struct {
-	host string
-	port uint16
+// countsBothWays reports whether the trace counts packets both ways, so
+// that a flow with packets out and none back was really unanswered. With
+// CountsAuto it holds once any flow read so far, up to the reorder window
+// ahead of the one being released, had a packet back.
+func (s *Synth) countsBothWays() bool {
+	return s.cfg.Counts == CountsBothWays || s.cfg.Counts == CountsAuto && s.bothWays
 }
 
 type target struct {
+	host            string
+	port            uint16
 	flows, requests int64
 	// allNoAnswer holds while every flow to the target sent packets and
 	// got none back.

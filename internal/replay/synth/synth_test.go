@@ -42,6 +42,19 @@ func fl(sec float64, c int, sni string) replay.Flow {
 	}
 }
 
+// silent makes f a connection attempt nobody answered: SYNs out, nothing
+// back.
+func silent(f replay.Flow) replay.Flow {
+	f.PacketsOut, f.PacketsIn = 3, 0
+	return f
+}
+
+// uncounted makes f a flow whose format counted no packets.
+func uncounted(f replay.Flow) replay.Flow {
+	f.PacketsOut, f.PacketsIn = 0, 0
+	return f
+}
+
 // req is a request as the test tables write it: offset seconds, client,
 // host.
 type req struct {
@@ -97,6 +110,7 @@ func TestClientCache(t *testing.T) {
 		name     string
 		lifetime time.Duration
 		max      int
+		counts   Counts
 		flows    []replay.Flow
 		want     []req
 		hits     int64
@@ -149,9 +163,49 @@ func TestClientCache(t *testing.T) {
 		}(),
 		want: []req{{0, 1, "a.example"}, {1, 1, "a.example"}},
 		hits: 1,
+	}, {
+		// Failed requests cannot be cached (Forced Perspectives, Table
+		// 2): client 1's SYN-only flows to d at 1 and 2 each ask again;
+		// the answered one at 3 asks and fills the entry, so 4 (answered)
+		// and 5 (unanswered this time) are hits. Client 2 is apart.
+		name: "unanswered flows do not fill the cache",
+		flows: []replay.Flow{
+			fl(0, 1, "a.example"), silent(fl(1, 1, "d.example")), silent(fl(2, 1, "d.example")),
+			fl(3, 1, "d.example"), fl(4, 1, "d.example"), silent(fl(5, 1, "d.example")), silent(fl(6, 2, "d.example")),
+		},
+		want: []req{{0, 1, "a.example"}, {1, 1, "d.example"}, {2, 1, "d.example"}, {3, 1, "d.example"}, {6, 2, "d.example"}},
+		hits: 2,
+	}, {
+		// Declared both ways: no flow with packets back is needed.
+		name:   "unanswered, trace declared to count both ways",
+		counts: CountsBothWays,
+		flows:  []replay.Flow{silent(fl(1, 1, "d.example")), silent(fl(2, 1, "d.example"))},
+		want:   []req{{0, 1, "d.example"}, {1, 1, "d.example"}},
+	}, {
+		// One-way netflow cannot tell an unanswered flow from an
+		// answered one: every flow fills the cache, as the paper's did.
+		name:   "one-way trace: every flow fills the cache",
+		counts: CountsOneWay,
+		flows:  []replay.Flow{fl(0, 1, "a.example"), silent(fl(1, 1, "d.example")), silent(fl(2, 1, "d.example"))},
+		want:   []req{{0, 1, "a.example"}, {1, 1, "d.example"}},
+		hits:   1,
+	}, {
+		// Auto, and no flow had a packet back: the trace is taken as
+		// one-way.
+		name:  "auto without any answered flow: every flow fills the cache",
+		flows: []replay.Flow{silent(fl(1, 1, "d.example")), silent(fl(2, 1, "d.example"))},
+		want:  []req{{0, 1, "d.example"}},
+		hits:  1,
+	}, {
+		// A flow that counted no packets either way says nothing: it
+		// fills the cache.
+		name:  "uncounted flows fill the cache",
+		flows: []replay.Flow{fl(0, 1, "a.example"), uncounted(fl(1, 1, "u.example")), uncounted(fl(2, 1, "u.example"))},
+		want:  []req{{0, 1, "a.example"}, {1, 1, "u.example"}},
+		hits:  1,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Naming: []string{MethodSNI}, CacheLifetime: tc.lifetime, CacheMax: tc.max}
+			cfg := Config{Naming: []string{MethodSNI}, CacheLifetime: tc.lifetime, CacheMax: tc.max, Counts: tc.counts}
 			sch, res := synthesize(t, cfg, tc.flows)
 			if !reflect.DeepEqual(sch.reqs, tc.want) {
 				t.Errorf("requests %v, want %v", sch.reqs, tc.want)
