@@ -15,6 +15,9 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(obcbench.AllRows, ", "))
 	algs := fs.String("algs", strings.Join(obcbench.Algs, ","), "gen and fetch: client key algorithms")
 	genSamples := fs.Int("gen-samples", 20, "gen: keys and certificates made per algorithm")
+	rtt := fs.Duration("rtt", 50*time.Millisecond, "fetch: the delay proxy's round trip")
+	fetchSamples := fs.Int("fetch-samples", 20, "fetch: fetches per case (no OBC; first, pooled first and return visit per algorithm)")
+	pageBytes := fs.Int("page-bytes", 48<<10, "fetch: the page's size")
 	cases := fs.String("cases", strings.Join(obcbench.TerminatorCases, ","), "terminator: client keys, none for no client certificate")
 	rate := fs.Float64("rate", 200, "terminator: requests per second, open loop (the paper: 3,000 on a data-centre machine)")
 	duration := fs.Duration("duration", 30*time.Second, "terminator: measured window per case (the paper: 5 minutes)")
@@ -44,16 +47,16 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 		}
 		return obcbench.ServeChild(ctx, obcbench.TerminatorOptions{Backend: *backend, ClientAuth: *clientAuth == "request"}, env.Stdin, env.Stdout)
 	}
-	cfg := obcbench.Config{GenSamples: *genSamples, Cases: splitList(*cases), Algs: splitList(*algs), Rate: *rate, Duration: *duration,
+	cfg := obcbench.Config{GenSamples: *genSamples, RTT: *rtt, FetchSamples: *fetchSamples, PageBytes: *pageBytes, Cases: splitList(*cases), Algs: splitList(*algs), Rate: *rate, Duration: *duration,
 		Warmup: *warmup, Resumed: *resumed, Clients: *clients, CeilingDuration: *ceiling, Seed: *seed, Progress: prefixWriter{env, "bench obc: "}}
 	if *rows != "all" {
 		cfg.Rows = splitList(*rows)
 	}
 	switch {
-	case *genSamples < 1, *clients < 1:
-		return usageError("--gen-samples and --clients must be at least 1")
-	case *rate <= 0 || *duration <= 0 || *ceiling <= 0:
-		return usageError("--rate, --duration and --ceiling must be positive")
+	case *genSamples < 1, *clients < 1, *fetchSamples < 1, *pageBytes < 1:
+		return usageError("--gen-samples, --fetch-samples, --page-bytes and --clients must be at least 1")
+	case *rate <= 0 || *duration <= 0 || *ceiling <= 0 || *rtt <= 0:
+		return usageError("--rate, --duration, --ceiling and --rtt must be positive")
 	case *resumed < 0 || *resumed >= 1:
 		return usageError("--resumed must be at least 0 and below 1")
 	}

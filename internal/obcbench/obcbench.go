@@ -27,7 +27,7 @@ const (
 )
 
 // AllRows are the rows Run measures by default.
-var AllRows = []string{RowGen, RowTerminator}
+var AllRows = []string{RowGen, RowFetch, RowTerminator}
 
 // Config says what to measure. Zero fields take the defaults noted.
 type Config struct {
@@ -174,6 +174,7 @@ type Report struct {
 	Started    time.Time      `json:"started"`
 	Seconds    float64        `json:"seconds"`
 	Gen        []GenRow       `json:"gen,omitempty"`
+	Fetch      *FetchRow      `json:"fetch,omitempty"`
 	Terminator *TerminatorRow `json:"terminator,omitempty"`
 }
 
@@ -197,8 +198,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := measureStore(ctx, &cfg, &row); err != nil {
+				return nil, err
+			}
 			rep.Gen = append(rep.Gen, row)
 		}
+	}
+	if want(RowFetch) {
+		r, err := runFetch(ctx, &cfg)
+		if err != nil {
+			return nil, err
+		}
+		rep.Fetch = r
 	}
 	if want(RowTerminator) {
 		r, err := runTerminator(ctx, &cfg)

@@ -25,6 +25,19 @@ func (r *Report) WriteText(w io.Writer) {
 				pq(g.StoreFirstMs), pq(g.StoreFirstPooledMs), pq(g.StoreReturnMs), paper)
 		}
 	}
+	if f := r.Fetch; f != nil {
+		fmt.Fprintf(w, "\npage fetch through a %.0f ms RTT delay proxy (Figures 6–7), %d-byte page, new connection per fetch, ms p50 / p90 (%d fetches each)\n",
+			f.RTTms, f.PageBytes, f.Samples)
+		fmt.Fprintf(w, "  %-11s %17s %17s %17s %12s %12s\n", "client key", "first visit", "… with pool", "return visit", "paper first", "paper return")
+		fmt.Fprintf(w, "  %-11s %17s %17s %17s %12.0f %12.0f\n", "no OBC", pq(&f.BaselineMs), "", "", f.PaperBaselineMs, f.PaperBaselineMs)
+		for _, c := range f.Cases {
+			pf, pr := "-", "-"
+			if c.PaperFirstMs > 0 {
+				pf, pr = fmt.Sprintf("%.0f", c.PaperFirstMs), fmt.Sprintf("%.0f", c.PaperReturnMs)
+			}
+			fmt.Fprintf(w, "  %-11s %17s %17s %17s %12s %12s\n", c.Alg, pq(&c.FirstMs), pq(&c.FirstPooledMs), pq(&c.ReturnMs), pf, pr)
+		}
+	}
 	if t := r.Terminator; t != nil {
 		where := "in its own process"
 		if !t.Separate {
@@ -113,7 +126,8 @@ func pq(s *Stats) string {
 }
 
 // SavePlots draws the report's figures, each as PREFIX-NAME.svg and .png:
-// generation time per algorithm (gen), the terminator's memory and CPU
+// generation time per algorithm (gen), the page fetch latency (fetch), the
+// terminator's memory and CPU
 // (memory, cpu) and its added-latency histogram per client key
 // (latency-CASE). It returns the files written.
 func (r *Report) SavePlots(prefix string) ([]string, error) {
@@ -142,6 +156,21 @@ func (r *Report) SavePlots(prefix string) ([]string, error) {
 			b.Groups = append(b.Groups, pooled)
 		}
 		if err := save("gen", b); err != nil {
+			return written, err
+		}
+	}
+	if f := r.Fetch; f != nil && len(f.Cases) > 0 {
+		b := &chart.Bars{Title: fmt.Sprintf("Page fetch through a %.0f ms RTT (median; no OBC %.1f ms)", f.RTTms, f.BaselineMs.P50),
+			XLabel: "client key", YLabel: "fetchStart to responseEnd (ms)"}
+		first, pooled, back := group("first visit"), group("first visit, pooled key"), group("return visit")
+		for _, c := range f.Cases {
+			b.Labels = append(b.Labels, c.Alg)
+			first.Values = append(first.Values, c.FirstMs.P50)
+			pooled.Values = append(pooled.Values, c.FirstPooledMs.P50)
+			back.Values = append(back.Values, c.ReturnMs.P50)
+		}
+		b.Groups = []chart.BarGroup{first, pooled, back}
+		if err := save("fetch", b); err != nil {
 			return written, err
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/obc"
+	"github.com/pkie/pkie/obc/server"
 )
 
 // TerminatorName is the name in the terminator's certificate.
@@ -42,7 +43,8 @@ type TerminatorOptions struct {
 	Backend string
 	// ClientAuth asks every client for a certificate, accepting any
 	// (self-signed) one whose possession the handshake proves: a TLS-OBC
-	// server. Without it the terminator sends no CertificateRequest.
+	// server (obc/server.TLSConfig). Without it the terminator sends no
+	// CertificateRequest.
 	ClientAuth bool
 }
 
@@ -85,7 +87,7 @@ func StartTerminator(opts TerminatorOptions) (*Terminator, error) {
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
 	if opts.ClientAuth {
-		cfg = obcServerConfig(cfg)
+		cfg = server.TLSConfig(cfg)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,15 +126,6 @@ func StartTerminator(opts TerminatorOptions) (*Terminator, error) {
 	}
 	go t.srv.Serve(tls.NewListener(acceptTimer{ln}, cfg))
 	return t, nil
-}
-
-// obcServerConfig asks for any client certificate and accepts a
-// self-signed one; crypto/tls still checks the CertificateVerify
-// signature, which proves the client holds the key.
-func obcServerConfig(base *tls.Config) *tls.Config {
-	c := base.Clone()
-	c.ClientAuth = tls.RequireAnyClientCert
-	return c
 }
 
 type connKey struct{}

@@ -14,7 +14,7 @@ import (
 // process, and checks that each case ran with its own client key: the
 // terminator records the algorithm of the certificates it saw.
 func TestRunTiny(t *testing.T) {
-	cfg := Config{Rows: []string{RowGen, RowTerminator}, Algs: []string{"ecdsa-p256", "rsa-1024"}, GenSamples: 2,
+	cfg := Config{Algs: []string{"ecdsa-p256", "rsa-1024"}, GenSamples: 2, FetchSamples: 2, RTT: 10 * time.Millisecond, PageBytes: 1000,
 		Cases: []string{"none", "ecdsa-p256", "rsa-1024", "ed25519"}, Rate: 40, Duration: 700 * time.Millisecond, Warmup: 300 * time.Millisecond,
 		Clients: 3, CeilingDuration: 300 * time.Millisecond}
 	var progress bytes.Buffer
@@ -29,6 +29,27 @@ func TestRunTiny(t *testing.T) {
 	for _, g := range r.Gen {
 		if g.KeyMs.N != 2 || g.CertMs.N != 2 || g.TotalMs.P50 < g.KeyMs.Min || g.PaperMs == 0 {
 			t.Errorf("%s: %+v", g.Alg, g)
+		}
+		// measureStore itself fails a run whose visits were not
+		// created, pooled or cached as intended.
+		if g.StoreFirstMs == nil || g.StoreFirstMs.N != 2 || g.StoreFirstPooledMs.N != 2 || g.StoreReturnMs.N != 2 {
+			t.Errorf("%s: store rows %+v %+v %+v", g.Alg, g.StoreFirstMs, g.StoreFirstPooledMs, g.StoreReturnMs)
+		}
+	}
+	f := r.Fetch
+	if f == nil || f.BaselineMs.N != 2 || f.RTTms != 10 || len(f.Cases) != 2 {
+		t.Fatalf("fetch row %+v", f)
+	}
+	for _, c := range f.Cases {
+		// Every fetch presented a certificate of the case's algorithm:
+		// the server says what it saw, and runFetch fails otherwise.
+		if c.Presented != 3*2 || c.FirstMs.N != 2 || c.FirstPooledMs.N != 2 || c.ReturnMs.N != 2 {
+			t.Errorf("fetch %s: %+v", c.Alg, c)
+		}
+		// Two RTTs at least (TLS 1.3 handshake, request); the proxy adds
+		// nothing to the TCP connect.
+		if c.ReturnMs.Min < 20 || c.PaperFirstMs == 0 {
+			t.Errorf("fetch %s: return visit min %v ms under two 10 ms RTTs, paper %v", c.Alg, c.ReturnMs.Min, c.PaperFirstMs)
 		}
 	}
 	tr := r.Terminator
@@ -72,14 +93,14 @@ func TestRunTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"gen":`, `"terminator":`, `"seen_keys":`, `"handshakes_per_second":`, `"load_avg_start":`} {
+	for _, key := range []string{`"gen":`, `"fetch":`, `"store_first_pooled_ms":`, `"terminator":`, `"seen_keys":`, `"handshakes_per_second":`, `"load_avg_start":`} {
 		if !bytes.Contains(b, []byte(key)) {
 			t.Errorf("JSON lacks %s", key)
 		}
 	}
 	var text bytes.Buffer
 	r.WriteText(&text)
-	for _, want := range []string{"Figure 8", "rsa-1024", "ceiling, same run", "paper: memory"} {
+	for _, want := range []string{"Figure 8", "Figures 6–7", "rsa-1024", "ceiling, same run", "paper: memory"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
@@ -88,8 +109,9 @@ func TestRunTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// gen, memory, cpu and one histogram per case, each SVG and PNG.
-	if len(files) != 2*(3+len(cfg.Cases)) {
+	// gen, fetch, memory, cpu and one histogram per case, each SVG and
+	// PNG.
+	if len(files) != 2*(4+len(cfg.Cases)) {
 		t.Errorf("plots %v", files)
 	}
 	if !strings.Contains(progress.String(), "terminator: rsa-1024") {
