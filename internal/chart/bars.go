@@ -86,10 +86,17 @@ func (b *Bars) Save(path string) error {
 		pl.Add(l)
 	}
 	pl.NominalX(b.Labels...)
+	// Half a category of margin each side, so the outer groups' bars
+	// are not cut at the axes.
+	pl.X.Min, pl.X.Max = -0.5, float64(len(b.Labels))-0.5
 	pl.Legend.Top = true
 	pl.Y.Min = 0
 	if top > 0 {
-		pl.Y.Max = top * 1.12 // room for the value labels
+		// Room for the value labels, or for the legend.
+		pl.Y.Max = top * 1.12
+		if len(b.Groups) > 1 {
+			pl.Y.Max = top * (1 + 0.08*float64(len(b.Groups)+1))
+		}
 	}
 	if b.YMin != nil {
 		pl.Y.Min = *b.YMin

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -27,6 +28,7 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 	ceiling := fs.Duration("ceiling", 5*time.Second, "terminator: length of the raw-handshake ceiling run")
 	seed := fs.Uint64("seed", 1, "terminator: seed of the request mix")
 	inProcess := fs.Bool("in-process", false, "terminator: run it in this process instead of a child (its CPU and memory then include the load generator's)")
+	from := fs.String("from", "", "measure nothing: print (and with --plot draw) the report a --json run saved in this file")
 	plot := fs.String("plot", "", "write the plots to PREFIX-NAME.svg and .png")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	// Child mode: the terminator alone, driven over stdin and stdout by
@@ -69,6 +71,17 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 	if err := checkOutput("--plot", *plot); err != nil {
 		return err
 	}
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		var r obcbench.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("--from %s: not a pkie bench obc --json report: %w", *from, err)
+		}
+		return writeOBCReport(env, &r, *asJSON, *plot)
+	}
 	if !*inProcess {
 		exe, err := os.Executable()
 		if err != nil {
@@ -80,16 +93,22 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	return writeOBCReport(env, r, *asJSON, *plot)
+}
+
+// writeOBCReport prints r and draws its plots.
+func writeOBCReport(env *Env, r *obcbench.Report, asJSON bool, plot string) error {
 	// Results first: a plot that cannot be written must not lose the run.
-	if *asJSON {
+	var err error
+	if asJSON {
 		err = writeJSON(env.Stdout, r)
 	} else {
 		r.WriteText(env.Stdout)
 	}
-	if err != nil || *plot == "" {
+	if err != nil || plot == "" {
 		return err
 	}
-	files, err := r.SavePlots(*plot)
+	files, err := r.SavePlots(plot)
 	if err != nil {
 		return fmt.Errorf("--plot: %w (the results above are complete)", err)
 	}

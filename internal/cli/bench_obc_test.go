@@ -65,6 +65,25 @@ func TestBenchOBCJSON(t *testing.T) {
 	if !strings.Contains(errb.String(), "bench obc: terminator: ecdsa-p256") {
 		t.Errorf("no progress on stderr: %q", errb.String())
 	}
+
+	// --from prints a saved run again, measuring nothing.
+	saved := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(saved, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var text, errt bytes.Buffer
+	env = &Env{Stdout: &text, Stderr: &errt, Getenv: func(string) string { return "" }}
+	if code := Main(context.Background(), env, []string{"bench", "obc", "--from", saved}); code != ExitOK {
+		t.Fatalf("--from: exit %d: %s", code, errt.String())
+	}
+	for _, want := range []string{"TLS terminator", "ecdsa-p256", "ceiling, same run", "ed25519"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("--from text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(errt.String(), "terminator:") {
+		t.Errorf("--from measured again: %s", errt.String())
+	}
 }
 
 func TestBenchOBCUsage(t *testing.T) {
