@@ -47,6 +47,9 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 		if *clientAuth != "none" && *clientAuth != "request" {
 			return usageError("--client-auth must be none or request")
 		}
+		if env.Stdin == nil {
+			return usageError("--terminator-only reads its commands from stdin, and there is none")
+		}
 		return obcbench.ServeChild(ctx, obcbench.TerminatorOptions{Backend: *backend, ClientAuth: *clientAuth == "request"}, env.Stdin, env.Stdout)
 	}
 	cfg := obcbench.Config{GenSamples: *genSamples, RTT: *rtt, FetchSamples: *fetchSamples, PageBytes: *pageBytes, Cases: splitList(*cases), Algs: splitList(*algs), Rate: *rate, Duration: *duration,
