@@ -61,11 +61,12 @@ func commands() []command {
 		{"prover", "serve CT and revocation proofs from synced trees: serve", runProver},
 		{"probe", "fetch a TLS server's certificate chain with phase timings", runProbe},
 		{"pec", "fetch a URL through the PEC dialer, the server's chain proved by the cloud: get", runPEC},
+		{"obc", "origin-bound client certificates: get | list | forget | serve", runOBC},
 		{"pec-proxy", "serve an HTTP backend over TLS as a PEC server: forward each chain to the client's cloud", runPECProxy},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
-		{"replay", "replay a network's HTTPS flows as notary requests: flows", runReplay},
+		{"replay", "replay a network's HTTPS flows as notary requests: gen | flows | synth | run | report", runReplay},
 		{"bench", "measure pkie against the research papers (bench proofs, ...)", runBench},
 		{"version", "print pkie's version and the revision it was built from", runVersion},
 	}

@@ -159,6 +159,11 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	sum.Stats = r.Stats()
+	if !*asJSON || *out != "" {
+		// (A JSON summary on stderr says it in other_link and
+		// other_link_type, and keeps stderr parseable.)
+		warnPackets(env.Stderr, "replay flows", pos[0], sum.Stats)
+	}
 	if *asJSON {
 		// Flows on stdout keep stdout to themselves.
 		rep := env.Stdout
@@ -173,6 +178,10 @@ func replayFlows(ctx context.Context, env *Env, args []string) error {
 			name, sum.Read, sum.Kept, sum.Named, sum.Malformed)
 		if sum.FirstError != "" {
 			fmt.Fprintf(env.Stderr, "pkie replay flows: first malformed record: %s\n", sum.FirstError)
+		}
+		if sum.NonTCP > 0 || sum.Truncated > 0 {
+			fmt.Fprintf(env.Stderr, "pkie replay flows: %d packets: %d not TCP over IP, %d captured short of their length (counted in full when their headers were captured)\n",
+				sum.Packets, sum.NonTCP, sum.Truncated)
 		}
 		if sum.SNIDropped > 0 {
 			fmt.Fprintf(env.Stderr, "pkie replay flows: %d ssl.log names past --zeek-ssl-max were dropped\n", sum.SNIDropped)
@@ -262,4 +271,21 @@ func openTrace(env *Env, name string, prog *traceProgress) (*bufio.Reader, func(
 		br = bufio.NewReaderSize(zr, replay.MaxLine)
 	}
 	return br, closeFn, nil
+}
+
+// warnPackets says, on w, why a packet trace's packets made no flow when
+// the reason is the capture's rather than the traffic's: a link type pkie
+// does not decode (most often a Wi-Fi monitor or a tunnel interface's
+// capture), which would otherwise end in a silent count of 0 flows.
+func warnPackets(w io.Writer, cmd, name string, st replay.Stats) {
+	if st.OtherLink == 0 {
+		return
+	}
+	if st.Kept == 0 {
+		fmt.Fprintf(w, "pkie %s: warning: %s: no flows: %d of its %d packets have link type %s, which pkie does not read (it reads Ethernet, Linux cooked v1 and v2, raw IP and BSD loopback)\n",
+			cmd, name, st.OtherLink, st.Packets, st.OtherLinkType)
+		return
+	}
+	fmt.Fprintf(w, "pkie %s: warning: %s: %d of its %d packets were skipped for their link type, %s, which pkie does not read\n",
+		cmd, name, st.OtherLink, st.Packets, st.OtherLinkType)
 }

@@ -47,7 +47,7 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 	scale := fs.Float64("scale", 1, "a network this many times the paper's campus: flows and clients scaled, the web's hosts not")
 	clients := fs.Int("clients", 0, "client addresses (default: the paper's campus, times --scale)")
 	start := fs.String("start", def.Start.Format(time.RFC3339), "the trace's start, RFC 3339")
-	format := fs.String("format", replay.FormatJSONL, "trace format: jsonl, nfdump (nfdump 1.7 -o csv) or zeek (conn.log, with --ssl-out)")
+	format := fs.String("format", replay.FormatJSONL, "trace format: jsonl, nfdump (nfdump 1.7 -o csv), zeek (conn.log, with --ssl-out), pcap or pcapng (handshakes and ClientHellos; data packets captured to their headers)")
 	out := fs.String("out", "", "the trace file (- for stdout)")
 	sslOut := fs.String("ssl-out", "", "with --format zeek: the ssl.log naming the connections")
 	mapOut := fs.String("map", "", "also write the reverse-DNS map of the trace's resolvable addresses, \"ADDR NAME\" lines")
@@ -119,7 +119,7 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 		return writeJSON(env.Stdout, o)
 	}
 	switch *format {
-	case replay.FormatJSONL, replay.FormatNfdump:
+	case replay.FormatJSONL, replay.FormatNfdump, replay.FormatPCAP, gen.FormatPCAPNG:
 		if *sslOut != "" {
 			return usageError("--ssl-out goes with --format zeek")
 		}
@@ -131,7 +131,7 @@ func replayGen(ctx context.Context, env *Env, args []string) error {
 			return usageError("--format zeek writes two files: give --out FILE")
 		}
 	default:
-		return usageError("--format %q: want jsonl, nfdump or zeek", *format)
+		return usageError("--format %q: want jsonl, nfdump, zeek, pcap or pcapng", *format)
 	}
 	if *out == "" {
 		return usageError("want --out FILE (or --out - for stdout); run \"pkie replay gen -h\"")

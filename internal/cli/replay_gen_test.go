@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,6 +160,45 @@ func TestReplayGen(t *testing.T) {
 	if nf := readTrace(t, csv, ""); len(nf) != len(flows) || nf[len(nf)-1].BytesIn != flows[len(flows)-1].BytesIn {
 		t.Fatalf("nfdump CSV has %d flows, want %d like the jsonl's", len(nf), len(flows))
 	}
+	// A packet capture, read back by pkie replay flows: the flows come as
+	// their connections end, so compare them in order of start.
+	for _, format := range []string{"pcap", "pcapng"} {
+		capture := filepath.Join(dir, "t."+format)
+		if _, stderr, code := runGen(t, context.Background(), append(small, "--format", format, "--out", capture)...); code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", format, code, stderr)
+		}
+		code, out, stderr := runCLI(t, "replay", "flows", capture)
+		if code != ExitOK {
+			t.Fatalf("replay flows %s: exit %d: %s", format, code, stderr)
+		}
+		r := replay.NewJSONLReader(strings.NewReader(out))
+		var pf []replay.Flow
+		for {
+			f, err := r.Next()
+			if err != nil {
+				break
+			}
+			pf = append(pf, f)
+		}
+		if len(pf) != len(flows) {
+			t.Fatalf("%s: %d flows, want %d", format, len(pf), len(flows))
+		}
+		order := func(a, b replay.Flow) int {
+			return cmp.Or(a.Start.Compare(b.Start), a.Client.Compare(b.Client), a.Server.Compare(b.Server), cmp.Compare(a.Duration, b.Duration))
+		}
+		want := slices.Clone(flows)
+		slices.SortFunc(want, order)
+		slices.SortFunc(pf, order)
+		for i, f := range pf {
+			w := want[i]
+			if w.PacketsIn == 0 {
+				w.ServerName = ""
+			}
+			if f.Start != w.Start || f.Duration != w.Duration || f.Client != w.Client || f.Server != w.Server || f.ServerName != w.ServerName || f.BytesIn != w.BytesIn {
+				t.Fatalf("%s flow %d: %+v, jsonl %+v", format, i, f, w)
+			}
+		}
+	}
 }
 
 // TestReplayGenInterrupted checks that a stopped run leaves no file, not
@@ -186,7 +227,8 @@ func TestReplayGenUsage(t *testing.T) {
 		{nil, "want --out"},
 		{[]string{"--out", out, "--format", "zeek"}, "--ssl-out"},
 		{[]string{"--out", out, "--ssl-out", out + ".ssl"}, "goes with --format zeek"},
-		{[]string{"--out", out, "--format", "pcap"}, "want jsonl, nfdump or zeek"},
+		{[]string{"--out", out, "--format", "erf"}, "want jsonl, nfdump, zeek, pcap or pcapng"},
+		{[]string{"--out", out, "--format", "pcap", "--ssl-out", out + ".ssl"}, "goes with --format zeek"},
 		{[]string{"--out", out, "--scale", "0"}, "--scale"},
 		{[]string{"--out", out, "--start", "noon"}, "RFC 3339"},
 		{[]string{"--out", filepath.Join(dir, "no", "such", "dir")}, "--out"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -45,6 +46,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	maxInFlight := fs.Int("max-in-flight", driver.DefaultMaxInFlight, "most requests in flight; a request due past it is recorded not_sent")
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "with --notary local, the notaries' probe timeout (2 s, as in Forced Perspectives §3.2)")
 	deadMode := fs.String("dead", "refuse", "with --notary local, what the world's dead targets do: refuse (connections refused: the probe fails at once) or silent (accepted, never answered: the probe times out, as at a server that no longer answers)")
+	force := fs.Bool("force", false, "overwrite --out if it exists (never when it is the schedule or a bundle)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	asJSON := fs.Bool("json", false, "print the run's end and its results by outcome as JSON")
 	pos, err := parseFlags(fs, args)
@@ -64,8 +66,8 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--notary %q: the only in-process notary is \"local\"; remote notaries are given by --notary-bundle", *notaryMode)
 	case *api != "convergence" && *api != "v1":
 		return usageError("--api %q: want convergence or v1", *api)
-	case *speedup <= 0:
-		return usageError("--speedup must be positive")
+	case !validSpeedup(*speedup):
+		return usageError("--speedup %v: want a finite number above 0", *speedup)
 	case *timeout == 0:
 		return usageError("--timeout must be positive")
 	case *until != 0 && *until <= *from:
@@ -78,6 +80,9 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--dead %q: want refuse or silent", *deadMode)
 	case *localN < 1 || *localN > 16:
 		return usageError("--local-notaries must be 1 to 16")
+	}
+	if err := checkRecordOut(*out, *force, append([]string{pos[0]}, bundles...)); err != nil {
+		return err
 	}
 	if err := checkOutput("--out", *out); err != nil {
 		return err
@@ -208,8 +213,23 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 
-	f, err := os.Create(*out)
+	// The record is written in place, not renamed into place at the end:
+	// a run killed outright keeps what it recorded, which report reads.
+	// Without --force, O_EXCL keeps the check above from racing another
+	// writer.
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if fi, err := os.Stat(*out); err == nil && !fi.Mode().IsRegular() {
+		// A device or pipe (/dev/null for a throwaway run): nothing
+		// to overwrite.
+		flags = os.O_WRONLY
+	} else if *force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(*out, flags, 0o666)
 	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return usageError("--out %s exists; give --force to overwrite it", *out)
+		}
 		return err
 	}
 	defer f.Close()
@@ -220,9 +240,9 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	if *until > 0 && *until < total {
 		total = *until
 	}
-	if !*quiet {
-		opt.Progress = func(p driver.Progress) { printRunProgress(env.Stderr, p, total) }
-	}
+	// The falling-behind warning is printed even with --quiet.
+	rp := &runProgress{w: env.Stderr, total: total, quiet: *quiet}
+	opt.Progress = rp.show
 	sum, runErr := driver.Run(ctx, opt)
 	if err := f.Close(); err != nil && runErr == nil {
 		runErr = err
@@ -243,6 +263,10 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stderr, "pkie replay run: %d results in %s (trace time %s reached, max lag %s, peak %d in flight): %s\n",
 			sum.Results, sum.End.Wall.Round(time.Millisecond), sum.End.Reached.Round(time.Millisecond),
 			sum.End.MaxLag.Round(time.Millisecond), sum.End.PeakInFlight, outcomeMix(sum.Counts))
+		if sum.Late > 0 {
+			fmt.Fprintf(env.Stderr, "pkie replay run: %d results left a trace second or more behind their time (max lag %s): the replayer fell behind, so results are not a faithful replay\n",
+				sum.Late, sum.End.MaxLag.Round(time.Millisecond))
+		}
 		if n := sum.Counts[replay.OutcomeNotSent]; n > 0 {
 			fmt.Fprintf(env.Stderr, "pkie replay run: %d requests were not sent (the bound of %d in flight was reached): not a faithful replay\n", n, *maxInFlight)
 		}
@@ -251,6 +275,40 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("interrupted at trace time %s; %s ends with an interrupted run", sum.End.Reached.Round(time.Millisecond), *out)
 	}
 	return nil
+}
+
+// checkRecordOut refuses a run record path that would destroy an input
+// (the schedule or a notary bundle, by path or as the same file through
+// another name) or, without force, any existing regular file: a run record is
+// written in place from the start, so a mistyped --out would otherwise be
+// gone before the run showed anything.
+func checkRecordOut(out string, force bool, inputs []string) error {
+	oi, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return usageError("--out %s: %v", out, errors.Unwrap(err))
+	}
+	for _, in := range inputs {
+		if ii, err := os.Stat(in); err == nil && os.SameFile(oi, ii) {
+			return usageError("--out %s is %s, an input of the run: it would be overwritten", out, in)
+		}
+	}
+	if oi.IsDir() {
+		return usageError("--out %s is a directory", out)
+	}
+	if !force && oi.Mode().IsRegular() {
+		return usageError("--out %s exists; give --force to overwrite it", out)
+	}
+	return nil
+}
+
+// validSpeedup reports whether f can divide trace time into wall time: the
+// flag parser accepts "NaN" and "Inf", which would make every request due
+// at once (or never) and cannot be written to the record.
+func validSpeedup(f float64) bool {
+	return f > 0 && !math.IsInf(f, 0) && !math.IsNaN(f)
 }
 
 // scheduleRest reads a whole schedule, checking it, and returns its
@@ -338,6 +396,34 @@ func outcomeMix(c map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
+// runProgress prints a replay's progress lines, and warns when the
+// replayer falls behind.
+type runProgress struct {
+	w     io.Writer
+	total time.Duration
+	quiet bool
+
+	warnedLate int64         // Progress.Late at the last warning
+	warnedAt   time.Duration // and its wall time
+}
+
+// lateWarnEvery spaces the falling-behind warnings.
+const lateWarnEvery = 10 * time.Second
+
+func (rp *runProgress) show(p driver.Progress) {
+	if !rp.quiet {
+		printRunProgress(rp.w, p, rp.total)
+	}
+	if p.Late > rp.warnedLate && (rp.warnedLate == 0 || p.Wall-rp.warnedAt >= lateWarnEvery) {
+		fmt.Fprintf(rp.w, "pkie replay run: warning: the replayer is falling behind: %d results so far left a trace second (%s of wall time) or more late, up to %s: results are not a faithful replay\n",
+			p.Late, p.TraceSecond.Round(time.Microsecond), p.MaxLag.Round(time.Millisecond))
+		rp.warnedLate, rp.warnedAt = p.Late, p.Wall
+	}
+}
+
+// printRunProgress prints one progress line. Its lags are the recorded
+// ones (Result.Sent behind the due time), the largest of the results that
+// ended in the last interval and of all so far: what report will show.
 func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	of := ""
 	if total > 0 {
@@ -347,7 +433,7 @@ func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	if p.Interval > 0 {
 		rate = float64(p.Sent) / p.Interval.Seconds()
 	}
-	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s; %s\n",
+	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s (max %s); %s\n",
 		p.Reached.Truncate(time.Second), of, p.Wall.Truncate(time.Second), rate, p.InFlight,
-		p.Lag.Round(time.Millisecond), outcomeMix(p.Counts))
+		p.RecentMaxLag.Round(time.Millisecond), p.MaxLag.Round(time.Millisecond), outcomeMix(p.Counts))
 }

@@ -186,3 +186,118 @@ func TestReplayRunUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRunSpeedup: a speed-up that is not a finite number above 0 is a
+// usage error before anything is written: no record is left behind.
+func TestReplayRunSpeedup(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	rec := filepath.Join(dir, "run.jsonl")
+	for _, v := range []string{"NaN", "Inf", "+Inf", "-Inf", "0", "-1", "nan"} {
+		var out, errb bytes.Buffer
+		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+		args := []string{"replay", "run", sched, "--notary", "local", "--until", "1s", "--quiet", "--out", rec, "--speedup", v}
+		code := Main(context.Background(), env, args)
+		if code != ExitUsage || !strings.Contains(errb.String(), "--speedup") || !strings.Contains(errb.String(), "finite number above 0") {
+			t.Errorf("--speedup %s: exit %d, %q; want a usage error naming --speedup", v, code, errb.String())
+		}
+		if _, err := os.Stat(rec); !os.IsNotExist(err) {
+			t.Fatalf("--speedup %s left %s behind (%v)", v, rec, err)
+		}
+	}
+}
+
+// TestReplayRunOutSafe: --out never overwrites the schedule or a bundle
+// (by its path or through another name, even with --force), and overwrites
+// an existing record only with --force.
+func TestReplayRunOutSafe(t *testing.T) {
+	dir := t.TempDir()
+	sched := writeSchedule(t, dir)
+	orig, err := os.ReadFile(sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(sched, link); err != nil {
+		t.Fatal(err)
+	}
+	hard := filepath.Join(dir, "hard.jsonl")
+	if err := os.Link(sched, hard); err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "b.notary")
+	if err := os.WriteFile(bundle, []byte("not read"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "old.jsonl")
+	if err := os.WriteFile(old, []byte("an earlier record\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+		code := Main(context.Background(), env, append([]string{"replay", "run", "--quiet", "--speedup", "10", "--until", "1s"}, args...))
+		return code, errb.String()
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{sched, "--notary", "local", "--out", sched}, "an input of the run"},
+		{[]string{sched, "--notary", "local", "--out", sched, "--force"}, "an input of the run"},
+		{[]string{sched, "--notary", "local", "--out", link, "--force"}, "an input of the run"},
+		{[]string{link, "--notary", "local", "--out", hard, "--force"}, "an input of the run"},
+		{[]string{sched, "--notary-bundle", bundle, "--out", bundle, "--force"}, "an input of the run"},
+		{[]string{sched, "--notary", "local", "--out", old}, "--force"},
+		{[]string{sched, "--notary", "local", "--out", dir, "--force"}, "directory"},
+	} {
+		if code, msg := run(tc.args...); code != ExitUsage || !strings.Contains(msg, tc.want) {
+			t.Errorf("%v: exit %d, %q; want a usage error saying %q", tc.args, code, msg, tc.want)
+		}
+	}
+	if b, err := os.ReadFile(sched); err != nil || !bytes.Equal(b, orig) {
+		t.Fatalf("the schedule changed (%v)", err)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "an earlier record\n" {
+		t.Fatalf("the earlier record was overwritten without --force: %q", b)
+	}
+	if code, msg := run(sched, "--notary", "local", "--out", old, "--force"); code != ExitOK {
+		t.Fatalf("--force: exit %d: %s", code, msg)
+	}
+	if _, end, res := runRecord(t, old); end == nil || len(res) != 1 {
+		t.Fatalf("record written over the old one: end %+v, %d results; want 1", end, len(res))
+	}
+}
+
+// TestReplayRunLateWarning: the progress line shows the recorded lag, and
+// a replayer falling behind by a trace second is warned about even with
+// --quiet, at most every lateWarnEvery.
+func TestReplayRunLateWarning(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		var b bytes.Buffer
+		rp := &runProgress{w: &b, quiet: quiet}
+		step := func(wall time.Duration, late int64) string {
+			b.Reset()
+			rp.show(driver.Progress{Wall: wall, Interval: time.Second, Lag: time.Millisecond,
+				RecentMaxLag: 1500 * time.Millisecond, MaxLag: 2 * time.Second, Late: late, TraceSecond: 100 * time.Millisecond})
+			return b.String()
+		}
+		const warn = "the replayer is falling behind"
+		if s := step(time.Second, 0); strings.Contains(s, warn) || quiet != (s == "") {
+			t.Errorf("quiet %v, none late: %q", quiet, s)
+		}
+		s := step(2*time.Second, 3)
+		if !strings.Contains(s, warn) || !strings.Contains(s, "not a faithful replay") || !strings.Contains(s, "3 results") {
+			t.Errorf("quiet %v, 3 late: %q; want the warning", quiet, s)
+		}
+		if !quiet && !strings.Contains(s, "lag 1.5s (max 2s)") {
+			t.Errorf("progress line %q does not show the recorded lags", s)
+		}
+		if s := step(5*time.Second, 9); strings.Contains(s, warn) {
+			t.Errorf("quiet %v: warned again within %v: %q", quiet, lateWarnEvery, s)
+		}
+		if s := step(12*time.Second, 9); !strings.Contains(s, warn) || !strings.Contains(s, "9 results") {
+			t.Errorf("quiet %v: not warned again after %v: %q", quiet, lateWarnEvery, s)
+		}
+	}
+}

@@ -9,6 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
 )
 
 func TestReplayFlows(t *testing.T) {
@@ -229,5 +234,54 @@ func TestReplayFlowsPCAP(t *testing.T) {
 				t.Errorf("summary %+v, flows:\n%s", sum, out)
 			}
 		})
+	}
+}
+
+// TestReplayFlowsLinkTypeWarning checks that a capture of a link type pkie
+// does not read (here Wi-Fi monitor frames) says so instead of reporting
+// 0 flows in silence.
+func TestReplayFlowsLinkTypeWarning(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, lt layers.LinkType, n int) string {
+		var b bytes.Buffer
+		w := pcapgo.NewWriter(&b)
+		if err := w.WriteFileHeader(65535, lt); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			frame := make([]byte, 60)
+			if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000000+int64(i), 0), CaptureLength: 60, Length: 60}, frame); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wifi := write("wifi.pcap", layers.LinkTypeIEEE802_11, 4)
+	code, out, errs := runCLI(t, "replay", "flows", wifi)
+	if code != ExitOK || out != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errs)
+	}
+	if want := "warning: " + wifi + ": no flows: 4 of its 4 packets have link type 105 (802.11), which pkie does not read"; !strings.Contains(errs, want) {
+		t.Errorf("stderr %q, want %q", errs, want)
+	}
+	// With --json on stderr, the summary says it.
+	code, _, errs = runCLI(t, "replay", "flows", "--json", wifi)
+	var sum replayFlowsSummary
+	if err := json.Unmarshal([]byte(errs), &sum); code != ExitOK || err != nil {
+		t.Fatalf("exit %d, summary %q: %v", code, errs, err)
+	}
+	if sum.OtherLink != 4 || sum.OtherLinkType != "105 (802.11)" || sum.Packets != 4 || sum.Kept != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	// An Ethernet capture of the same zero frames is not TCP: no warning,
+	// but the count.
+	eth := write("eth.pcap", layers.LinkTypeEthernet, 2)
+	if code, _, errs := runCLI(t, "replay", "flows", eth); code != ExitOK || strings.Contains(errs, "warning") ||
+		!strings.Contains(errs, "2 packets: 2 not TCP over IP, 0 captured short") {
+		t.Errorf("exit %d, stderr %s", code, errs)
 	}
 }

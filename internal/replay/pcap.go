@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/gopacket"
@@ -19,10 +21,16 @@ import (
 // pcapStats counts what a pcap reader saw and what it left out.
 type pcapStats struct {
 	Packets   uint64 // packets read from the file
-	Skipped   uint64 // not TCP to or from a configured port, or an IP fragment past the first
+	Skipped   uint64 // TCP not to or from a configured port, or an IP fragment past the first
 	Malformed uint64 // frames that did not decode
-	Flows     uint64 // flows returned
-	Named     uint64 // flows returned with a server name
+	// OtherLink counts packets of a link type the reader does not
+	// decode, the first of which is otherLinkType.
+	OtherLink     uint64
+	otherLinkType uint16
+	NonTCP        uint64 // not TCP over IPv4 or IPv6
+	Truncated     uint64 // captured shorter than on the wire
+	Flows         uint64 // flows returned
+	Named         uint64 // flows returned with a server name
 	// Evicted counts flows returned early because maxFlows were tracked
 	// at once: the least recently active one is returned as it stands,
 	// and later packets of its connection start a new flow.
@@ -80,15 +88,24 @@ type PCAPReader struct {
 	flows  map[flowKey]*list.Element // of *pcapFlow
 	lru    *list.List                // least recently active at the back
 	closed map[flowKey]time.Time     // recently returned, for late packets
-	ready  []Flow
-	now    time.Time
-	swept  time.Time
-	eof    error
-	stats  pcapStats
+	// closedQ is closed's entries in the order they were added, from
+	// closedHead on: the oldest are forgotten first, in constant time.
+	closedQ    []closedEntry
+	closedHead int
+	ready      []Flow
+	now        time.Time
+	swept      time.Time
+	eof        error
+	stats      pcapStats
 	// The bounds, pcapMaxFlows and pcapIdleTimeout unless a test
 	// changes them.
 	maxFlows int
 	idle     time.Duration
+}
+
+type closedEntry struct {
+	key  flowKey
+	last time.Time
 }
 
 // flowKey names a connection from the client's side.
@@ -165,10 +182,33 @@ func OpenPCAP(r io.Reader, opt Options) (*PCAPReader, error) {
 // the flows returned, as Kept; packets skipped are in packetStats.
 func (pr *PCAPReader) Stats() Stats {
 	s := pr.stats
-	return Stats{
+	st := Stats{
 		Read: int64(s.Flows), Kept: int64(s.Flows), Named: int64(s.Named), Malformed: int64(s.Malformed),
 		Packets: int64(s.Packets), Evicted: int64(s.Evicted), Late: int64(s.Late),
+		OtherLink: int64(s.OtherLink), NonTCP: int64(s.NonTCP), Truncated: int64(s.Truncated),
 	}
+	if s.OtherLink > 0 {
+		st.OtherLinkType = linkTypeName(s.otherLinkType)
+	}
+	return st
+}
+
+// linkTypeName names a link type as tcpdump's -L does where gopacket
+// knows it, by number always.
+func linkTypeName(lt uint16) string {
+	switch {
+	case lt == linkTypeLinuxSLL2:
+		return "276 (LINUX_SLL2)"
+	case lt == 0xffff:
+		// cappedReader's answer for a packet of an interface the
+		// pcapng section did not describe.
+		return "none (a packet of an undescribed pcapng interface)"
+	case lt <= 0xff:
+		if n := layers.LinkType(lt).String(); !strings.HasPrefix(n, "Unknown") {
+			return fmt.Sprintf("%d (%s)", lt, n)
+		}
+	}
+	return strconv.Itoa(int(lt))
 }
 
 // packetStats reports the packet-level counts, skipped packets included.
@@ -212,6 +252,9 @@ func (pr *PCAPReader) isServerPort(p uint16) bool { return slices.Contains(pr.po
 
 // packet accounts one captured frame.
 func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
+	if ci.CaptureLength < ci.Length {
+		pr.stats.Truncated++
+	}
 	var first gopacket.Decoder
 	switch lt {
 	case uint16(layers.LinkTypeEthernet), uint16(layers.LinkTypeLinuxSLL), uint16(layers.LinkTypeNull), uint16(layers.LinkTypeLoop):
@@ -231,12 +274,15 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 		case layers.EthernetTypeIPv6:
 			first = layers.LayerTypeIPv6
 		default:
-			pr.stats.Skipped++
+			pr.stats.NonTCP++
 			return
 		}
 		data = data[20:]
 	default:
-		pr.stats.Skipped++
+		if pr.stats.OtherLink == 0 {
+			pr.stats.otherLinkType = lt
+		}
+		pr.stats.OtherLink++
 		return
 	}
 	pkt := gopacket.NewPacket(data, first, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
@@ -244,7 +290,11 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 	var ipLen, ipHdr int
 	switch ip := pkt.NetworkLayer().(type) {
 	case *layers.IPv4:
-		if ip.FragOffset != 0 || ip.Protocol != layers.IPProtocolTCP {
+		if ip.Protocol != layers.IPProtocolTCP {
+			pr.stats.NonTCP++
+			return
+		}
+		if ip.FragOffset != 0 {
 			pr.stats.Skipped++
 			return
 		}
@@ -260,19 +310,21 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 		if pkt.ErrorLayer() != nil {
 			pr.stats.Malformed++
 		} else {
-			pr.stats.Skipped++
+			pr.stats.NonTCP++
 		}
 		return
 	default:
-		pr.stats.Skipped++
+		pr.stats.NonTCP++
 		return
 	}
 	tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
-	if tcp == nil {
+	if tcp == nil || len(tcp.Contents) < 20 {
+		// A lazily decoded packet keeps the TCP layer it failed to
+		// decode, empty: a header cut short by the capture.
 		if pkt.ErrorLayer() != nil {
 			pr.stats.Malformed++
 		} else {
-			pr.stats.Skipped++
+			pr.stats.NonTCP++
 		}
 		return
 	}
@@ -300,7 +352,7 @@ func (pr *PCAPReader) packet(data []byte, ci gopacket.CaptureInfo, lt uint16) {
 
 	el := pr.flows[key]
 	if el == nil {
-		if _, ok := pr.closed[key]; ok && !tcp.SYN {
+		if last, ok := pr.closed[key]; ok && !tcp.SYN && pr.now.Sub(last) < pr.idle {
 			pr.stats.Late++
 			return
 		}
@@ -423,11 +475,13 @@ func (pr *PCAPReader) finish(el *list.Element, closed bool) {
 	fl.f.Duration = fl.last.Sub(fl.f.Start)
 	pr.ready = append(pr.ready, fl.f)
 	if closed {
-		if len(pr.closed) >= pr.maxFlows {
-			pr.expireClosed()
-		}
-		if len(pr.closed) < pr.maxFlows {
-			pr.closed[fl.key] = fl.last
+		pr.closed[fl.key] = fl.last
+		pr.closedQ = append(pr.closedQ, closedEntry{fl.key, fl.last})
+		// Past the bound the oldest is forgotten (its late packets
+		// would then start a flow); the queue's stale entries, of keys
+		// reopened since, are bounded too.
+		for len(pr.closed) > pr.maxFlows || len(pr.closedQ)-pr.closedHead > 2*pr.maxFlows {
+			pr.popClosed()
 		}
 	}
 }
@@ -451,10 +505,25 @@ func (pr *PCAPReader) sweep() {
 // expireClosed forgets the closed connections old enough that a packet of
 // theirs is a new connection's.
 func (pr *PCAPReader) expireClosed() {
-	for k, t := range pr.closed {
-		if pr.now.Sub(t) >= pr.idle {
-			delete(pr.closed, k)
-		}
+	for pr.closedHead < len(pr.closedQ) && pr.now.Sub(pr.closedQ[pr.closedHead].last) >= pr.idle {
+		pr.popClosed()
+	}
+}
+
+// popClosed forgets the oldest closed connection. (Scanning the map for
+// expired ones whenever it was full, as this reader once did, cost the
+// whole map per connection closed once a trace had closed pcapMaxFlows
+// within pcapIdleTimeout: a minute of a campus's HTTPS.)
+func (pr *PCAPReader) popClosed() {
+	e := pr.closedQ[pr.closedHead]
+	pr.closedQ[pr.closedHead] = closedEntry{}
+	pr.closedHead++
+	if t, ok := pr.closed[e.key]; ok && t.Equal(e.last) {
+		delete(pr.closed, e.key)
+	}
+	if pr.closedHead >= 1024 && pr.closedHead > len(pr.closedQ)/2 {
+		pr.closedQ = append(pr.closedQ[:0], pr.closedQ[pr.closedHead:]...)
+		pr.closedHead = 0
 	}
 }
 

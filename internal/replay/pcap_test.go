@@ -437,6 +437,9 @@ func FuzzPCAP(f *testing.F) {
 	// Real captures: Linux cooked v1 and v2 and pcapng from tcpdump and dumpcap,
 	// BSD null from real Go TLS connections.
 	seed(f, "tls-sll.pcap", "tls-sll2.pcap", "tls-lo.pcapng")
+	// pkie replay gen's captures: truncated data packets whose IP lengths
+	// state their size, crypto/tls ClientHellos, retransmitted SYNs.
+	seed(f, "gen-6.pcap", "gen-6-nosni.pcapng")
 	f.Add(loopbackTrace(f, false, ltNull).pcap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pr, err := OpenPCAP(bytes.NewReader(b), Options{Ports: []uint16{443, 80}})

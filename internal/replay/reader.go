@@ -74,6 +74,18 @@ type Stats struct {
 	Packets int64 `json:"packets,omitempty"`
 	Evicted int64 `json:"evicted,omitempty"`
 	Late    int64 `json:"late,omitempty"`
+	// OtherLink, NonTCP and Truncated say why a packet trace's packets
+	// made no flow, or less of one: packets of a link type the reader
+	// does not decode (OtherLinkType names the first such type, as
+	// "105 (802.11)"), packets that were not TCP over IPv4 or IPv6
+	// (ARP, UDP, ICMP, other EtherTypes), and packets captured shorter
+	// than they were on the wire (a snap length): those still count in
+	// full when their IP and TCP headers were captured, and are also
+	// Malformed when they were not.
+	OtherLink     int64  `json:"other_link,omitempty"`
+	OtherLinkType string `json:"other_link_type,omitempty"`
+	NonTCP        int64  `json:"non_tcp,omitempty"`
+	Truncated     int64  `json:"truncated,omitempty"`
 }
 
 func (s *Stats) malformed(line int64, err error) {

@@ -15,8 +15,11 @@ import (
 // records"):
 //
 //	run      one, first: what was replayed, against what, how fast
-//	result   one per request sent (or not sent), in the order they ended
-//	net      samples of the bytes counted at the notaries' listeners
+//	result   one per request and notary that was due (sent or not), in
+//	         the order they ended
+//	net      each wall second, the bytes counted so far at the notaries'
+//	         listeners (or the replayer's connections to remote ones) and
+//	         at the synthetic world's
 //	end      one, last, when the run ended cleanly (finished or stopped)
 //
 // A record without its end was killed; report reads what it has and says
@@ -51,7 +54,20 @@ type RunHeader struct {
 	// Local says the notaries ran in this process against a synthetic
 	// world, with its settings; empty for remote notaries.
 	Local string `json:"local,omitempty"`
+	// Conns says how requests used connections to the notaries: "reuse"
+	// (pooled keep-alive connections per simulated source address, so
+	// most requests carry no TLS handshake) or "fresh" (a new TLS
+	// connection per request, as a client checking one certificate per
+	// connection would open, so the notaries' bytes include a handshake
+	// per request). Empty in records written before the field: "reuse".
+	Conns string `json:"conns,omitempty"`
 }
+
+// Connection modes of RunHeader.Conns.
+const (
+	ConnsReuse = "reuse"
+	ConnsFresh = "fresh"
+)
 
 // Outcomes of a request, as Table 1 of Forced Perspectives groups them.
 const (
@@ -70,9 +86,10 @@ const (
 	OutcomeConnError = "conn_error"
 	// OutcomeTimeout: the client's timeout expired first.
 	OutcomeTimeout = "timeout"
-	// OutcomeNotSent: the replayer could not send it (its own bound on
-	// requests in flight was full, or the run stopped first). A run with
-	// any is not a faithful replay; report says so.
+	// OutcomeNotSent: the replayer could not send it: its own bound on
+	// requests in flight was full. (A stopped run records nothing for the
+	// requests not yet due.) A run with any is not a faithful replay;
+	// report says so.
 	OutcomeNotSent = "not_sent"
 )
 

@@ -166,7 +166,7 @@ func (w *World) serve(ln net.Listener, cfg *tls.Config) {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			cc := &countConn{Conn: c, n: &w.probeBytes}
+			cc := CountConn(c, &w.probeBytes)
 			w.conns.Store(c, struct{}{})
 			defer w.conns.Delete(c)
 			defer c.Close()
@@ -320,22 +320,4 @@ func (w *World) Close() error {
 	})
 	w.wg.Wait()
 	return nil
-}
-
-// countConn adds the bytes read and written through it to n.
-type countConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c *countConn) Read(b []byte) (int, error) {
-	k, err := c.Conn.Read(b)
-	c.n.Add(int64(k))
-	return k, err
-}
-
-func (c *countConn) Write(b []byte) (int, error) {
-	k, err := c.Conn.Write(b)
-	c.n.Add(int64(k))
-	return k, err
 }

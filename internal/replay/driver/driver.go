@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/netip"
 	"runtime/metrics"
 	"sync"
@@ -41,7 +42,8 @@ type Options struct {
 	// Targets are the notaries: each request goes to every one of them,
 	// as a Convergence client asks every notary of its set.
 	Targets []Target
-	// Speedup divides trace time into wall time; 0 means 1.
+	// Speedup divides trace time into wall time; 0 means 1. It must be
+	// finite and not negative.
 	Speedup float64
 	// Timeout is the client's timeout per request; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -78,9 +80,22 @@ type Progress struct {
 	Sent     int64
 	Interval time.Duration
 	InFlight int64
-	// Lag is how far behind its time the last request left the
-	// scheduler: a replay that keeps up has it near zero.
+	// Lag is how far behind its time the scheduler dispatched the last
+	// request. It is not the lag recorded: a request leaves (Result.Sent)
+	// only once its goroutine has run and handed it to the transport,
+	// which on a loaded machine can be much later; RecentMaxLag and
+	// MaxLag are the recorded lags.
 	Lag time.Duration
+	// RecentMaxLag is the largest lag (Result.Sent behind its due time)
+	// of the results recorded in the last interval, and MaxLag the
+	// largest of all results so far: what the record and report show.
+	RecentMaxLag, MaxLag time.Duration
+	// Late counts the results so far that left a trace second or more
+	// behind their time (a lag of at least 1s/Speedup of wall time), and
+	// TraceSecond is that bound: a replay with any is not faithful at the
+	// trace's one-second resolution.
+	Late        int64
+	TraceSecond time.Duration
 	// Counts are the results so far by outcome.
 	Counts map[string]int64
 }
@@ -92,6 +107,9 @@ type Summary struct {
 	Counts map[string]int64
 	// Results counts every result written.
 	Results int64
+	// Late counts the results that left a trace second or more behind
+	// their time (Progress.Late).
+	Late int64
 }
 
 // LoopbackSources returns k source addresses 127.0.1.1, 127.0.1.2, …
@@ -115,8 +133,14 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if o.Schedule == nil || o.Out == nil || len(o.Targets) == 0 {
 		return Summary{}, errors.New("driver: Options need a Schedule, an Out and at least one Target")
 	}
-	if o.Speedup <= 0 {
+	if o.Speedup == 0 {
 		o.Speedup = 1
+	}
+	if !(o.Speedup > 0) || math.IsInf(o.Speedup, 0) {
+		// Checked before the record's header is written: NaN cannot be
+		// written as JSON, and ±Inf or a negative speed-up makes every
+		// request due at once or never.
+		return Summary{}, fmt.Errorf("driver: speed-up %v is not a finite number above 0", o.Speedup)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -157,7 +181,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		PeakInFlight: r.peak.Load(),
 		PeakHeap:     r.peakHeap,
 	}
-	sum := Summary{End: end, Counts: r.counts, Results: r.nResults}
+	sum := Summary{End: end, Counts: r.counts, Results: r.nResults, Late: r.late}
 	if werr != nil {
 		return sum, werr
 	}
@@ -189,10 +213,12 @@ type run struct {
 	sent     atomic.Int64 // dispatched (not counting not_sent)
 
 	// Owned by the writer goroutine until Run reads them after it ends.
-	counts   map[string]int64
-	nResults int64
-	maxLag   time.Duration
-	peakHeap uint64
+	counts    map[string]int64
+	nResults  int64
+	maxLag    time.Duration
+	recentLag time.Duration // max since the last progress
+	late      int64
+	peakHeap  uint64
 }
 
 // due returns when trace time t leaves, as wall time since started.
@@ -276,10 +302,17 @@ func (r *run) do(ctx context.Context, t Target, req replay.Request, src netip.Ad
 	defer r.inflight.Done()
 	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
-	start := time.Now()
-	res.Sent = start.Sub(r.started)
+	sent := time.Now()
 	a := t.Do(ctx, req, src)
-	res.Latency = time.Since(start)
+	end := time.Now()
+	// A request leaves when the target hands it to its transport
+	// (Answer.Sent), not when its goroutine starts: what the record
+	// calls lag is then the replayer's whole delay, scheduling and
+	// preparation both, and latency only what a client would wait for.
+	if a.Sent.After(sent) && !a.Sent.After(end) {
+		sent = a.Sent
+	}
+	res.Sent, res.Latency = sent.Sub(r.started), end.Sub(sent)
 	res.Outcome, res.Status, res.Cache = a.Outcome, a.Status, a.Cache
 	if a.Err != nil {
 		res.Error = a.Err.Error()
@@ -329,11 +362,15 @@ func (r *run) write(rw *replay.RecordWriter, stop <-chan struct{}) error {
 		}
 		werr = rw.Flush()
 	}
+	traceSecond := time.Duration(float64(time.Second) / r.o.Speedup)
 	take := func(res replay.Result) {
 		r.counts[res.Outcome]++
 		r.nResults++
-		if lag := res.Sent - r.due(res.T); lag > r.maxLag {
-			r.maxLag = lag
+		lag := res.Sent - r.due(res.T)
+		r.maxLag = max(r.maxLag, lag)
+		r.recentLag = max(r.recentLag, lag)
+		if lag >= traceSecond {
+			r.late++
 		}
 		if werr == nil {
 			werr = rw.WriteResult(res)
@@ -354,9 +391,12 @@ func (r *run) write(rw *replay.RecordWriter, stop <-chan struct{}) error {
 				r.o.Progress(Progress{
 					Wall: now.Sub(r.started), Reached: time.Duration(r.reached.Load()),
 					Sent: sent - lastSent, Interval: now.Sub(lastTick),
-					InFlight: r.n.Load(), Lag: time.Duration(r.lag.Load()), Counts: c,
+					InFlight: r.n.Load(), Lag: time.Duration(r.lag.Load()),
+					RecentMaxLag: r.recentLag, MaxLag: r.maxLag, Late: r.late, TraceSecond: traceSecond,
+					Counts: c,
 				})
 				lastSent, lastTick = sent, now
+				r.recentLag = 0
 			}
 		case <-stop:
 			// Every sender has finished: drain what they left.

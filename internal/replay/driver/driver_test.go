@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -242,31 +243,43 @@ func TestOpenLoop(t *testing.T) {
 	defer tg.Close()
 
 	t.Run("timeouts", func(t *testing.T) {
-		// 40 requests over 0.4 s, each held 300 ms by the notary and
-		// then timed out: a closed loop would take 12 s to send them.
+		// 40 requests over 0.39 s, each held by the notary until the
+		// client's 1 s timeout: all 40 are due within one hold, so an
+		// open loop has all 40 in flight at once, each sent on time. A
+		// closed loop would take 40 s to send them; one allowing only
+		// 4 in flight would send the last at 9 s.
+		const n, gap, hold = 40, 10 * time.Millisecond, time.Second
 		var reqs []replay.Request
-		for i := range 40 {
-			reqs = append(reqs, req(time.Duration(i)*10*time.Millisecond, fmt.Sprintf("10.0.0.%d", i), "a.test"))
+		for i := range n {
+			reqs = append(reqs, req(time.Duration(i)*gap, fmt.Sprintf("10.0.0.%d", i), "a.test"))
 		}
 		var out bytes.Buffer
 		sum, err := Run(context.Background(), Options{
 			Schedule: schedule(t, reqs, nil), Out: &out, Targets: []Target{tg},
-			Timeout: 300 * time.Millisecond, Sources: LoopbackSources(4),
+			Timeout: hold, Sources: LoopbackSources(4),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, end, res, _ := readRecord(t, out.Bytes())
-		if sum.Counts[replay.OutcomeTimeout] != 40 || len(res) != 40 {
-			t.Fatalf("counts %v, %d results; want 40 timeouts", sum.Counts, len(res))
+		if sum.Counts[replay.OutcomeTimeout] != n || len(res) != n {
+			t.Fatalf("counts %v, %d results; want %d timeouts", sum.Counts, len(res), n)
 		}
-		// Generous for a loaded machine, far below the 11.7 s the last
-		// request would lag in a closed loop.
-		if end.MaxLag > 3*time.Second {
-			t.Errorf("max lag %v: requests waited for answers", end.MaxLag)
+		// Each request left within half a hold of its time: generous
+		// for a loaded machine, and still less than the hold, so no
+		// request can have waited for another's answer.
+		const bound = hold / 2
+		for _, r := range res {
+			if lag := r.Sent - r.T; lag < 0 || lag > bound {
+				t.Errorf("seq %d due at %v left at %v: lag %v, want within [0, %v]", r.Seq, r.T, r.Sent, lag, bound)
+			}
+			if r.Latency < hold*9/10 {
+				t.Errorf("seq %d: latency %v, want the %v hold", r.Seq, r.Latency, hold)
+			}
 		}
-		if end.PeakInFlight < 2 {
-			t.Errorf("peak in flight %d: requests were not concurrent", end.PeakInFlight)
+		// Every request is due before the first one's hold ends.
+		if dueInHold := int64(min(n, int(hold/gap))); end.PeakInFlight < dueInHold {
+			t.Errorf("peak in flight %d, want %d (every request due within one hold): requests waited for answers", end.PeakInFlight, dueInHold)
 		}
 	})
 
@@ -466,5 +479,100 @@ func TestConvergenceCacheSameSecond(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "ok/miss ok/hit ok/hit" {
 		t.Errorf("got %v, want a miss then hits", got)
+	}
+}
+
+// TestRunSpeedup: Run refuses a speed-up that is not a finite number above
+// 0 before writing anything (NaN cannot be written as JSON; ±Inf and
+// negative ones make every request due at once or never).
+func TestRunSpeedup(t *testing.T) {
+	b := slowNotary(t)
+	tg, err := NewConvergence(b, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -2} {
+		var out bytes.Buffer
+		_, err := Run(context.Background(), Options{
+			Schedule: schedule(t, []replay.Request{req(0, "10.0.0.1", "a.test")}, nil), Out: &out,
+			Targets: []Target{tg}, Speedup: f, Timeout: 100 * time.Millisecond,
+		})
+		if err == nil || !strings.Contains(err.Error(), "speed-up") || out.Len() != 0 {
+			t.Errorf("speed-up %v: err %v, %d bytes written; want a speed-up error and nothing written", f, err, out.Len())
+		}
+	}
+}
+
+// lateTarget hands requests to late.test to its Target only after a delay,
+// as a replayer starved of CPU would: the request leaves late.
+type lateTarget struct {
+	Target
+	delay time.Duration
+}
+
+func (l *lateTarget) Do(ctx context.Context, r replay.Request, src netip.Addr) Answer {
+	if r.Host == "late.test" {
+		time.Sleep(l.delay)
+	}
+	return l.Target.Do(ctx, r, src)
+}
+
+// TestRecordedLag: a request leaves when it is handed to the transport, so
+// a delay before that is lag, not latency; progress shows the lag recorded
+// and counts the results a trace second or more late.
+func TestRecordedLag(t *testing.T) {
+	w, err := testbed.StartWorld(testbed.WorldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l, err := StartLocal(LocalOptions{Lookup: w.Lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fps := func(host string, _ uint16) ([20]byte, [32]byte, bool) {
+		s1, s256, err := w.Fingerprint(host)
+		return s1, s256, err == nil
+	}
+	tg, err := NewConvergence(l.Bundle, fps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	const delay = 400 * time.Millisecond
+	// At --speedup 10 a trace second is 100 ms: late.test leaves four
+	// late. The second request, 1.5 s later, keeps the run going past
+	// the first progress report.
+	sr := schedule(t, []replay.Request{req(0, "10.0.0.1", "late.test"), req(15*time.Second, "10.0.0.2", "on-time.test")}, nil)
+	var mu sync.Mutex
+	var progress []Progress
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), Options{
+		Schedule: sr, Out: &out, Targets: []Target{&lateTarget{Target: tg, delay: delay}}, Speedup: 10, Timeout: 5 * time.Second,
+		Progress: func(p Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end, res, _ := readRecord(t, out.Bytes())
+	if len(res) != 2 || res[0].Outcome != replay.OutcomeOK || res[1].Outcome != replay.OutcomeOK {
+		t.Fatalf("results %+v", res)
+	}
+	if res[0].Sent < delay {
+		t.Errorf("late.test recorded as sent at %v, before the %v it was held back", res[0].Sent, delay)
+	}
+	if end.MaxLag < delay || sum.Late != 1 {
+		t.Errorf("max lag %v, %d late; want at least %v and 1 late", end.MaxLag, sum.Late, delay)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress) == 0 {
+		t.Fatal("no progress")
+	}
+	p := progress[0]
+	if p.RecentMaxLag < delay || p.MaxLag < delay || p.Late != 1 || p.TraceSecond != 100*time.Millisecond {
+		t.Errorf("first progress %+v: want the recorded lag (≥ %v) and 1 late of a 100ms trace second", p, delay)
 	}
 }

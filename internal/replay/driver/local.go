@@ -7,12 +7,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/store"
+	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -51,7 +51,7 @@ type Local struct {
 	// zero fields then mean notary's defaults).
 	Config notary.Config
 
-	bytes   atomic.Int64
+	ln      *testbed.CountingListener
 	history store.History
 	cancel  context.CancelFunc
 	done    chan error
@@ -147,7 +147,8 @@ func StartLocal(o LocalOptions) (*Local, error) {
 		Identity: id, Notary: n, Config: cfg, history: h, cancel: cancel, done: make(chan error, 1), tempDir: tmp,
 		Addr: ln.Addr().(*net.TCPAddr).AddrPort(),
 	}
-	go func() { l.done <- n.ServeTLS(ctx, &countListener{Listener: ln, n: &l.bytes}) }()
+	l.ln = testbed.NewCountingListener(ln)
+	go func() { l.done <- n.ServeTLS(ctx, l.ln) }()
 	nb := id.Bundle(l.Addr.Addr().String(), int(l.Addr.Port()), 0, o.Name, "", "")
 	raw, err := nb.MarshalIndent()
 	if err == nil {
@@ -161,7 +162,10 @@ func StartLocal(o LocalOptions) (*Local, error) {
 }
 
 // Bytes is the TCP payload the notary's listener has carried, both ways.
-func (l *Local) Bytes() int64 { return l.bytes.Load() }
+func (l *Local) Bytes() int64 { return l.ln.Bytes() }
+
+// Accepts is the connections the notary's listener has accepted.
+func (l *Local) Accepts() int64 { return l.ln.Accepts() }
 
 // Close stops the notary and removes its temporary files.
 func (l *Local) Close() error {
@@ -172,18 +176,4 @@ func (l *Local) Close() error {
 		os.RemoveAll(l.tempDir)
 	}
 	return err
-}
-
-// countListener counts the bytes of every connection it accepts.
-type countListener struct {
-	net.Listener
-	n *atomic.Int64
-}
-
-func (l *countListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &countConn{Conn: c, n: l.n}, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/replay"
+	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -43,6 +44,12 @@ type Answer struct {
 	Outcome string // replay.Outcome*
 	Cache   string // replay.CacheHit, replay.CacheMiss, or "" when unknown
 	Err     error  // why, for every outcome but ok and conflict
+	// Sent is when the request was handed to the transport (for HTTP,
+	// when RoundTrip was called): the moment a client sends, after the
+	// target's own preparation and before whatever the connection costs
+	// (waiting for one, dialing, the TLS handshake), which is latency
+	// the client sees. The zero Time means when Do was called.
+	Sent time.Time
 }
 
 // Fingerprints says which certificate a client saw at host:port: the
@@ -136,7 +143,7 @@ func (c *notaryConn) transport(hi int, src netip.Addr) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			tc := tls.Client(&countConn{Conn: raw, n: &c.bytes}, &tls.Config{
+			tc := tls.Client(testbed.CountConn(raw, &c.bytes), &tls.Config{
 				ServerName: serverName,
 				// The bundle's certificate is the notary's only trust
 				// anchor: an exact pin, no CA validation (as
@@ -177,27 +184,35 @@ func (c *notaryConn) transport(hi int, src netip.Addr) *http.Transport {
 
 // post sends body to path on the bundle's hosts, in order, moving to the
 // next only when one cannot be reached (as Convergence clients fail over
-// between a notary's replicas). It returns the status and the body.
-func (c *notaryConn) post(ctx context.Context, src netip.Addr, path, contentType string, body []byte) (int, []byte, error) {
+// between a notary's replicas). It returns the status, the body, and when
+// the request was handed to the first host's transport (Answer.Sent).
+func (c *notaryConn) post(ctx context.Context, src netip.Addr, path, contentType string, body []byte) (int, []byte, time.Time, error) {
 	var lastErr error
+	var sent time.Time
 	for hi := range c.bundle.Hosts {
-		status, out, err := c.postHost(ctx, hi, src, path, contentType, body)
+		status, out, err := c.postHost(ctx, hi, src, path, contentType, body, &sent)
 		if err == nil || ctx.Err() != nil {
-			return status, out, err
+			return status, out, sent, err
 		}
 		lastErr = err
 	}
-	return 0, nil, lastErr
+	return 0, nil, sent, lastErr
 }
 
-func (c *notaryConn) postHost(ctx context.Context, hi int, src netip.Addr, path, contentType string, body []byte) (int, []byte, error) {
+// postHost posts to one host; it sets *sent, if still zero, to when the
+// request is handed to the transport.
+func (c *notaryConn) postHost(ctx context.Context, hi int, src netip.Addr, path, contentType string, body []byte, sent *time.Time) (int, []byte, error) {
 	u := "https://" + c.bundle.Hosts[hi].SSLAddr() + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", contentType)
-	resp, err := c.transport(hi, src).RoundTrip(req)
+	rt := c.transport(hi, src)
+	if sent.IsZero() {
+		*sent = time.Now()
+	}
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -412,7 +427,13 @@ func (t *ConvergenceTarget) Do(ctx context.Context, r replay.Request, src netip.
 	left := t.now()
 	form := url.Values{"fingerprint": {probe.ColonHex(sha1[:])}}.Encode()
 	path := "/target/" + url.PathEscape(r.Host) + "+" + strconv.Itoa(int(r.Port))
-	status, body, err := t.c.post(ctx, src, path, "application/x-www-form-urlencoded", []byte(form))
+	status, body, sent, err := t.c.post(ctx, src, path, "application/x-www-form-urlencoded", []byte(form))
+	a := t.answer(ctx, r, known, left, status, body, err)
+	a.Sent = sent
+	return a
+}
+
+func (t *ConvergenceTarget) answer(ctx context.Context, r replay.Request, known bool, left time.Time, status int, body []byte, err error) Answer {
 	if err != nil {
 		return failure(ctx, status, err)
 	}
@@ -519,7 +540,13 @@ func (t *V1Target) Do(ctx context.Context, r replay.Request, src netip.Addr) Ans
 		wire.SHA256 = hex.EncodeToString(sum[:])
 	}
 	body, _ := json.Marshal(wire)
-	status, out, err := t.c.post(ctx, src, "/v1/check", "application/json", body)
+	status, out, sent, err := t.c.post(ctx, src, "/v1/check", "application/json", body)
+	a := t.answer(ctx, r, q, given, status, out, err)
+	a.Sent = sent
+	return a
+}
+
+func (t *V1Target) answer(ctx context.Context, r replay.Request, q consensus.V1Question, given bool, status int, out []byte, err error) Answer {
 	if err != nil {
 		return failure(ctx, status, err)
 	}
@@ -545,22 +572,4 @@ func (t *V1Target) Do(ctx context.Context, r replay.Request, src netip.Addr) Ans
 		}
 	}
 	return a
-}
-
-// countConn adds the bytes read and written through it to n.
-type countConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c *countConn) Read(b []byte) (int, error) {
-	k, err := c.Conn.Read(b)
-	c.n.Add(int64(k))
-	return k, err
-}
-
-func (c *countConn) Write(b []byte) (int, error) {
-	k, err := c.Conn.Write(b)
-	c.n.Add(int64(k))
-	return k, err
 }

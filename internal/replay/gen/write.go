@@ -20,9 +20,12 @@ type TraceWriter interface {
 }
 
 // NewWriter returns a writer of format: replay.FormatJSONL (pkie's JSON
-// lines), replay.FormatNfdump (the CSV of nfdump 1.7's -o csv) or
+// lines), replay.FormatNfdump (the CSV of nfdump 1.7's -o csv),
 // replay.FormatZeek (a conn.log, with an ssl.log to ssl; ssl may be nil
-// for a conn.log alone).
+// for a conn.log alone), or replay.FormatPCAP and FormatPCAPNG (a packet
+// capture, pcap or pcapng, of IPv4 flows given in order of start, whose
+// ClientHellos are captured whole and other packets to their headers:
+// docs/replay.md, "The packet capture", says what it carries).
 func NewWriter(format string, w, ssl io.Writer) (TraceWriter, error) {
 	switch format {
 	case replay.FormatJSONL:
@@ -31,8 +34,10 @@ func NewWriter(format string, w, ssl io.Writer) (TraceWriter, error) {
 		return newNfdumpWriter(w), nil
 	case replay.FormatZeek:
 		return newZeekWriter(w, ssl), nil
+	case replay.FormatPCAP, FormatPCAPNG:
+		return newPCAPWriter(w, format == FormatPCAPNG)
 	}
-	return nil, fmt.Errorf("gen: cannot write format %q (want jsonl, nfdump or zeek)", format)
+	return nil, fmt.Errorf("gen: cannot write format %q (want jsonl, nfdump, zeek, pcap or pcapng)", format)
 }
 
 type jsonlWriter struct{ *replay.JSONLWriter }

@@ -1,0 +1,442 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pkie/pkie/internal/termtext"
+	"github.com/pkie/pkie/obc"
+)
+
+// obcCommands lists the subcommands of "pkie obc". A subcommand in another
+// file adds its line here.
+func obcCommands() []command {
+	return []command{
+		{"get", "fetch an https URL presenting the origin-bound certificate of its origin", obcGet},
+		{"list", "list the stored origin-bound keys", obcList},
+		{"forget", "delete the key of an origin or scope: the site then sees a new client", obcForget},
+		{"serve", "run a demonstration site with channel-bound session cookies", obcServe},
+	}
+}
+
+func runOBC(ctx context.Context, env *Env, args []string) error {
+	subs := obcCommands()
+	names := make([]string, len(subs))
+	for i, c := range subs {
+		names[i] = c.name
+	}
+	if len(args) > 0 && !isHelp(args[0]) {
+		for _, c := range subs {
+			if c.name == args[0] {
+				return c.run(ctx, env, args[1:])
+			}
+		}
+		return usageError("unknown subcommand %q; want %s (run \"pkie obc -h\")", args[0], strings.Join(names, ", "))
+	}
+	fmt.Fprintln(env.Stderr, "Usage: pkie obc <subcommand> [flags]\n\nOrigin-bound client certificates (TLS-OBC): one self-signed key per web origin,\nmade on first contact and presented as the TLS client certificate.\n\nSubcommands:")
+	for _, c := range subs {
+		fmt.Fprintf(env.Stderr, "  %-8s %s\n", c.name, c.summary)
+	}
+	if len(args) > 0 {
+		return nil
+	}
+	return usageError("want a subcommand: %s", strings.Join(names, ", "))
+}
+
+// defaultOBCStore is where the store lives unless --store says otherwise:
+// the user's configuration directory, which is per user and, unlike a
+// cache directory, not cleaned behind the user's back (losing the keys
+// logs the user out of every site that bound a session to them).
+func defaultOBCStore() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "pkie", "obc.db")
+}
+
+// obcStoreFlags are the flags every obc subcommand opening the store takes.
+type obcStoreFlags struct {
+	path *string
+	mode *string
+}
+
+func addOBCStoreFlags(fsAdd func(name, value, usage string) *string) *obcStoreFlags {
+	return &obcStoreFlags{
+		path: fsAdd("store", defaultOBCStore(), "the store's SQLite `FILE` (created 0600, its directory 0700)"),
+		mode: fsAdd("mode", "", "strict (a key per origin) | legacy (a key per registrable domain, paper §7.1); fixed when the store is created (default: the store's, strict for a new one)"),
+	}
+}
+
+// open opens the store with opts completed from the flags.
+func (f *obcStoreFlags) open(ctx context.Context, opts obc.StoreOptions) (*obc.Store, error) {
+	if *f.path == "" {
+		return nil, usageError("no --store given and no user configuration directory to put one in")
+	}
+	if *f.mode == "" {
+		opts.UseStoredMode = true
+	} else {
+		m, err := obc.ParseMode(*f.mode)
+		if err != nil {
+			return nil, usageError("--mode: %v", strings.TrimPrefix(err.Error(), "obc: "))
+		}
+		opts.Mode = m
+	}
+	st, err := obc.Open(ctx, *f.path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// obcGetResult is what "pkie obc get --json" prints.
+type obcGetResult struct {
+	URL    string `json:"url"`
+	Status int    `json:"status"`
+	Proto  string `json:"proto"`
+	// Presented is false when the server did not ask for a client
+	// certificate (and none was made or used).
+	Presented bool   `json:"presented"`
+	Scope     string `json:"scope"`
+	Mode      string `json:"mode"`
+	Identity  string `json:"identity,omitempty"`
+	Alg       string `json:"alg,omitempty"`
+	// Created is true when this fetch made the key and certificate.
+	Created  bool       `json:"created"`
+	FromPool bool       `json:"from_pool,omitempty"`
+	Timings  obcTimings `json:"timings"`
+	Body     int64      `json:"body_bytes"`
+}
+
+// obcTimings are a fetch's phases. The TLS handshake includes Key and
+// Cert when the certificate was made during it (a first visit).
+type obcTimings struct {
+	Key       time.Duration `json:"key_ns"`
+	Cert      time.Duration `json:"cert_ns"`
+	DNS       time.Duration `json:"dns_ns"`
+	Connect   time.Duration `json:"connect_ns"`
+	TLS       time.Duration `json:"tls_ns"`
+	FirstByte time.Duration `json:"first_byte_ns"` // from the start to the response's first byte
+	Total     time.Duration `json:"total_ns"`      // from the start to the body's end
+}
+
+func obcGet(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "obc get", "[flags] URL\n\n"+
+		"Fetches URL (https) presenting the origin-bound certificate of its origin (made on\n"+
+		"first use and stored) when the server asks for a client certificate. Prints the\n"+
+		"status, the scope, the identity the server sees (SHA-256 of the key), whether the\n"+
+		"certificate was made now, and the timings; then the body (or writes it to -o FILE).\n"+
+		"Redirects are not followed. Exit status: 0 fetched, 2 usage or operational error.")
+	sf := addOBCStoreFlags(fs.String)
+	alg := fs.String("alg", string(obc.DefaultAlg), "algorithm of a new key: ecdsa-p256 | ed25519 | rsa-2048 | rsa-1024 (existing keys keep theirs)")
+	poolSize := fs.Int("pool", 0, "precompute `N` keys before fetching, as a long-running client does in the background, so that a first visit only signs a certificate")
+	cacert := fs.String("cacert", "", "PEM `FILE` of CA roots to verify the server with (default: the system's roots)")
+	resolve := addResolveFlags(fs, "the URL's host", true)
+	maxTime := fs.Duration("max-time", 30*time.Second, "overall time limit")
+	output := fs.String("o", "", "write the body to `FILE` instead of stdout")
+	asJSON := fs.Bool("json", false, "print the result as JSON (the body only with -o)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one URL, got %d arguments", len(pos))
+	}
+	u, err := url.Parse(pos[0])
+	if err != nil || u.Host == "" {
+		return usageError("%q is not an https URL", clipArg(pos[0]))
+	}
+	origin, err := obc.OriginOf(u)
+	if err != nil {
+		return usageError("%v", strings.TrimPrefix(err.Error(), "obc: "))
+	}
+	a, err := obc.ParseAlg(*alg)
+	if err != nil {
+		return usageError("--alg: %v", strings.TrimPrefix(err.Error(), "obc: "))
+	}
+	if *poolSize < 0 {
+		return usageError("--pool %d is negative", *poolSize)
+	}
+	if *maxTime <= 0 {
+		return usageError("--max-time must be positive")
+	}
+	tlsCfg := &tls.Config{}
+	if *cacert != "" {
+		if tlsCfg.RootCAs, err = loadRoots(*cacert); err != nil {
+			return usageError("--cacert: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *maxTime)
+	defer cancel()
+
+	st, err := sf.open(ctx, obc.StoreOptions{Alg: a, PoolSize: *poolSize})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.WaitPool(ctx); err != nil {
+		return fmt.Errorf("filling the key pool: %w", err)
+	}
+	scope, err := st.Scope(origin)
+	if err != nil {
+		return err
+	}
+
+	// The store's own configuration, with the certificate callback
+	// wrapped to learn what was presented: only the server's request
+	// makes or uses a key.
+	var (
+		mu        sync.Mutex
+		presented *obc.Result
+	)
+	cfg := st.ClientConfig(origin)
+	cfg.RootCAs = tlsCfg.RootCAs
+	cfg.ServerName = ""
+	cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		r, err := st.Get(cri.Context(), origin)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		presented = r
+		mu.Unlock()
+		return r.Cert, nil
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true, DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}
+	if !resolve.empty() {
+		tr.DialContext = resolve.dial
+	}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	var tm obcTimings
+	var dnsStart, connStart, tlsStart time.Time
+	trace := &httptrace.ClientTrace{
+		DNSStart:          func(httptrace.DNSStartInfo) { dnsStart = time.Now() },
+		DNSDone:           func(httptrace.DNSDoneInfo) { tm.DNS = time.Since(dnsStart) },
+		ConnectStart:      func(string, string) { connStart = time.Now() },
+		ConnectDone:       func(string, string, error) { tm.Connect = time.Since(connStart) },
+		TLSHandshakeStart: func() { tlsStart = time.Now() },
+		TLSHandshakeDone:  func(tls.ConnectionState, error) { tm.TLS = time.Since(tlsStart) },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, u.String(), nil)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	req.Header.Set("User-Agent", "pkie-obc-get")
+	start := time.Now()
+	trace.GotFirstResponseByte = func() { tm.FirstByte = time.Since(start) }
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+
+	res := obcGetResult{URL: u.Redacted(), Status: resp.StatusCode, Proto: resp.Proto, Scope: scope, Mode: st.Mode().String()}
+	mu.Lock()
+	if p := presented; p != nil {
+		res.Presented, res.Identity, res.Alg = true, p.Identity.String(), string(p.Alg)
+		res.Created, res.FromPool = p.Created, p.FromPool
+		tm.Key, tm.Cert = p.KeyTime, p.CertTime
+	}
+	mu.Unlock()
+
+	var body io.Writer = env.Stdout
+	var file *os.File
+	if *output != "" {
+		if file, err = os.Create(*output); err != nil {
+			return err
+		}
+		defer file.Close()
+		body = file
+	} else if *asJSON {
+		body = io.Discard
+	}
+	n, err := io.Copy(body, resp.Body)
+	tm.Total = time.Since(start)
+	res.Body, res.Timings = n, tm
+	if err != nil {
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	if file != nil {
+		if err := file.Close(); err != nil {
+			return err
+		}
+	}
+	// The body went first (unless -o): a person reads the summary last,
+	// at the prompt.
+	if *asJSON {
+		return writeJSON(env.Stdout, res)
+	}
+	if *output == "" && n > 0 {
+		fmt.Fprintln(env.Stdout)
+	}
+	printOBCGet(env.Stdout, &res)
+	return nil
+}
+
+func printOBCGet(w io.Writer, r *obcGetResult) {
+	fmt.Fprintf(w, "%s  %d %s  (%s)\n", termtext.Escape(r.URL), r.Status, http.StatusText(r.Status), r.Proto)
+	fmt.Fprintf(w, "  scope     %s (%s mode)\n", termtext.Escape(r.Scope), r.Mode)
+	if !r.Presented {
+		fmt.Fprintln(w, "  no client certificate presented: the server did not ask for one")
+	} else {
+		how := "reused (made on an earlier visit)"
+		if r.Created {
+			how = "created now, key generated during the handshake"
+			if r.FromPool {
+				how = "created now, key from the pool"
+			}
+		}
+		fmt.Fprintf(w, "  identity  %s (%s)\n", r.Identity, r.Alg)
+		fmt.Fprintf(w, "  cert      %s\n", how)
+	}
+	t := r.Timings
+	fmt.Fprintf(w, "  timings   key %s  cert %s  dns %s  connect %s  tls %s  first byte %s  total %s\n",
+		fmtDur(t.Key), fmtDur(t.Cert), fmtDur(t.DNS), fmtDur(t.Connect), fmtDur(t.TLS), fmtDur(t.FirstByte), fmtDur(t.Total))
+	if r.Created {
+		fmt.Fprintln(w, "            (the tls handshake includes key and cert: they were made during it)")
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(10 * time.Microsecond).String()
+}
+
+// obcRecord is one line of "pkie obc list --json".
+type obcRecord struct {
+	Scope    string    `json:"scope"`
+	Alg      string    `json:"alg"`
+	Identity string    `json:"identity,omitempty"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"last_used"`
+	Problem  string    `json:"problem,omitempty"`
+}
+
+func toOBCRecord(r obc.Record) obcRecord {
+	out := obcRecord{Scope: r.Scope, Alg: string(r.Alg), Created: r.Created.UTC(), LastUsed: r.LastUsed.UTC(), Problem: r.Problem}
+	if r.Problem == "" {
+		out.Identity = r.Identity.String()
+	}
+	return out
+}
+
+func obcList(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "obc list", "[flags]\n\n"+
+		"Lists the stored origin-bound keys: scope, algorithm, the identity servers see\n"+
+		"(SHA-256 of the key), when each was made and last used.")
+	sf := addOBCStoreFlags(fs.String)
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("takes no arguments, got %d", len(pos))
+	}
+	if _, err := os.Stat(*sf.path); errors.Is(err, os.ErrNotExist) {
+		// Listing must not create a store.
+		return usageError("no store at %s (pkie obc get makes it)", *sf.path)
+	}
+	st, err := sf.open(ctx, obc.StoreOptions{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	recs, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]obcRecord, len(recs))
+	for i, r := range recs {
+		out[i] = toOBCRecord(r)
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, out)
+	}
+	fmt.Fprintf(env.Stdout, "%s: %d keys, %s mode\n", termtext.Escape(st.Path()), len(out), st.Mode())
+	if len(out) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tALG\tIDENTITY\tCREATED\tLAST USED")
+	for _, r := range out {
+		id := r.Identity
+		if r.Problem != "" {
+			id = r.Problem
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termtext.Escape(r.Scope), termtext.Escape(r.Alg), termtext.Escape(id),
+			r.Created.Format(time.RFC3339), r.LastUsed.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func obcForget(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "obc forget", "[flags] ORIGIN|SCOPE\n\n"+
+		"Deletes the key of an origin (https://host[:port], mapped to its scope in the\n"+
+		"store's mode) or of a scope as \"pkie obc list\" prints it. The site then sees a new\n"+
+		"client: every session it bound to the old key is lost. Exit status: 0 deleted,\n"+
+		"1 the store has no such key, 2 usage or operational error.")
+	sf := addOBCStoreFlags(fs.String)
+	asJSON := fs.Bool("json", false, "print what was deleted as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one ORIGIN or SCOPE, got %d arguments", len(pos))
+	}
+	if _, err := os.Stat(*sf.path); errors.Is(err, os.ErrNotExist) {
+		return usageError("no store at %s", *sf.path)
+	}
+	st, err := sf.open(ctx, obc.StoreOptions{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	scope := pos[0]
+	if strings.Contains(scope, "://") {
+		o, err := obc.ParseOrigin(scope)
+		if err != nil {
+			return usageError("%v", strings.TrimPrefix(err.Error(), "obc: "))
+		}
+		if scope, err = st.Scope(o); err != nil {
+			return err
+		}
+	}
+	r, err := st.Forget(ctx, scope)
+	if errors.Is(err, obc.ErrNotFound) {
+		return &exitError{code: ExitNegative, msg: fmt.Sprintf("no key for %q in %s (pkie obc list shows the scopes)", scope, st.Path())}
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, toOBCRecord(r))
+	}
+	id := r.Identity.String()
+	if r.Problem != "" {
+		id = r.Problem
+	}
+	fmt.Fprintf(env.Stdout, "forgot %s: %s key, identity %s, created %s, last used %s\n", termtext.Escape(r.Scope), termtext.Escape(string(r.Alg)),
+		termtext.Escape(id), r.Created.UTC().Format(time.RFC3339), r.LastUsed.UTC().Format(time.RFC3339))
+	return nil
+}
