@@ -78,3 +78,33 @@ func TestXRange(t *testing.T) {
 		t.Errorf("the plot cut at 10 still reaches 1000, or does not reach 10")
 	}
 }
+
+func TestBarsSave(t *testing.T) {
+	dir := t.TempDir()
+	one := &Bars{Title: "memory", YLabel: "MB", Labels: []string{"none", "rsa-2048"}, Format: "%.1f",
+		Groups: []BarGroup{{Values: []float64{12.5, 14.25}}}}
+	if err := one.SaveAll(filepath.Join(dir, "m.svg"), filepath.Join(dir, "m.png")); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "m.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The value labels are drawn as text.
+	for _, want := range []string{"12.5", "14.2", "rsa-2048"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	two := &Bars{Labels: []string{"a", "b"}, Groups: []BarGroup{{"x", []float64{1, 2}}, {"y", []float64{3, 4}}}}
+	if err := two.Save(filepath.Join(dir, "g.png")); err != nil {
+		t.Fatal(err)
+	}
+	bad := &Bars{Labels: []string{"a", "b"}, Groups: []BarGroup{{"x", []float64{1}}}}
+	if err := bad.Save(filepath.Join(dir, "b.svg")); err == nil {
+		t.Error("a group with too few values was drawn")
+	}
+	if err := (&Bars{}).Save(filepath.Join(dir, "e.svg")); err == nil {
+		t.Error("an empty chart was drawn")
+	}
+}

@@ -14,6 +14,7 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, env *Env, args []string) error
 }{
+	"obc":    {"origin-bound client certificates: key generation, first and return visits, a TLS terminator with client keys (Origin-Bound Certificates, USENIX Security 2012, §6)", runBenchOBC},
 	"notary": {"notary throughput (cached, uncached) and client latency (Forced Perspectives, IMC 2014, Tables 1-4)", runBenchNotary},
 	"pec":    {"the PEC cloud and client: throughput against an echo ceiling, verification cost, latency inflation, failover, loss, UDP blocked (the PEC paper, ASIA CCS 2018, §6)", runBenchPEC},
 	"proofs": {"sorted-tree proofs: build, generate, verify, sizes (the PEC paper, ASIA CCS 2018, Tables 1-2)", runBenchProofs},

@@ -1,0 +1,114 @@
+package chart
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Bars describes a bar chart: one bar per label and group, the groups side
+// by side within each label (a histogram per case, a figure per resource).
+type Bars struct {
+	Title, XLabel, YLabel string
+	// Labels name the categories along the X axis.
+	Labels []string
+	Groups []BarGroup
+	// Format, when set and there is one group, prints each bar's value
+	// above it (as the figures of many papers do), e.g. "%.2f".
+	Format     string
+	YMin, YMax *float64
+}
+
+// BarGroup is one named set of bars, a value per label.
+type BarGroup struct {
+	Name   string
+	Values []float64
+}
+
+// Save writes b to path; the extension (.svg, .png, .pdf) picks the format.
+func (b *Bars) Save(path string) error {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	switch ext {
+	case "svg", "png", "pdf":
+	default:
+		return fmt.Errorf("chart: %s: unsupported image format %q (use .svg, .png or .pdf)", path, ext)
+	}
+	if len(b.Groups) == 0 || len(b.Labels) == 0 {
+		return fmt.Errorf("chart: %s: no bars", path)
+	}
+	pl := plot.New()
+	pl.Title.Text = b.Title
+	pl.X.Label.Text = b.XLabel
+	pl.Y.Label.Text = b.YLabel
+	pl.Add(plotter.NewGrid())
+	// Bars fill 80% of each category's width, split among the groups.
+	width := vg.Points(math.Max(4, 320/float64(len(b.Labels)*len(b.Groups))))
+	var labels plotter.XYLabels
+	top := 0.0
+	for i, g := range b.Groups {
+		if len(g.Values) != len(b.Labels) {
+			return fmt.Errorf("chart: bar group %q has %d values for %d labels", g.Name, len(g.Values), len(b.Labels))
+		}
+		bc, err := plotter.NewBarChart(plotter.Values(g.Values), width)
+		if err != nil {
+			return fmt.Errorf("chart: bar group %q: %w", g.Name, err)
+		}
+		bc.Color = palette[i%len(palette)]
+		bc.LineStyle.Width = 0
+		off := (float64(i) - float64(len(b.Groups)-1)/2) * float64(width)
+		bc.Offset = vg.Length(off)
+		pl.Add(bc)
+		if g.Name != "" && len(b.Groups) > 1 {
+			pl.Legend.Add(g.Name, bc)
+		}
+		for j, v := range g.Values {
+			top = math.Max(top, v)
+			if b.Format != "" && len(b.Groups) == 1 {
+				labels.XYs = append(labels.XYs, plotter.XY{X: float64(j), Y: v})
+				labels.Labels = append(labels.Labels, fmt.Sprintf(b.Format, v))
+			}
+		}
+	}
+	if len(labels.XYs) > 0 {
+		l, err := plotter.NewLabels(labels)
+		if err != nil {
+			return fmt.Errorf("chart: bar labels: %w", err)
+		}
+		for i := range l.TextStyle {
+			l.TextStyle[i].XAlign = -0.5 // centred on the bar
+			l.TextStyle[i].YAlign = 0    // above it
+		}
+		pl.Add(l)
+	}
+	pl.NominalX(b.Labels...)
+	pl.Legend.Top = true
+	pl.Y.Min = 0
+	if top > 0 {
+		pl.Y.Max = top * 1.12 // room for the value labels
+	}
+	if b.YMin != nil {
+		pl.Y.Min = *b.YMin
+	}
+	if b.YMax != nil {
+		pl.Y.Max = *b.YMax
+	}
+	if err := pl.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("chart: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// SaveAll writes b once per path (e.g. the same chart as SVG and PNG).
+func (b *Bars) SaveAll(paths ...string) error {
+	for _, path := range paths {
+		if err := b.Save(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}

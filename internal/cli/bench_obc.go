@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pkie/pkie/internal/obcbench"
+)
+
+func runBenchOBC(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "bench obc", "[--rows LIST] [--algs LIST] [--cases LIST] [--rate R] [--duration D] [--plot PREFIX] [--json]")
+	rows := fs.String("rows", "all", "rows to measure: all, or a comma-separated list of "+strings.Join(obcbench.AllRows, ", "))
+	algs := fs.String("algs", strings.Join(obcbench.Algs, ","), "gen and fetch: client key algorithms")
+	genSamples := fs.Int("gen-samples", 20, "gen: keys and certificates made per algorithm")
+	cases := fs.String("cases", strings.Join(obcbench.TerminatorCases, ","), "terminator: client keys, none for no client certificate")
+	rate := fs.Float64("rate", 200, "terminator: requests per second, open loop (the paper: 3,000 on a data-centre machine)")
+	duration := fs.Duration("duration", 30*time.Second, "terminator: measured window per case (the paper: 5 minutes)")
+	warmup := fs.Duration("warmup", 5*time.Second, "terminator: uncounted start of each case")
+	resumed := fs.Float64("resumed", 0.8, "terminator: share of requests on resumed TLS sessions (the paper: 80%)")
+	clients := fs.Int("clients", 32, "terminator: simulated clients, each with its own key and session cache")
+	ceiling := fs.Duration("ceiling", 5*time.Second, "terminator: length of the raw-handshake ceiling run")
+	seed := fs.Uint64("seed", 1, "terminator: seed of the request mix")
+	inProcess := fs.Bool("in-process", false, "terminator: run it in this process instead of a child (its CPU and memory then include the load generator's)")
+	plot := fs.String("plot", "", "write the plots to PREFIX-NAME.svg and .png")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	// Child mode: the terminator alone, driven over stdin and stdout by
+	// the parent benchmark.
+	child := fs.Bool("terminator-only", false, "run only a TLS terminator, driven by a parent pkie bench obc over stdin and stdout")
+	backend := fs.String("backend", "", "terminator-only: the backend's host:port")
+	clientAuth := fs.String("client-auth", "none", "terminator-only: none, or request (ask for any client certificate, as a TLS-OBC server)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("unexpected argument %q", pos[0])
+	}
+	if *child {
+		if *clientAuth != "none" && *clientAuth != "request" {
+			return usageError("--client-auth must be none or request")
+		}
+		return obcbench.ServeChild(ctx, obcbench.TerminatorOptions{Backend: *backend, ClientAuth: *clientAuth == "request"}, env.Stdin, env.Stdout)
+	}
+	cfg := obcbench.Config{GenSamples: *genSamples, Cases: splitList(*cases), Algs: splitList(*algs), Rate: *rate, Duration: *duration,
+		Warmup: *warmup, Resumed: *resumed, Clients: *clients, CeilingDuration: *ceiling, Seed: *seed, Progress: prefixWriter{env, "bench obc: "}}
+	if *rows != "all" {
+		cfg.Rows = splitList(*rows)
+	}
+	switch {
+	case *genSamples < 1, *clients < 1:
+		return usageError("--gen-samples and --clients must be at least 1")
+	case *rate <= 0 || *duration <= 0 || *ceiling <= 0:
+		return usageError("--rate, --duration and --ceiling must be positive")
+	case *resumed < 0 || *resumed >= 1:
+		return usageError("--resumed must be at least 0 and below 1")
+	}
+	if *resumed == 0 {
+		cfg.Resumed = -1 // every request fresh; the Config's zero is the default
+	}
+	if err := cfg.Check(); err != nil {
+		return usageError("%v", err)
+	}
+	if err := checkOutput("--plot", *plot); err != nil {
+		return err
+	}
+	if !*inProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench obc: finding pkie to start the terminator: %w (use --in-process)", err)
+		}
+		cfg.Exec = []string{exe, "bench", "obc", "--terminator-only"}
+	}
+	r, err := obcbench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	// Results first: a plot that cannot be written must not lose the run.
+	if *asJSON {
+		err = writeJSON(env.Stdout, r)
+	} else {
+		r.WriteText(env.Stdout)
+	}
+	if err != nil || *plot == "" {
+		return err
+	}
+	files, err := r.SavePlots(*plot)
+	if err != nil {
+		return fmt.Errorf("--plot: %w (the results above are complete)", err)
+	}
+	for _, f := range files {
+		fmt.Fprintf(env.Stderr, "bench obc: wrote %s\n", f)
+	}
+	return nil
+}
