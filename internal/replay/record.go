@@ -132,10 +132,17 @@ type Result struct {
 // synthetic world's listeners (the notaries' probes), at a wall time since
 // RunHeader.Started.
 type NetSample struct {
-	Type        string        `json:"type"` // TypeNet
-	Wall        time.Duration `json:"wall_ns"`
-	NotaryBytes int64         `json:"notary_bytes"`
-	ProbeBytes  int64         `json:"probe_bytes"`
+	Type string        `json:"type"` // TypeNet
+	Wall time.Duration `json:"wall_ns"`
+	// NotaryBytes is the sum over the notaries; NotaryBytesEach, when
+	// present, has one count per RunHeader.Notaries, in that order:
+	// Forced Perspectives' overhead (IMC 2014, §3.5) is one notary's
+	// bytes over the trace's, so with several notaries the sum is not
+	// it. Records without it (one notary, or older ones) have the sum
+	// only.
+	NotaryBytes     int64   `json:"notary_bytes"`
+	NotaryBytesEach []int64 `json:"notary_bytes_each,omitempty"`
+	ProbeBytes      int64   `json:"probe_bytes"`
 	// Where says where NotaryBytes was counted: "listener" (a local
 	// notary's) or "client" (the replayer's connections, for remote
 	// notaries).
@@ -265,7 +272,11 @@ func ReadRecord(r io.Reader, result func(Result) error, net func(NetSample) erro
 			}
 		case TypeNet:
 			var s NetSample
-			if err = json.Unmarshal(b, &s); err == nil && net != nil {
+			err = json.Unmarshal(b, &s)
+			if err == nil && s.NotaryBytesEach != nil && len(s.NotaryBytesEach) != len(h.Notaries) {
+				err = fmt.Errorf("net sample counts the bytes of %d notaries; the run header names %d", len(s.NotaryBytesEach), len(h.Notaries))
+			}
+			if err == nil && net != nil {
 				if err = net(s); err != nil {
 					return nil, nil, err
 				}

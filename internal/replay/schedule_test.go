@@ -99,15 +99,16 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rw.WriteResult(Result{Seq: 0, Host: "a.example", Port: 443, Outcome: OutcomeOK, Status: 200, Cache: CacheMiss})
-	rw.WriteNet(NetSample{Wall: time.Second, NotaryBytes: 100, Where: "listener"})
+	rw.WriteNet(NetSample{Wall: time.Second, NotaryBytes: 100, NotaryBytesEach: []int64{100}, Where: "listener"})
 	rw.WriteResult(Result{Seq: 1, Host: "b.example", Port: 443, Outcome: OutcomeTimeout})
 	rw.Flush()
 	killed := buf.String()
 	rw.WriteEnd(RunEnd{Reached: time.Minute})
 
 	var n, nets int
-	h, end, err := ReadRecord(bytes.NewReader(buf.Bytes()), func(Result) error { n++; return nil }, func(NetSample) error { nets++; return nil })
-	if err != nil || h.Speedup != 10 || end == nil || end.Reached != time.Minute || n != 2 || nets != 1 {
+	var each []int64
+	h, end, err := ReadRecord(bytes.NewReader(buf.Bytes()), func(Result) error { n++; return nil }, func(s NetSample) error { nets++; each = s.NotaryBytesEach; return nil })
+	if err != nil || h.Speedup != 10 || end == nil || end.Reached != time.Minute || n != 2 || nets != 1 || len(each) != 1 || each[0] != 100 {
 		t.Fatalf("read: %+v %+v %d %d %v", h, end, n, nets, err)
 	}
 	// A killed run: no end, and a last line cut short, still reads.
@@ -119,6 +120,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	// A malformed line anywhere else is an error.
 	if _, _, err := ReadRecord(strings.NewReader(killed+"{bad\n"+`{"type":"end"}`+"\n"), nil, nil); err == nil {
 		t.Fatal("malformed middle line accepted")
+	}
+	// Per-notary bytes must match the header's notaries.
+	if _, _, err := ReadRecord(strings.NewReader(killed+`{"type":"net","wall_ns":1,"notary_bytes":3,"notary_bytes_each":[1,2]}`+"\n"), nil, nil); err == nil || !strings.Contains(err.Error(), "2 notaries") {
+		t.Fatalf("net sample with bytes of 2 notaries, header 1: %v", err)
 	}
 	if _, _, err := ReadRecord(strings.NewReader(`{"type":"result"}`+"\n"), nil, nil); err == nil {
 		t.Fatal("record without a run header accepted")

@@ -3,6 +3,8 @@ package report
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -386,5 +388,53 @@ func TestHostileLatencies(t *testing.T) {
 	}
 	if mm := rep.Minutes[0].MeanMissMS; mm == nil || !near(*mm, 3e12) {
 		t.Fatalf("minute mean %v", mm)
+	}
+}
+
+// TestOverheadPerNotary: §3.5's overhead is one notary's bytes over the
+// trace's HTTPS bytes. With two notaries counted apart, each has its own;
+// counted together, the sum is labelled and warned of. Figure 4 averages
+// the notaries' hits and misses, labelled.
+func TestOverheadPerNotary(t *testing.T) {
+	r := &run{header: replay.RunHeader{Notaries: []string{"n0", "n1"}},
+		seconds: []replay.Second{{Requests: 2, HTTPSBytes: 1000}},
+		end:     &replay.RunEnd{Reached: time.Second, Wall: time.Second},
+		results: []replay.Result{ok(0, 0, replay.CacheMiss), ok(1, 0, replay.CacheMiss), ok(0, 0, replay.CacheHit), ok(1, 0, replay.CacheHit)},
+		nets:    []replay.NetSample{{Wall: time.Second, NotaryBytes: 400, NotaryBytesEach: []int64{300, 100}, Where: "listener"}}}
+	rep, err := r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rep.Overhead
+	if o.Notaries != 2 || !near(o.Percent, 40) || len(o.PerNotary) != 2 || hasWarning(rep, "together") {
+		t.Fatalf("overhead %+v warnings %q", o, rep.Warnings)
+	}
+	if a, b := o.PerNotary[0], o.PerNotary[1]; a.Name != "n0" || !near(a.Percent, 30) || !near(a.BytesPerRequest, 150) ||
+		b.Name != "n1" || !near(b.Percent, 10) || b.NotaryBytes != 100 || !near(b.BytesPerRequest, 50) {
+		t.Fatalf("per notary %+v", o.PerNotary)
+	}
+	var buf bytes.Buffer
+	WriteText(&buf, rep)
+	for _, want := range []string{"all 2 notaries together", "notary 1 (n1): 100 bytes, overhead 10.0000%"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, buf.String())
+		}
+	}
+	dir := t.TempDir()
+	if _, err := WritePlots(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	if svg, err := os.ReadFile(filepath.Join(dir, Fig4+".svg")); err != nil || !strings.Contains(string(svg), "mean of 2 notaries") {
+		t.Errorf("figure 4 not labelled per notary (%v)", err)
+	}
+
+	// Only the sum: no per-notary figure, and a warning.
+	r.nets[0].NotaryBytesEach = nil
+	rep, err = r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Overhead.PerNotary) != 0 || !hasWarning(rep, "bytes of its 2 notaries together") {
+		t.Fatalf("sum only: %+v %q", rep.Overhead, rep.Warnings)
 	}
 }

@@ -65,8 +65,11 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 	for i, m := range rep.Minutes {
 		mx[i] = float64(m.Minute)
 		client = append(client, float64(m.ClientHits))
-		hits = append(hits, float64(m.Hits))
-		misses = append(misses, float64(m.Misses))
+		// Each request has one result per notary: the notaries' hits
+		// and misses are averaged, so that they stand beside the client
+		// hits, which count requests.
+		hits = append(hits, float64(m.Hits)/float64(nNotaries))
+		misses = append(misses, float64(m.Misses)/float64(nNotaries))
 		for _, p := range []struct {
 			s *chart.Series
 			v *float64
@@ -77,9 +80,13 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			}
 		}
 	}
+	per := ""
+	if nNotaries > 1 {
+		per = fmt.Sprintf(" (mean of %d notaries)", nNotaries)
+	}
 	plots[Fig4] = &chart.Plot{
 		Title: "Figure 4: client cache hits, notary cache hits and misses per minute", XLabel: "trace time (min)", YLabel: "per minute", YMin: &zero,
-		Series: []chart.Series{{Name: "client cache hit", X: mx, Y: client}, {Name: "notary cache hit", X: mx, Y: hits}, {Name: "cache miss", X: mx, Y: misses}},
+		Series: []chart.Series{{Name: "client cache hit", X: mx, Y: client}, {Name: "notary cache hit" + per, X: mx, Y: hits}, {Name: "cache miss" + per, X: mx, Y: misses}},
 	}
 	plots[Fig5] = &chart.Plot{
 		Title: "Figure 5: mean delay per minute by cache condition", XLabel: "trace time (min)", YLabel: "mean delay (ms)", YMin: &zero,

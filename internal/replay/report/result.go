@@ -208,6 +208,24 @@ type Overhead struct {
 	// BytesPerRequest is the notary bytes per request sent.
 	BytesPerRequest float64 `json:"notary_bytes_per_request"`
 	PaperPercent    float64 `json:"paper_percent"`
+	// Notaries is how many notaries NotaryBytes and Percent sum over.
+	// §3.5's overhead is one notary's (the paper had one): with several,
+	// PerNotary has each one's, when the record counted them apart
+	// (replay.NetSample.NotaryBytesEach); otherwise only the sum is known
+	// and the report warns of it.
+	Notaries  int              `json:"notaries"`
+	PerNotary []NotaryOverhead `json:"per_notary,omitempty"`
+}
+
+// NotaryOverhead is one notary's bytes at the last sample and its share of
+// the HTTPS bytes.
+type NotaryOverhead struct {
+	Index       int     `json:"index"`
+	Name        string  `json:"name"`
+	NotaryBytes int64   `json:"notary_bytes"`
+	Percent     float64 `json:"percent"`
+	// BytesPerRequest is its bytes per request sent to it.
+	BytesPerRequest float64 `json:"notary_bytes_per_request"`
 }
 
 // SecondSeries is one trace second, over every notary (Figures 2 and 3).
@@ -454,7 +472,22 @@ func (b *builder) finish(h *replay.RunHeader, end *replay.RunEnd, nets []replay.
 		if sent := total.results() - total.rows[rowNotSent]; sent > 0 {
 			o.BytesPerRequest = float64(o.NotaryBytes) / float64(sent)
 		}
+		// ReadRecord checked that the list has one count per notary.
+		for i, nb := range last.NotaryBytesEach {
+			no := NotaryOverhead{Index: i, Name: h.Notaries[i], NotaryBytes: nb}
+			if https > 0 {
+				no.Percent = 100 * float64(nb) / https
+			}
+			if i < len(b.notaries) {
+				a := &b.notaries[i].total
+				if sent := a.results() - a.rows[rowNotSent]; sent > 0 {
+					no.BytesPerRequest = float64(nb) / float64(sent)
+				}
+			}
+			o.PerNotary = append(o.PerNotary, no)
+		}
 	}
+	o.Notaries = len(h.Notaries)
 	rep.Overhead = o
 
 	rep.Seconds, rep.Minutes = b.series(lo, hi)
@@ -561,6 +594,9 @@ func (b *builder) warnings(rep *Report, h *replay.RunHeader, end *replay.RunEnd,
 		add("the record has no end: the run was killed; this report covers what it recorded, up to trace time %v", rep.Run.Reached)
 	} else if end.Interrupted {
 		add("the run was interrupted (Ctrl-C) at trace time %v, before the schedule's end", end.Reached)
+	}
+	if o := rep.Overhead; o.Measured && o.Notaries > 1 && len(o.PerNotary) == 0 {
+		add("the record counts the bytes of its %d notaries together: the overhead is their sum, not one notary's as in §3.5", o.Notaries)
 	}
 	if n := b.malformed; n > 0 {
 		add("%d results are malformed (a negative sent time or latency, or a latency past the run's wall time plus its %v timeout) and are left out of every table and figure", n, h.Timeout)

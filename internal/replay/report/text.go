@@ -119,11 +119,22 @@ func WriteText(out io.Writer, rep *Report) error {
 			o.NotaryBytes, termtext.Escape(o.Where), o.Wall.Round(time.Millisecond))
 		p("  probe bytes %d (the synthetic world's listeners: the notary's probes of the targets)\n", o.ProbeBytes)
 		p("  HTTPS bytes of the trace seconds replayed: %.0f\n", o.HTTPSBytes)
+		all := ""
+		if o.Notaries > 1 {
+			all = fmt.Sprintf(", all %d notaries together", o.Notaries)
+		}
 		if o.HTTPSBytes > 0 {
-			p("  overhead %.4f%% (with probes %.4f%%); paper %.2f%% (1.73 GB / 2.77 TB; its notary bytes were whole captured frames, headers included)\n",
-				o.Percent, o.PercentWithProbes, o.PaperPercent)
+			p("  overhead %.4f%% (with probes %.4f%%%s); paper %.2f%% (1.73 GB / 2.77 TB, one notary; its notary bytes were whole captured frames, headers included)\n",
+				o.Percent, o.PercentWithProbes, all, o.PaperPercent)
 		}
 		p("  %.0f notary bytes per request sent\n", o.BytesPerRequest)
+		if o.Notaries > 1 && len(o.PerNotary) == 0 {
+			p("  per notary: not known (the record has only the sum); the paper's figure is one notary's\n")
+		}
+		for _, n := range o.PerNotary {
+			p("  notary %d (%s): %d bytes, overhead %.4f%%, %.0f bytes per request sent\n",
+				n.Index, termtext.Escape(n.Name), n.NotaryBytes, n.Percent, n.BytesPerRequest)
+		}
 	}
 	return ew.err
 }
