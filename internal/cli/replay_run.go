@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/replay"
 	"github.com/pkie/pkie/internal/replay/driver"
 	"github.com/pkie/pkie/internal/testbed"
@@ -45,6 +47,10 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	hosts := fs.Int("hosts", driver.DefaultHosts, "loopback source addresses (127.0.1.1 …) the schedule's clients are spread over, when the notaries are on loopback")
 	maxInFlight := fs.Int("max-in-flight", driver.DefaultMaxInFlight, "most requests in flight; a request due past it is recorded not_sent")
 	probeTimeout := fs.Duration("probe-timeout", probe.DefaultTimeout, "with --notary local, the notaries' probe timeout (2 s, as in Forced Perspectives §3.2)")
+	nProbes := fs.Int("notary-probes", 0, "with --notary local, the notaries' probes in flight (0: the notary's default, 64); size it to what the machine can probe at once")
+	nQueue := fs.Int("notary-queue", 0, "with --notary local, probes waiting for a slot before the notary answers 503 overloaded (0: the notary's default, 4 × --notary-probes)")
+	nRequests := fs.Int("notary-requests", 0, "with --notary local, probing requests handled at once before the notary answers 503 overloaded (0: the notary's default, 4096)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (replayer, notaries, world) to `FILE`")
 	deadMode := fs.String("dead", "refuse", "with --notary local, what the world's dead targets do: refuse (connections refused: the probe fails at once) or silent (accepted, never answered: the probe times out, as at a server that no longer answers)")
 	force := fs.Bool("force", false, "overwrite --out if it exists (never when it is the schedule or a bundle)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
@@ -80,12 +86,28 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--dead %q: want refuse or silent", *deadMode)
 	case *localN < 1 || *localN > 16:
 		return usageError("--local-notaries must be 1 to 16")
+	case *nProbes < 0 || *nProbes > 100000, *nQueue < 0 || *nQueue > 1000000, *nRequests < 0 || *nRequests > 1000000:
+		return usageError("--notary-probes (at most 100000), --notary-queue and --notary-requests (at most 1000000) must be 0 (the default) or positive")
+	case *notaryMode == "" && (*nProbes != 0 || *nQueue != 0 || *nRequests != 0):
+		return usageError("--notary-probes, --notary-queue and --notary-requests size a local notary: give --notary local")
 	}
 	if err := checkRecordOut(*out, *force, append([]string{pos[0]}, bundles...)); err != nil {
 		return err
 	}
 	if err := checkOutput("--out", *out); err != nil {
 		return err
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
 	// First pass: the targets and the summary, which also proves the
@@ -149,6 +171,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 			}
 			l, err := driver.StartLocal(driver.LocalOptions{
 				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: nSources, MaxInFlight: *maxInFlight,
+				Config: notary.Config{MaxProbes: *nProbes, MaxQueue: *nQueue, MaxRequests: *nRequests},
 			})
 			if err != nil {
 				return err
@@ -169,8 +192,8 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		if *deadMode == "silent" {
 			deadHow = "silent"
 		}
-		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (%s); %d notaries, SQLite history, probe timeout %v, per source address: %d requests, %d probes, %d connections",
-			len(world.Addrs), len(targets), len(dead), deadHow, *localN, *probeTimeout, c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
+		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (%s); %d notaries, SQLite history, probe timeout %v, %s; per source address: %d requests, %d probes, %d connections",
+			len(world.Addrs), len(targets), len(dead), deadHow, *localN, *probeTimeout, localTotals(c), c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
 	} else {
 		for _, f := range bundles {
 			b, err := consensus.ReadBundle(f)
@@ -436,4 +459,17 @@ func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s (max %s); %s\n",
 		p.Reached.Truncate(time.Second), of, p.Wall.Truncate(time.Second), rate, p.InFlight,
 		p.RecentMaxLag.Round(time.Millisecond), p.MaxLag.Round(time.Millisecond), outcomeMix(p.Counts))
+}
+
+// localTotals says a local notary's totals as configured (zero fields are
+// the notary's defaults).
+func localTotals(c notary.Config) string {
+	n := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	probes := n(c.MaxProbes, 64)
+	return fmt.Sprintf("%d probes, %d queued, %d requests in all", probes, n(c.MaxQueue, 4*probes), n(c.MaxRequests, 4096))
 }
