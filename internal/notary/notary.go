@@ -122,11 +122,12 @@ type Config struct {
 	// probe slots held forever. 0 means 30 s, the server's WriteTimeout:
 	// a later answer could not be sent anyway.
 	RequestTimeout time.Duration
-	// MaxSignedAnswers bounds the signed Convergence answers kept, keyed
-	// by the bytes they sign, so that answering again from the same
-	// history costs no RSA signature. An entry is about 700 bytes. 0 means
-	// DefaultMaxSignedAnswers.
-	MaxSignedAnswers int
+	// MaxSignedBytes bounds the signed Convergence answers kept, keyed by
+	// the bytes they sign (counted with their keys), so that answering
+	// again from the same history costs no RSA signature. An answer about
+	// a target with one certificate takes about 800 bytes. 0 means
+	// DefaultMaxSignedBytes.
+	MaxSignedBytes int
 	// HistoryTTL is how long a target's history read from the store is
 	// reused in memory; 0 means 1 s, negative disables. Within one process
 	// a new observation invalidates it at once; replicas sharing a
@@ -137,10 +138,10 @@ type Config struct {
 	Now    func() time.Time // nil means time.Now
 }
 
-// DefaultMaxSignedAnswers is the default of Config.MaxSignedAnswers: room
-// for the answers about every target of an hour of a campus's HTTPS (Forced
-// Perspectives, IMC 2014, Table 2: 38,704 targets), about 45 MB at most.
-const DefaultMaxSignedAnswers = 65536
+// DefaultMaxSignedBytes is the default of Config.MaxSignedBytes: room for
+// the answers about every target of an hour of a campus's HTTPS (Forced
+// Perspectives, IMC 2014, Table 2: 38,704 targets) at about 800 bytes each.
+const DefaultMaxSignedBytes = 64 << 20
 
 // Notary serves the notary APIs. Create it with New.
 type Notary struct {
@@ -219,7 +220,7 @@ func New(cfg Config) (*Notary, error) {
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
-	n.signed.init(max(1, cmp.Or(cfg.MaxSignedAnswers, DefaultMaxSignedAnswers)))
+	n.signed.init(max(1, cmp.Or(cfg.MaxSignedBytes, DefaultMaxSignedBytes)))
 	n.recent.init(16384)
 	n.limiter.init(16384)
 	return n, nil
@@ -681,9 +682,10 @@ func (n *Notary) probeFailed(w http.ResponseWriter, r *http.Request, api string,
 // signedCache remembers signed answers keyed by what they sign, so a cache
 // hit costs a history lookup and no RSA signature (2 ms of CPU each).
 type signedCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string][]byte
+	mu    sync.Mutex
+	max   int // bytes of keys and bodies
+	bytes int
+	m     map[string][]byte
 }
 
 func (c *signedCache) init(max int) { c.max, c.m = max, make(map[string][]byte) }
@@ -696,20 +698,29 @@ func (c *signedCache) get(k string) ([]byte, bool) {
 }
 
 func (c *signedCache) put(k string, b []byte) {
+	size := len(k) + len(b)
+	if size > c.max {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		// Evict one entry, the first a map's randomised iteration yields:
-		// bounded and O(1). Clearing the whole cache instead made a notary
-		// serving more targets than the bound re-sign nearly every answer
-		// (an RSA signature each), which was 40% of a campus-hour replay's
-		// CPU.
-		for k := range c.m {
-			delete(c.m, k)
+	if old, ok := c.m[k]; ok {
+		c.bytes -= len(k) + len(old)
+	}
+	// Evict entries the map's randomised iteration yields first until
+	// the new one fits: bounded and O(1) each. Clearing the whole cache
+	// instead made a notary serving more targets than it held re-sign
+	// nearly every answer (an RSA signature each), 40% of a campus-hour
+	// replay's CPU.
+	for ek, eb := range c.m {
+		if c.bytes+size <= c.max {
 			break
 		}
+		delete(c.m, ek)
+		c.bytes -= len(ek) + len(eb)
 	}
 	c.m[k] = b
+	c.bytes += size
 }
 
 // lookup returns k's history, from memory when it was read less than
