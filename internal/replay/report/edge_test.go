@@ -438,3 +438,26 @@ func TestOverheadPerNotary(t *testing.T) {
 		t.Fatalf("sum only: %+v %q", rep.Overhead, rep.Warnings)
 	}
 }
+
+func TestWindowEndsAtLastRequest(t *testing.T) {
+	// A finished run whose schedule's seconds run on past its last
+	// request (the flows' tails): the trial, its HTTPS bytes and its
+	// figures end with the second of the last request.
+	r := &run{seconds: make([]replay.Second, 10)}
+	for i := range r.seconds {
+		r.seconds[i] = replay.Second{HTTPSBytes: 100}
+	}
+	r.results = []replay.Result{ok(0, 0, replay.CacheMiss), ok(0, 3500*time.Millisecond, replay.CacheHit)}
+	r.nets = []replay.NetSample{{Wall: time.Second, NotaryBytes: 20}}
+	r.end = &replay.RunEnd{Reached: 3500 * time.Millisecond, Wall: time.Second}
+	rep, err := r.build(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Window != (Window{0, 4, 4}) || len(rep.Seconds) != 4 {
+		t.Fatalf("window %+v, %d seconds; want seconds 0-3", rep.Window, len(rep.Seconds))
+	}
+	if o := rep.Overhead; o.HTTPSBytes != 400 {
+		t.Fatalf("HTTPS bytes %v; want the 4 seconds of the trial, 400", o.HTTPSBytes)
+	}
+}

@@ -408,10 +408,12 @@ func (b *builder) finish(h *replay.RunHeader, end *replay.RunEnd, nets []replay.
 		Timeout: h.Timeout, Started: h.Started, Results: b.results, Ended: end != nil, MaxLag: b.maxLag, LateResults: b.lateLags,
 		Malformed: b.malformed}
 
-	// The window: from From to where the run got. A run that ended
-	// without interruption replayed up to Until (or the schedule's end);
-	// otherwise up to the second it reached (or, killed, the last request
-	// it recorded). Partial first and last seconds count whole.
+	// The window: from From to the second of the last request the run
+	// reached (killed: the last it recorded), within Until. Partial first
+	// and last seconds count whole. The schedule's seconds run on to the
+	// end of its last flow, but the trial is the requests' span, as the
+	// paper's hour was: flows' tails past it are not the trial's HTTPS
+	// bytes, and the figures would only draw empty minutes.
 	lo := int(h.From / time.Second)
 	hi := len(sum.Seconds)
 	if h.Until > 0 {
@@ -424,9 +426,7 @@ func (b *builder) finish(h *replay.RunHeader, end *replay.RunEnd, nets []replay.
 		reached = max(reached, end.Reached)
 	}
 	rep.Run.Reached = reached
-	if end == nil || end.Interrupted {
-		hi = min(hi, int(reached/time.Second)+1)
-	}
+	hi = min(hi, int(reached/time.Second)+1)
 	if !b.seenT && (end == nil || end.Interrupted) {
 		hi = lo
 	}
