@@ -1,6 +1,7 @@
 package obc
 
 import (
+	"container/list"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -56,6 +57,11 @@ func (s *Store) clientConfig(base *tls.Config, o Origin) *tls.Config {
 // sharing a server certificate and address. Separate transports make both
 // impossible, at the cost of one idle pool per origin.
 //
+// It keeps the transports of the MaxOriginTransports origins used most
+// recently; the one used least recently is dropped past that, its idle
+// connections closed (requests in flight on it finish), so that a client
+// visiting origins without end holds a bounded number of pools.
+//
 // Plain http:// requests carry no client certificate and go through one
 // shared clone of base. base's DialTLSContext must be nil (it would bypass
 // the TLS configuration); RoundTrip fails otherwise.
@@ -63,7 +69,15 @@ func Transport(base *http.Transport, st *Store) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport)
 	}
-	return &transport{base: base.Clone(), st: st, byOrigin: map[Origin]*http.Transport{}}
+	return &transport{base: base.Clone(), st: st, byOrigin: map[Origin]*list.Element{}, lru: list.New()}
+}
+
+// MaxOriginTransports bounds the per-origin transports Transport keeps.
+const MaxOriginTransports = 1024
+
+type originTransport struct {
+	o  Origin
+	tr *http.Transport
 }
 
 type transport struct {
@@ -72,7 +86,9 @@ type transport struct {
 
 	mu       sync.Mutex
 	plain    *http.Transport
-	byOrigin map[Origin]*http.Transport
+	byOrigin map[Origin]*list.Element // of *originTransport, in lru
+	lru      *list.List               // most recently used first
+	max      int                      // 0: MaxOriginTransports
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -102,8 +118,19 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *transport) forOrigin(o Origin) *http.Transport {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if tr, ok := t.byOrigin[o]; ok {
-		return tr
+	if e, ok := t.byOrigin[o]; ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*originTransport).tr
+	}
+	limit := t.max
+	if limit <= 0 {
+		limit = MaxOriginTransports
+	}
+	for t.lru.Len() >= limit {
+		e := t.lru.Back()
+		ot := t.lru.Remove(e).(*originTransport)
+		delete(t.byOrigin, ot.o)
+		ot.tr.CloseIdleConnections()
 	}
 	tr := t.base.Clone()
 	tr.TLSClientConfig = t.st.clientConfig(t.base.TLSClientConfig, o)
@@ -117,7 +144,7 @@ func (t *transport) forOrigin(o Origin) *http.Transport {
 		// origin, never shared.
 		tr.TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	}
-	t.byOrigin[o] = tr
+	t.byOrigin[o] = t.lru.PushFront(&originTransport{o: o, tr: tr})
 	return tr
 }
 
@@ -125,8 +152,8 @@ func (t *transport) forOrigin(o Origin) *http.Transport {
 func (t *transport) CloseIdleConnections() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, tr := range t.byOrigin {
-		tr.CloseIdleConnections()
+	for e := t.lru.Front(); e != nil; e = e.Next() {
+		e.Value.(*originTransport).tr.CloseIdleConnections()
 	}
 	if t.plain != nil {
 		t.plain.CloseIdleConnections()
