@@ -50,6 +50,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	nProbes := fs.Int("notary-probes", 0, "with --notary local, the notaries' probes in flight (0: the notary's default, 64); size it to what the machine can probe at once")
 	nQueue := fs.Int("notary-queue", 0, "with --notary local, probes waiting for a slot before the notary answers 503 overloaded (0: the notary's default, 4 × --notary-probes)")
 	nRequests := fs.Int("notary-requests", 0, "with --notary local, probing requests handled at once before the notary answers 503 overloaded (0: the notary's default, 4096)")
+	connMode := fs.String("conns", replay.ConnsReuse, "how requests use connections to the notaries: reuse (pooled HTTP/2 connections per source address) or fresh (a new TLS connection per request, so the notaries' bytes include a handshake each, as for a client checking one certificate per connection)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (replayer, notaries, world) to `FILE`")
 	deadMode := fs.String("dead", "refuse", "with --notary local, what the world's dead targets do: refuse (connections refused: the probe fails at once) or silent (accepted, never answered: the probe times out, as at a server that no longer answers)")
 	force := fs.Bool("force", false, "overwrite --out if it exists (never when it is the schedule or a bundle)")
@@ -84,6 +85,8 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("--max-in-flight must be positive")
 	case *deadMode != "refuse" && *deadMode != "silent":
 		return usageError("--dead %q: want refuse or silent", *deadMode)
+	case *connMode != replay.ConnsReuse && *connMode != replay.ConnsFresh:
+		return usageError("--conns %q: want reuse or fresh", *connMode)
 	case *localN < 1 || *localN > 16:
 		return usageError("--local-notaries must be 1 to 16")
 	case *nProbes < 0 || *nProbes > 100000, *nQueue < 0 || *nQueue > 1000000, *nRequests < 0 || *nRequests > 1000000:
@@ -126,7 +129,7 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 
-	header := replay.RunHeader{Schedule: pos[0], ScheduleHeader: sr.Header, API: *api}
+	header := replay.RunHeader{Schedule: pos[0], ScheduleHeader: sr.Header, API: *api, Conns: *connMode}
 	opt := driver.Options{
 		Schedule: sr, Header: header, Speedup: *speedup, Timeout: *timeout,
 		From: *from, Until: *until, MaxInFlight: *maxInFlight,
@@ -179,12 +182,12 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 			locals = append(locals, l)
 			nbs = append(nbs, l.Bundle)
 		}
-		opt.NotaryBytes = func() int64 {
-			var n int64
-			for _, l := range locals {
-				n += l.Bytes()
+		opt.NotaryBytesEach = func() []int64 {
+			each := make([]int64, len(locals))
+			for i, l := range locals {
+				each[i] = l.Bytes()
 			}
-			return n
+			return each
 		}
 		opt.ProbeBytes = world.ProbeBytes
 		c := locals[0].Config
@@ -225,6 +228,9 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 				return err
 			}
 			defer t.Close()
+			if *connMode == replay.ConnsFresh {
+				t.FreshConnections()
+			}
 			opt.Targets = append(opt.Targets, t)
 		} else {
 			t, err := driver.NewConvergence(b, fps, conns)
@@ -232,6 +238,9 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 				return err
 			}
 			defer t.Close()
+			if *connMode == replay.ConnsFresh {
+				t.FreshConnections()
+			}
 			opt.Targets = append(opt.Targets, t)
 		}
 	}

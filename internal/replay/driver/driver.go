@@ -64,6 +64,10 @@ type Options struct {
 	// the replayer's connections, summed over the targets that count
 	// theirs (Where "client").
 	NotaryBytes func() int64
+	// NotaryBytesEach, when set, reports the same per notary, in the
+	// order of Targets (NetSample.NotaryBytesEach); NotaryBytes is then
+	// their sum.
+	NotaryBytesEach func() []int64
 	// ProbeBytes, when set, reports the bytes of the notaries' probes (a
 	// synthetic world's listeners).
 	ProbeBytes func() int64
@@ -390,12 +394,20 @@ func (r *run) write(rw *replay.RecordWriter, stop <-chan struct{}) error {
 			return
 		}
 		s := replay.NetSample{Wall: time.Since(r.started)}
-		if r.o.NotaryBytes != nil {
+		switch {
+		case r.o.NotaryBytesEach != nil:
+			s.NotaryBytesEach, s.Where = r.o.NotaryBytesEach(), "listener"
+			for _, b := range s.NotaryBytesEach {
+				s.NotaryBytes += b
+			}
+		case r.o.NotaryBytes != nil:
 			s.NotaryBytes, s.Where = r.o.NotaryBytes(), "listener"
-		} else {
+		default:
 			s.Where = "client"
-			for _, t := range r.o.Targets {
+			s.NotaryBytesEach = make([]int64, len(r.o.Targets))
+			for i, t := range r.o.Targets {
 				if b, ok := t.(interface{ Bytes() int64 }); ok {
+					s.NotaryBytesEach[i] = b.Bytes()
 					s.NotaryBytes += b.Bytes()
 				}
 			}

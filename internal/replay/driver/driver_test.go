@@ -123,7 +123,14 @@ func TestReplayAgainstNotaries(t *testing.T) {
 		locals = append(locals, l)
 		var tg Target
 		if api == "v1" {
-			tg, err = NewV1(l.Bundle, fps, 0)
+			// v1 asked on a fresh connection per request; Convergence
+			// on pooled ones.
+			var v1 *V1Target
+			v1, err = NewV1(l.Bundle, fps, 0)
+			if err == nil {
+				v1.FreshConnections()
+			}
+			tg = v1
 		} else {
 			tg, err = NewConvergence(l.Bundle, fps, 0)
 		}
@@ -147,7 +154,7 @@ func TestReplayAgainstNotaries(t *testing.T) {
 	var out bytes.Buffer
 	sum, err := Run(context.Background(), Options{
 		Schedule: sr, Out: &out, Targets: targets, Sources: sources, Timeout: 5 * time.Second,
-		NotaryBytes: func() int64 { return locals[0].Bytes() + locals[1].Bytes() },
+		NotaryBytesEach: func() []int64 { return []int64{locals[0].Bytes(), locals[1].Bytes()} },
 		ProbeBytes:  w.ProbeBytes,
 		Header:      replay.RunHeader{Schedule: "test", API: "mixed"},
 	})
@@ -194,6 +201,17 @@ func TestReplayAgainstNotaries(t *testing.T) {
 	last := nets[len(nets)-1]
 	if last.Where != "listener" || last.NotaryBytes < 14*500 || last.ProbeBytes < 4*500 {
 		t.Errorf("last net sample %+v", last)
+	}
+	if len(last.NotaryBytesEach) != 2 || last.NotaryBytesEach[0]+last.NotaryBytesEach[1] != last.NotaryBytes {
+		t.Errorf("per-notary bytes %v do not add up to %d", last.NotaryBytesEach, last.NotaryBytes)
+	}
+	// Fresh connections: one accepted per request. Pooled: at most one
+	// per source address.
+	if a := locals[1].Accepts(); a != 7 {
+		t.Errorf("the v1 notary (fresh connections) accepted %d connections for 7 requests", a)
+	}
+	if a := locals[0].Accepts(); a > int64(len(sources)) {
+		t.Errorf("the Convergence notary (pooled connections) accepted %d connections from %d sources", a, len(sources))
 	}
 	if end.PeakInFlight < 1 || end.PeakHeap == 0 {
 		t.Errorf("end %+v", end)

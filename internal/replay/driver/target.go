@@ -69,6 +69,7 @@ type notaryConn struct {
 	bundle *consensus.Bundle
 	bytes  atomic.Int64
 	idle   int
+	fresh  bool // a new connection per request (RunHeader.Conns "fresh")
 
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
@@ -97,6 +98,14 @@ func newNotaryConn(b *consensus.Bundle, connsPerSource int) (*notaryConn, error)
 // Bytes is the TCP payload carried both ways on every connection to the
 // notary: TLS records, not IP and TCP headers.
 func (c *notaryConn) Bytes() int64 { return c.bytes.Load() }
+
+// FreshConnections makes every later request open a connection of its own
+// (replay.ConnsFresh) instead of reusing pooled ones (replay.ConnsReuse,
+// the default). Call it before the first request.
+func (t *ConvergenceTarget) FreshConnections() { t.c.fresh = true }
+
+// FreshConnections is ConvergenceTarget.FreshConnections for v1.
+func (t *V1Target) FreshConnections() { t.c.fresh = true }
 
 // Loopback reports whether every host of the bundle is a loopback address.
 func (c *notaryConn) Loopback() bool { return OnLoopback(c.bundle) }
@@ -172,8 +181,12 @@ func (c *notaryConn) transport(hi int, src netip.Addr) *http.Transport {
 		// connection each before the first is up: a storm of
 		// handshakes (an RSA signature each at the notary) that a
 		// notary's per-client connection cap then resets.
-		MaxConnsPerHost:        c.idle,
-		MaxIdleConnsPerHost:    c.idle,
+		MaxConnsPerHost:     c.idle,
+		MaxIdleConnsPerHost: c.idle,
+		// Fresh: each request on its own connection, closed after it,
+		// so the notary's bytes include a handshake per request as a
+		// client checking one certificate per connection would cost it.
+		DisableKeepAlives:      c.fresh,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 		DisableCompression:     true,

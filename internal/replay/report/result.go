@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -29,14 +30,17 @@ type Report struct {
 
 // Run describes the run from its record.
 type Run struct {
-	Schedule string        `json:"schedule"`
-	Source   string        `json:"source"`
-	API      string        `json:"api"`
-	Local    string        `json:"local,omitempty"`
-	Speedup  float64       `json:"speedup"`
-	Timeout  time.Duration `json:"timeout_ns"`
-	Started  time.Time     `json:"started"`
-	Results  int64         `json:"results"`
+	Schedule string `json:"schedule"`
+	Source   string `json:"source"`
+	API      string `json:"api"`
+	Local    string `json:"local,omitempty"`
+	// Conns is how requests used connections (replay.RunHeader.Conns;
+	// "reuse" for records that do not say).
+	Conns   string        `json:"conns"`
+	Speedup float64       `json:"speedup"`
+	Timeout time.Duration `json:"timeout_ns"`
+	Started time.Time     `json:"started"`
+	Results int64         `json:"results"`
 	// Ended says the record has its end; Interrupted that the run was
 	// stopped before the schedule's end.
 	Ended       bool          `json:"ended"`
@@ -404,7 +408,7 @@ func paperDelay() PaperExpected {
 func (b *builder) finish(h *replay.RunHeader, end *replay.RunEnd, nets []replay.NetSample, nNet int64, opt Options) *Report {
 	sum := b.sum
 	rep := &Report{Warnings: []string{}, Paper: paperDelay()}
-	rep.Run = Run{Schedule: h.Schedule, Source: h.ScheduleHeader.Source, API: h.API, Local: h.Local, Speedup: h.Speedup,
+	rep.Run = Run{Schedule: h.Schedule, Source: h.ScheduleHeader.Source, API: h.API, Local: h.Local, Conns: cmp.Or(h.Conns, replay.ConnsReuse), Speedup: h.Speedup,
 		Timeout: h.Timeout, Started: h.Started, Results: b.results, Ended: end != nil, MaxLag: b.maxLag, LateResults: b.lateLags,
 		Malformed: b.malformed}
 

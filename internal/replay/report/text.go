@@ -25,8 +25,8 @@ func WriteText(out io.Writer, rep *Report) error {
 	case r.Interrupted:
 		state = "interrupted"
 	}
-	p("  API %s, speed-up %g×, client timeout %v, %d results, %s at trace time %v",
-		termtext.Escape(r.API), r.Speedup, r.Timeout, r.Results, state, r.Reached.Round(time.Millisecond))
+	p("  API %s, connections %s, speed-up %g×, client timeout %v, %d results, %s at trace time %v",
+		termtext.Escape(r.API), termtext.Escape(r.Conns), r.Speedup, r.Timeout, r.Results, state, r.Reached.Round(time.Millisecond))
 	if r.Wall > 0 {
 		p(" after %v", r.Wall.Round(time.Millisecond))
 	}
