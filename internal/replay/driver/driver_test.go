@@ -155,8 +155,8 @@ func TestReplayAgainstNotaries(t *testing.T) {
 	sum, err := Run(context.Background(), Options{
 		Schedule: sr, Out: &out, Targets: targets, Sources: sources, Timeout: 5 * time.Second,
 		NotaryBytesEach: func() []int64 { return []int64{locals[0].Bytes(), locals[1].Bytes()} },
-		ProbeBytes:  w.ProbeBytes,
-		Header:      replay.RunHeader{Schedule: "test", API: "mixed"},
+		ProbeBytes:      w.ProbeBytes,
+		Header:          replay.RunHeader{Schedule: "test", API: "mixed"},
 	})
 	if err != nil {
 		t.Fatal(err)
