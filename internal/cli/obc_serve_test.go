@@ -376,7 +376,11 @@ func TestOBCServeBounds(t *testing.T) {
 		{[]string{"extra"}, "no arguments"},
 	} {
 		env := &Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-		err := obcServe(context.Background(), env, append([]string{"--addr", "127.0.0.1:0"}, tt.args...))
+		// Cancelled: should a check be missing, the server stops at
+		// once and the test fails instead of hanging.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := obcServe(ctx, env, append([]string{"--addr", "127.0.0.1:0"}, tt.args...))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: %v, want an error with %q", tt.args, err, tt.want)
 		}
