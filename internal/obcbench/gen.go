@@ -19,8 +19,8 @@ import (
 // it has them. The paper's fourth, ECDSA on sect163k1, has no Go
 // implementation; ECDSA P-256 stands in for it. RSA-1024 is the smallest
 // key crypto/rsa generates or accepts since Go 1.24 (smaller ones need
-// GODEBUG=rsa1024min=0); in FIPS 140-3 mode (GODEBUG=fips140=on) Go refuses
-// RSA keys under 2048 bits altogether.
+// GODEBUG=rsa1024min=0); with GODEBUG=fips140=only Go refuses RSA keys
+// under 2048 bits altogether.
 var Algs = []string{"ecdsa-p256", "ed25519", "rsa-1024", "rsa-2048"}
 
 // newKey generates a client key of alg.
