@@ -58,7 +58,7 @@ CA="basicConstraints=critical,CA:TRUE"
 CAKU="keyUsage=critical,keyCertSign,cRLSign"
 LEAFKU="keyUsage=critical,digitalSignature"
 SERVER="extendedKeyUsage=serverAuth"
-SAN="subjectAltName=DNS:www.example.com,IP:127.0.0.1"
+SAN="subjectAltName=DNS:www.example.com,IP:127.0.0.1,IP:::1"
 
 root root
 root otherroot
@@ -100,6 +100,16 @@ key rsainter -algorithm RSA -pkeyopt rsa_keygen_bits:2048
 issue rsainter root 1825 sha256 "$CA" "$CAKU"
 key md5leaf
 issue md5leaf rsainter 90 md5 "$LEAFKU" "$SERVER" "$SAN"
+
+# A wildcard leaf, and a leaf with its name only in the subject's CN (no
+# SAN): X509_check_host falls back to the CN, crypto/x509 does not.
+key wildleaf
+issue wildleaf inter 90 sha256 "$LEAFKU" "$SERVER" "subjectAltName=DNS:*.example.org"
+key cnleaf
+ext cnleaf "$LEAFKU" "$SERVER"
+openssl req -new -key cnleaf.key -subj "/CN=www.cn-only.test" -config /dev/null -out cnleaf.csr 2>/dev/null
+openssl x509 -req -in cnleaf.csr -CA inter.pem -CAkey inter.key -days 90 -sha256 -extfile cnleaf.ext \
+	-set_serial 0x$(openssl rand -hex 8) -out cnleaf.pem 2>/dev/null
 
 # A self-signed leaf that no root vouches for.
 key selfleaf
@@ -167,5 +177,17 @@ R=$(arr root)
 	req 24 "$R" "[\"$( (openssl x509 -in leaf.pem -outform DER; printf 'x') | base64 -w0)\"]" www.example.com $t server
 	# A host that is a wildcard pattern matches nothing.
 	req 25 "$R" "$(arr leaf inter)" "*.example.com" $t server
+	req 26 "$R" "$(arr leaf inter)" ::1 $t server
+	req 27 "$R" "$(arr leaf inter)" "[127.0.0.1]" $t server
+	req 28 "$R" "$(arr wildleaf inter)" a.example.org $t server
+	req 29 "$R" "$(arr wildleaf inter)" a.b.example.org $t server
+	req 30 "$R" "$(arr wildleaf inter)" example.org $t server
+	req 31 "$R" "$(arr cnleaf inter)" www.cn-only.test $t server
+	# The same root many times over: one trust anchor.
+	req 32 "$(arr root root root otherroot root)" "$(arr leaf inter inter leaf)" www.example.com $t server
+	# Expired and from an unknown root: the path's first failure is named.
+	req 33 "$(arr otherroot)" "$(arr leaf inter)" www.example.com $((now + 200 * day)) server
+	# A valid path for a leaf that is not valid for the name: the path verified, so the name is checked.
+	req 34 "$R" "$(arr client inter)" www.example.com $t client
 } >"$here/requests.jsonl"
 echo "wrote $here/requests.jsonl and $out/"
