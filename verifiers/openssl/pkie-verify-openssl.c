@@ -95,14 +95,70 @@ static void emit(json_t *obj)
 	free(s);
 }
 
-/* jstr makes a JSON string that cannot fail on bytes that are not UTF-8:
- * library messages are ASCII, but a reason must never turn into a crash. */
+/*
+ * utf8_len returns the length of the well-formed UTF-8 sequence (RFC 3629:
+ * no overlong forms, surrogates or code points past U+10FFFF) at s, or 0.
+ */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned int cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* jstr makes a JSON string of s with every byte that is not part of
+ * well-formed UTF-8 replaced by '?': a reason cut at MAX_REASON may end
+ * inside a character, and no message may turn into a failure to answer. */
 static json_t *jstr(const char *s)
 {
-	json_t *j = json_string(s);
-	if (j == NULL)
-		j = json_string("(message not UTF-8)");
+	size_t n = strlen(s);
+	char *t = malloc(n + 1);
+	if (t == NULL)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_len((const unsigned char *)s + i);
+		if (k == 0) {
+			t[i++] = '?';
+			continue;
+		}
+		memcpy(t + i, s + i, k);
+		i += k;
+	}
+	t[n] = '\0';
+	json_t *j = json_stringn(t, n);
+	free(t);
 	return j;
+}
+
+/* put sets o[key] = v (stealing v); only memory exhaustion fails it, and
+ * an answer missing a field is worse than no answer. */
+static void put(json_t *o, const char *key, json_t *v)
+{
+	if (json_object_set_new(o, key, v) != 0)
+		die("out of memory building an answer");
 }
 
 static void emit_error(json_int_t id, const char *fmt, ...)
@@ -115,8 +171,8 @@ static void emit_error(json_int_t id, const char *fmt, ...)
 	json_t *o = json_object();
 	if (o == NULL)
 		die("out of memory");
-	json_object_set_new(o, "id", json_integer(id));
-	json_object_set_new(o, "error", jstr(msg));
+	put(o, "id", json_integer(id));
+	put(o, "error", jstr(msg));
 	emit(o);
 }
 
@@ -126,17 +182,17 @@ static void emit_verdict(json_int_t id, const struct verdict *v)
 	json_t *ph = json_object();
 	if (o == NULL || ph == NULL)
 		die("out of memory");
-	json_object_set_new(o, "id", json_integer(id));
-	json_object_set_new(o, "valid", json_boolean(v->valid));
-	json_object_set_new(o, "code", jstr(v->code));
-	json_object_set_new(o, "reason", jstr(v->reason));
-	json_object_set_new(o, "depth", json_integer(v->depth));
-	json_object_set_new(o, "roots_skipped", json_integer(v->roots_skipped));
-	json_object_set_new(ph, "roots_ns", json_integer(v->ph.roots_ns));
-	json_object_set_new(ph, "chain_ns", json_integer(v->ph.chain_ns));
-	json_object_set_new(ph, "verify_ns", json_integer(v->ph.verify_ns));
-	json_object_set_new(ph, "hostname_ns", json_integer(v->ph.hostname_ns));
-	json_object_set_new(o, "phases", ph);
+	put(o, "id", json_integer(id));
+	put(o, "valid", json_boolean(v->valid));
+	put(o, "code", jstr(v->code));
+	put(o, "reason", jstr(v->reason));
+	put(o, "depth", json_integer(v->depth));
+	put(o, "roots_skipped", json_integer(v->roots_skipped));
+	put(ph, "roots_ns", json_integer(v->ph.roots_ns));
+	put(ph, "chain_ns", json_integer(v->ph.chain_ns));
+	put(ph, "verify_ns", json_integer(v->ph.verify_ns));
+	put(ph, "hostname_ns", json_integer(v->ph.hostname_ns));
+	put(o, "phases", ph);
 	emit(o);
 }
 
@@ -491,6 +547,11 @@ static const char *verify(const struct request *r, struct verdict *v, char *msg,
 	X509_VERIFY_PARAM *param = X509_STORE_CTX_get0_param(ctx);
 	X509_VERIFY_PARAM_set_time(param, r->time);
 	X509_VERIFY_PARAM_set_auth_level(param, AUTH_LEVEL);
+	/* Every root is a trust anchor (docs/formats.md), self-signed or not,
+	 * as RFC 5280 section 6.1.1 has it and as libcurl sets it (since
+	 * 7.68); without the flag OpenSSL only ends a path at a self-signed
+	 * certificate. */
+	X509_VERIFY_PARAM_set_flags(param, X509_V_FLAG_PARTIAL_CHAIN);
 	if (!X509_STORE_CTX_set_purpose(ctx, r->purpose)) {
 		fail = "X509_STORE_CTX_set_purpose failed";
 		goto out;
@@ -597,9 +658,9 @@ int main(void)
 	json_t *hello = json_object();
 	if (hello == NULL)
 		die("out of memory");
-	json_object_set_new(hello, "protocol", json_string(PROTOCOL));
-	json_object_set_new(hello, "backend", json_string(BACKEND));
-	json_object_set_new(hello, "library", jstr(OpenSSL_version(OPENSSL_VERSION)));
+	put(hello, "protocol", json_string(PROTOCOL));
+	put(hello, "backend", json_string(BACKEND));
+	put(hello, "library", jstr(OpenSSL_version(OPENSSL_VERSION)));
 	emit(hello);
 
 	/* One buffer for the longest allowed line, reused for every request. */

@@ -189,5 +189,8 @@ R=$(arr root)
 	req 33 "$(arr otherroot)" "$(arr leaf inter)" www.example.com $((now + 200 * day)) server
 	# A valid path for a leaf that is not valid for the name: the path verified, so the name is checked.
 	req 34 "$R" "$(arr client inter)" www.example.com $t client
+	# A root that is not self-signed is a trust anchor all the same.
+	req 35 "$(arr inter)" "$(arr leaf)" www.example.com $t server
+	req 36 "$(arr leaf)" "$(arr leaf)" www.example.com $t server
 } >"$here/requests.jsonl"
 echo "wrote $here/requests.jsonl and $out/"
