@@ -46,7 +46,8 @@
 /*
  * OpenSSL 3.0's built-in TLS security level (OPENSSL_TLS_SECURITY_LEVEL):
  * libssl hands it to X509_verify_cert as the authentication level, which
- * rejects keys under 80 bits of security and MD5 signatures. Without it,
+ * rejects keys and signature digests under 80 bits of security (RSA under
+ * 1024 bits, MD5, SHA-1). Without it,
  * X509_verify_cert checks no key size or digest at all, which no TLS client
  * built on OpenSSL does.
  */

@@ -101,6 +101,10 @@ issue rsainter root 1825 sha256 "$CA" "$CAKU"
 key md5leaf
 issue md5leaf rsainter 90 md5 "$LEAFKU" "$SERVER" "$SAN"
 
+# And one signed with SHA-1.
+key sha1leaf
+issue sha1leaf rsainter 90 sha1 "$LEAFKU" "$SERVER" "$SAN"
+
 # A wildcard leaf, and a leaf with its name only in the subject's CN (no
 # SAN): X509_check_host falls back to the CN, crypto/x509 does not.
 key wildleaf
@@ -192,5 +196,6 @@ R=$(arr root)
 	# A root that is not self-signed is a trust anchor all the same.
 	req 35 "$(arr inter)" "$(arr leaf)" www.example.com $t server
 	req 36 "$(arr leaf)" "$(arr leaf)" www.example.com $t server
+	req 37 "$R" "$(arr sha1leaf rsainter)" www.example.com $t server
 } >"$here/requests.jsonl"
 echo "wrote $here/requests.jsonl and $out/"
