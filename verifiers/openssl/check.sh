@@ -79,9 +79,41 @@ EOF
 	fi
 }
 
+# hostile SEED COUNT [WRAPPER...]: mutated requests (testdata/hostile.py)
+# must each get one well-formed answer, and the helper must exit 0.
+hostile() {
+	seed=$1 count=$2
+	shift 2
+	python3 "$td/hostile.py" gen "$seed" "$count" "$td/requests.jsonl" >"$tmp/hostile.in"
+	if ! "$@" "$bin" <"$tmp/hostile.in" >"$tmp/hostile.out" 2>"$tmp/hostile.err"; then
+		echo "FAIL hostile (seed $seed): the helper exited non-zero:"
+		tail -n 30 "$tmp/hostile.err"
+		fail=1
+	elif [ -s "$tmp/hostile.err" ]; then
+		echo "FAIL hostile (seed $seed): the helper wrote to standard error:"
+		tail -n 30 "$tmp/hostile.err"
+		fail=1
+	fi
+	python3 "$td/hostile.py" check "$tmp/hostile.in" "$tmp/hostile.out" || fail=1
+}
+
 run >"$tmp/plain.out"
 compare plain "$tmp/plain.out"
 bounds
+hostile 1 2000
+
+# The same hostile requests against a build with AddressSanitizer and
+# UndefinedBehaviorSanitizer, where the compiler has them.
+if ${CC:-cc} -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -std=c11 \
+	$(pkg-config --cflags libcrypto jansson 2>/dev/null) -o "$tmp/asan" "$here"/*.c \
+	$(pkg-config --libs libcrypto jansson 2>/dev/null || echo -lcrypto -ljansson) 2>/dev/null; then
+	bin_plain=$bin
+	bin=$tmp/asan
+	hostile 2 3000
+	bin=$bin_plain
+else
+	echo "note: no -fsanitize=address,undefined here; sanitizer run skipped"
+fi
 
 if command -v valgrind >/dev/null 2>&1; then
 	vg="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99"
@@ -98,6 +130,8 @@ if command -v valgrind >/dev/null 2>&1; then
 		cat "$tmp/vgb.err"
 		fail=1
 	fi
+	# shellcheck disable=SC2086
+	hostile 3 200 $vg
 else
 	echo "note: valgrind not installed; memory checks skipped"
 fi
