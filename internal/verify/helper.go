@@ -28,11 +28,11 @@ type Helper struct {
 }
 
 type helperProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan lineOrErr
-	stderr *tail
-	exited chan struct{}
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan lineOrErr
+	stderr  *tail
+	exited  chan struct{}
 	waitErr error
 }
 
