@@ -323,23 +323,24 @@ static const char *code_for(int err)
 	}
 }
 
-/* is_ip_literal says whether host is an IPv4 or IPv6 literal, the latter
- * also in brackets (as crypto/x509's VerifyHostname accepts it), and
- * leaves the bare literal in ip. */
+/*
+ * is_ip_literal says whether host is an IPv4 or IPv6 literal, also in
+ * brackets ("[::1]"), and leaves the bare literal in ip: the same reading
+ * as crypto/x509's VerifyHostname, so the back ends differ in matching,
+ * not in what they take the host to be.
+ */
 static int is_ip_literal(const char *host, char *ip, size_t iplen)
 {
 	size_t n = strlen(host);
 	unsigned char addr[16];
 	if (n >= 3 && host[0] == '[' && host[n - 1] == ']') {
-		if (n - 2 >= iplen)
-			return 0;
-		memcpy(ip, host + 1, n - 2);
-		ip[n - 2] = '\0';
-		return inet_pton(AF_INET6, ip, addr) == 1;
+		host++;
+		n -= 2;
 	}
 	if (n >= iplen)
 		return 0;
-	memcpy(ip, host, n + 1);
+	memcpy(ip, host, n);
+	ip[n] = '\0';
 	return inet_pton(AF_INET, ip, addr) == 1 || inet_pton(AF_INET6, ip, addr) == 1;
 }
 

@@ -197,5 +197,6 @@ R=$(arr root)
 	req 35 "$(arr inter)" "$(arr leaf)" www.example.com $t server
 	req 36 "$(arr leaf)" "$(arr leaf)" www.example.com $t server
 	req 37 "$R" "$(arr sha1leaf rsainter)" www.example.com $t server
+	req 38 "$R" "$(arr leaf inter)" "[www.example.com]" $t server
 } >"$here/requests.jsonl"
 echo "wrote $here/requests.jsonl and $out/"
