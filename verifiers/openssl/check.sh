@@ -1,10 +1,14 @@
 #!/bin/sh
-# check.sh builds pkie-verify-openssl and checks its answers to the
-# committed requests (testdata/requests.jsonl: verdicts; testdata/errors.jsonl:
-# requests it must refuse) against testdata/expected.jsonl, then its bounds
-# (an over-long line, too many certificates), and runs it all again under
-# valgrind when valgrind is installed. Exit status 0 means every answer was
-# as expected and valgrind found no error or leak.
+# check.sh builds pkie-verify-openssl and checks it:
+#  - its answers to the committed requests (testdata/requests.jsonl: the
+#    verdict cases; testdata/errors.jsonl: odd requests, most of which it
+#    must refuse) against testdata/expected.jsonl, timings removed;
+#  - its bounds (a line over 16 MiB, too many certificates);
+#  - mutated hostile requests (testdata/hostile.py): one well-formed answer
+#    per line and exit 0, also with AddressSanitizer and UBSan where cc has
+#    them;
+#  - all of it again under valgrind, when installed: no memory error, no leak.
+# Exit status 0 means all of it passed.
 #
 # Usage: verifiers/openssl/check.sh   (from anywhere; builds with make)
 set -eu
