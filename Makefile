@@ -24,7 +24,7 @@ bin/pkie-verify-openssl: $(wildcard verifiers/openssl/*.c verifiers/openssl/*.h)
 	@mkdir -p bin
 	$(CC) -O2 -Wall -Wextra -Werror -std=c11 $(OPENSSL_CFLAGS) -o $@ verifiers/openssl/*.c $(OPENSSL_LIBS)
 
-bin/pkie-verify-webpki: $(wildcard verifiers/webpki/Cargo.* verifiers/webpki/src/*.rs)
+bin/pkie-verify-webpki: $(wildcard verifiers/webpki/Cargo.* verifiers/webpki/build.rs verifiers/webpki/src/*.rs)
 	@mkdir -p bin
 	cargo build --quiet --release --locked --manifest-path verifiers/webpki/Cargo.toml --target-dir verifiers/webpki/target
 	cp verifiers/webpki/target/release/pkie-verify-webpki $@

@@ -1,0 +1,272 @@
+//! pkie-verify-webpki: pkie's certificate verification helper backed by
+//! rustls-webpki, speaking pkie-verify/1 (docs/formats.md, "Verifier helper
+//! protocol"): a hello line, then one JSON answer line per request line.
+
+mod codes;
+mod request;
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use rustls_pki_types::{CertificateDer, ServerName, TrustAnchor, UnixTime};
+use serde_json::{json, Value};
+use webpki::{EndEntityCert, KeyUsage};
+
+use request::{Purpose, Reject, Request};
+
+/// The version of rustls-webpki this binary was built with, from Cargo.lock
+/// (build.rs).
+const WEBPKI_VERSION: &str = env!("PKIE_WEBPKI_VERSION");
+
+/// The longest request line read, newline excluded (the protocol's bound).
+const MAX_LINE: usize = 16 << 20;
+
+/// The most bytes of a library message put in an answer's reason, well
+/// under the protocol's 64 KiB answer bound.
+const MAX_REASON: usize = 1024;
+
+fn main() -> ExitCode {
+    let stdin = io::stdin();
+    let mut input = BufReader::with_capacity(1 << 16, stdin.lock());
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match serve(&mut input, &mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pkie-verify-webpki: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The hello line's library field.
+fn library() -> String {
+    format!("rustls-webpki {WEBPKI_VERSION} (ring)")
+}
+
+/// Writes the hello, then answers every request line of `input` until its
+/// end. Only I/O errors end it early; a bad request gets an error answer.
+fn serve(input: &mut impl BufRead, out: &mut impl Write) -> io::Result<()> {
+    let hello = json!({
+        "protocol": "pkie-verify/1",
+        "backend": "webpki",
+        "library": library(),
+    });
+    write_line(out, &hello)?;
+    let mut line = Vec::new();
+    loop {
+        let answer = match read_line(input, &mut line, MAX_LINE)? {
+            Line::End => return Ok(()),
+            Line::TooLong => error_answer(&Reject {
+                id: 0,
+                error: format!("request longer than {MAX_LINE} bytes; discarded"),
+            }),
+            Line::Full => answer(&line),
+        };
+        write_line(out, &answer)?;
+    }
+}
+
+fn write_line(out: &mut impl Write, v: &Value) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, v)?;
+    out.write_all(b"\n")?;
+    // pkie waits for each answer before it sends the next request.
+    out.flush()
+}
+
+enum Line {
+    /// `buf` holds one line, newline removed.
+    Full,
+    /// The line was longer than the bound; it has been read and dropped.
+    TooLong,
+    /// End of input and nothing left.
+    End,
+}
+
+/// Reads one `\n`-terminated line into `buf`, holding at most `max` bytes of
+/// it in memory. A last line without a newline counts as a line.
+fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    buf.clear();
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(match (any, too_long) {
+                (false, _) => Line::End,
+                (true, true) => Line::TooLong,
+                (true, false) => Line::Full,
+            });
+        }
+        any = true;
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&chunk[..take]);
+            }
+        }
+        input.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(if too_long { Line::TooLong } else { Line::Full });
+        }
+    }
+}
+
+fn error_answer(r: &Reject) -> Value {
+    json!({"id": r.id, "error": request::bounded(&r.error, MAX_REASON)})
+}
+
+/// The answer line for one request line.
+fn answer(line: &[u8]) -> Value {
+    match request::parse(line) {
+        Ok(req) => {
+            let v = verify(&req);
+            json!({
+                "id": req.id,
+                "valid": v.valid,
+                "code": v.code,
+                "reason": request::bounded(&v.reason, MAX_REASON),
+                "depth": v.depth,
+                "roots_skipped": v.roots_skipped,
+                "phases": {
+                    "roots_ns": v.roots_ns,
+                    "chain_ns": v.chain_ns,
+                    "verify_ns": v.verify_ns,
+                    "hostname_ns": v.hostname_ns,
+                },
+            })
+        }
+        Err(r) => error_answer(&r),
+    }
+}
+
+/// One verdict and the time each phase took.
+#[derive(Debug, Default)]
+struct Verdict {
+    valid: bool,
+    code: &'static str,
+    reason: String,
+    depth: usize,
+    roots_skipped: usize,
+    roots_ns: u128,
+    chain_ns: u128,
+    verify_ns: u128,
+    hostname_ns: u128,
+}
+
+impl Verdict {
+    fn fail(mut self, code: &'static str, reason: String) -> Self {
+        self.valid = false;
+        self.code = code;
+        self.reason = reason;
+        self
+    }
+}
+
+/// Verifies `req` with webpki, timing each phase around webpki's calls only.
+fn verify(req: &Request) -> Verdict {
+    let mut v = Verdict::default();
+
+    // Roots. A TrustAnchor borrows the certificate's DER, so the DER wrappers
+    // live in their own vector, alive as long as the anchors.
+    let start = Instant::now();
+    let root_ders: Vec<CertificateDer<'_>> = req
+        .roots
+        .iter()
+        .map(|r| CertificateDer::from(r.as_slice()))
+        .collect();
+    let mut anchors: Vec<TrustAnchor<'_>> = Vec::with_capacity(root_ders.len());
+    for der in &root_ders {
+        match webpki::anchor_from_trusted_cert(der) {
+            Ok(a) => anchors.push(a),
+            Err(_) => v.roots_skipped += 1,
+        }
+    }
+    v.roots_ns = start.elapsed().as_nanos();
+
+    // Chain: the leaf parsed for webpki, the rest passed as candidates
+    // (webpki parses those while building paths).
+    let start = Instant::now();
+    let chain_ders: Vec<CertificateDer<'_>> = req
+        .chain
+        .iter()
+        .map(|c| CertificateDer::from(c.as_slice()))
+        .collect();
+    let (leaf_der, intermediates) = match chain_ders.split_first() {
+        Some(split) => split,
+        None => {
+            // request::parse refuses an empty chain; kept as a verdict
+            // rather than a panic all the same.
+            v.chain_ns = start.elapsed().as_nanos();
+            return v.fail("malformed", "empty chain".to_owned());
+        }
+    };
+    let leaf = EndEntityCert::try_from(leaf_der);
+    v.chain_ns = start.elapsed().as_nanos();
+    let leaf = match leaf {
+        Ok(l) => l,
+        Err(e) => {
+            return v.fail(codes::code_for(&e), format!("leaf certificate: {e:?}"));
+        }
+    };
+
+    // Path building, signatures, validity and EKU.
+    let usage = match req.purpose {
+        Purpose::Server => KeyUsage::server_auth(),
+        Purpose::Client => KeyUsage::client_auth(),
+    };
+    let time = UnixTime::since_unix_epoch(Duration::from_secs(req.time));
+    let start = Instant::now();
+    let path = leaf.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &anchors,
+        intermediates,
+        time,
+        usage,
+        None,
+        None,
+    );
+    v.verify_ns = start.elapsed().as_nanos();
+    let path = match path {
+        Ok(p) => p,
+        Err(e) => return v.fail(codes::code_for(&e), format!("{e:?}")),
+    };
+    // Leaf, intermediates, anchor.
+    let depth = 2 + path.intermediate_certificates().count();
+
+    if !req.host.is_empty() {
+        let start = Instant::now();
+        let checked = match ServerName::try_from(req.host.as_str()) {
+            Ok(name) => leaf
+                .verify_is_valid_for_subject_name(&name)
+                .map_err(|e| (codes::code_for(&e), format!("{e:?}"))),
+            Err(e) => Err((
+                "name_mismatch",
+                format!(
+                    "host {:?} is neither a DNS name nor an IP address: {e}",
+                    request::bounded(&req.host, 256)
+                ),
+            )),
+        };
+        v.hostname_ns = start.elapsed().as_nanos();
+        if let Err((code, reason)) = checked {
+            return v.fail(code, reason);
+        }
+    }
+
+    v.valid = true;
+    v.code = "ok";
+    v.depth = depth;
+    v
+}
