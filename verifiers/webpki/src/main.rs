@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rustls_pki_types::{CertificateDer, ServerName, TrustAnchor, UnixTime};
-use serde_json::{json, Value};
+use serde_json::Value;
 use webpki::{EndEntityCert, KeyUsage};
 
 use request::{Purpose, Reject, Request};
@@ -48,12 +48,7 @@ fn library() -> String {
 /// Writes the hello, then answers every request line of `input` until its
 /// end. Only I/O errors end it early; a bad request gets an error answer.
 fn serve(input: &mut impl BufRead, out: &mut impl Write) -> io::Result<()> {
-    let hello = json!({
-        "protocol": "pkie-verify/1",
-        "backend": "webpki",
-        "library": library(),
-    });
-    write_line(out, &hello)?;
+    write_line(out, &hello())?;
     let mut line = Vec::new();
     loop {
         let answer = match read_line(input, &mut line, MAX_LINE)? {
@@ -68,8 +63,8 @@ fn serve(input: &mut impl BufRead, out: &mut impl Write) -> io::Result<()> {
     }
 }
 
-fn write_line(out: &mut impl Write, v: &Value) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, v)?;
+fn write_line(out: &mut impl Write, line: &str) -> io::Result<()> {
+    out.write_all(line.as_bytes())?;
     out.write_all(b"\n")?;
     // pkie waits for each answer before it sends the next request.
     out.flush()
@@ -123,32 +118,56 @@ fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Res
     }
 }
 
-fn error_answer(r: &Reject) -> Value {
-    json!({"id": r.id, "error": request::bounded(&r.error, MAX_REASON)})
+// The lines are written by hand rather than through a serde_json Map so
+// that their fields keep the order docs/formats.md shows (protocol first,
+// id first) without serde_json's preserve_order dependencies.
+
+/// A JSON string literal for `s`.
+fn quote(s: &str) -> String {
+    Value::String(s.to_owned()).to_string()
+}
+
+/// The hello line.
+fn hello() -> String {
+    format!(
+        r#"{{"protocol":"pkie-verify/1","backend":"webpki","library":{}}}"#,
+        quote(&library())
+    )
+}
+
+fn error_answer(r: &Reject) -> String {
+    format!(
+        r#"{{"id":{},"error":{}}}"#,
+        r.id,
+        quote(request::bounded(&r.error, MAX_REASON))
+    )
 }
 
 /// The answer line for one request line.
-fn answer(line: &[u8]) -> Value {
+fn answer(line: &[u8]) -> String {
     match request::parse(line) {
-        Ok(req) => {
-            let v = verify(&req);
-            json!({
-                "id": req.id,
-                "valid": v.valid,
-                "code": v.code,
-                "reason": request::bounded(&v.reason, MAX_REASON),
-                "depth": v.depth,
-                "roots_skipped": v.roots_skipped,
-                "phases": {
-                    "roots_ns": v.roots_ns,
-                    "chain_ns": v.chain_ns,
-                    "verify_ns": v.verify_ns,
-                    "hostname_ns": v.hostname_ns,
-                },
-            })
-        }
+        Ok(req) => verdict_answer(req.id, &verify(&req)),
         Err(r) => error_answer(&r),
     }
+}
+
+fn verdict_answer(id: u64, v: &Verdict) -> String {
+    format!(
+        concat!(
+            r#"{{"id":{},"valid":{},"code":{},"reason":{},"depth":{},"roots_skipped":{},"#,
+            r#""phases":{{"roots_ns":{},"chain_ns":{},"verify_ns":{},"hostname_ns":{}}}}}"#
+        ),
+        id,
+        v.valid,
+        quote(v.code),
+        quote(request::bounded(&v.reason, MAX_REASON)),
+        v.depth,
+        v.roots_skipped,
+        v.roots_ns,
+        v.chain_ns,
+        v.verify_ns,
+        v.hostname_ns,
+    )
 }
 
 /// One verdict and the time each phase took.
