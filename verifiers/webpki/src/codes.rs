@@ -62,3 +62,116 @@ pub fn code_for(err: &Error) -> &'static str {
         _ => "other",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::code_for;
+    use rustls_pki_types::{ServerName, UnixTime};
+    use webpki::{
+        DerTypeId, Error, InvalidNameContext, KeyUsage, RequiredEkuNotFoundContext,
+        UnsupportedSignatureAlgorithmContext, UnsupportedSignatureAlgorithmForPublicKeyContext,
+    };
+
+    #[test]
+    #[allow(deprecated)]
+    fn every_variant_has_its_code() {
+        let t = UnixTime::since_unix_epoch(core::time::Duration::from_secs(1));
+        let alg = || UnsupportedSignatureAlgorithmContext {
+            signature_algorithm_id: vec![1],
+            supported_algorithms: vec![],
+        };
+        let alg_key = || UnsupportedSignatureAlgorithmForPublicKeyContext {
+            signature_algorithm_id: vec![1],
+            public_key_algorithm_id: vec![2],
+        };
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                Error::CertExpired {
+                    time: t,
+                    not_after: t,
+                },
+                "expired",
+            ),
+            (
+                Error::CertNotValidYet {
+                    time: t,
+                    not_before: t,
+                },
+                "not_yet_valid",
+            ),
+            (Error::UnknownIssuer, "unknown_issuer"),
+            (Error::InvalidSignatureForPublicKey, "bad_signature"),
+            (Error::InvalidCrlSignatureForPublicKey, "bad_signature"),
+            (Error::SignatureAlgorithmMismatch, "bad_signature"),
+            (
+                Error::CertNotValidForName(InvalidNameContext {
+                    expected: ServerName::try_from("a.example").expect("name").to_owned(),
+                    presented: vec![],
+                }),
+                "name_mismatch",
+            ),
+            (Error::NameConstraintViolation, "name_constraints"),
+            (Error::PathLenConstraintViolated, "path_length"),
+            (Error::CaUsedAsEndEntity, "not_ca"),
+            (Error::EndEntityUsedAsCa, "not_ca"),
+            (Error::RequiredEkuNotFound, "bad_usage"),
+            (
+                Error::RequiredEkuNotFoundContext(RequiredEkuNotFoundContext {
+                    required: KeyUsage::server_auth(),
+                    present: vec![],
+                }),
+                "bad_usage",
+            ),
+            (Error::EmptyEkuExtension, "bad_usage"),
+            (Error::BadDer, "malformed"),
+            (Error::BadDerTime, "malformed"),
+            (Error::TrailingData(DerTypeId::Certificate), "malformed"),
+            (Error::MalformedExtensions, "malformed"),
+            (Error::MalformedDnsIdentifier, "malformed"),
+            (Error::MalformedNameConstraint, "malformed"),
+            (Error::ExtensionValueInvalid, "malformed"),
+            (Error::InvalidCertValidity, "malformed"),
+            (Error::InvalidSerialNumber, "malformed"),
+            (Error::InvalidNetworkMaskConstraint, "malformed"),
+            (Error::UnsupportedCertVersion, "unsupported"),
+            (Error::UnsupportedCriticalExtension, "unsupported"),
+            (Error::UnsupportedNameType, "unsupported"),
+            (Error::UnsupportedSignatureAlgorithm, "unsupported"),
+            (
+                Error::UnsupportedSignatureAlgorithmContext(alg()),
+                "unsupported",
+            ),
+            (
+                Error::UnsupportedSignatureAlgorithmForPublicKey,
+                "unsupported",
+            ),
+            (
+                Error::UnsupportedSignatureAlgorithmForPublicKeyContext(alg_key()),
+                "unsupported",
+            ),
+            (Error::MaximumPathDepthExceeded, "limits"),
+            (Error::MaximumPathBuildCallsExceeded, "limits"),
+            (Error::MaximumSignatureChecksExceeded, "limits"),
+            (Error::MaximumNameConstraintComparisonsExceeded, "limits"),
+            (Error::CertDistrusted, "other"),
+            (Error::CertRevoked, "other"),
+            (Error::UnknownRevocationStatus, "other"),
+            (
+                Error::CrlExpired {
+                    time: t,
+                    next_update: t,
+                },
+                "other",
+            ),
+            (Error::IssuerNotCrlSigner, "other"),
+            (Error::UnsupportedCrlVersion, "other"),
+            (
+                Error::UnsupportedCrlSignatureAlgorithmContext(alg()),
+                "other",
+            ),
+        ];
+        for (err, want) in cases {
+            assert_eq!(code_for(&err), want, "{err:?}");
+        }
+    }
+}

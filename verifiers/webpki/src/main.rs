@@ -289,3 +289,96 @@ fn verify(req: &Request) -> Verdict {
     v.depth = depth;
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize, cap: usize) -> Vec<Result<Vec<u8>, &'static str>> {
+        // A small buffer capacity makes lines span many fill_buf calls.
+        let mut r = BufReader::with_capacity(cap, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line(&mut r, &mut buf, max).expect("in-memory read") {
+                Line::End => return out,
+                Line::TooLong => out.push(Err("too long")),
+                Line::Full => out.push(Ok(buf.clone())),
+            }
+        }
+    }
+
+    #[test]
+    fn read_line_splits_and_bounds() {
+        for cap in [1, 3, 64] {
+            assert_eq!(
+                lines(b"ab\n\ncdef\nxyz", 4, cap),
+                vec![
+                    Ok(b"ab".to_vec()),
+                    Ok(vec![]),
+                    Ok(b"cdef".to_vec()),
+                    Ok(b"xyz".to_vec())
+                ],
+                "cap {cap}"
+            );
+            assert_eq!(
+                lines(b"abcde\nok\nabcdefgh", 4, cap),
+                vec![Err("too long"), Ok(b"ok".to_vec()), Err("too long")],
+                "cap {cap}"
+            );
+            assert_eq!(lines(b"", 4, cap), vec![]);
+        }
+    }
+
+    #[test]
+    fn serve_writes_hello_then_one_answer_per_line() {
+        let mut out = Vec::new();
+        serve(&mut &b"nope\n{\"id\":9}\n"[..], &mut out).expect("serve");
+        let text = String::from_utf8(out).expect("UTF-8");
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            got,
+            vec![
+                format!(
+                    r#"{{"protocol":"pkie-verify/1","backend":"webpki","library":"rustls-webpki {WEBPKI_VERSION} (ring)"}}"#
+                )
+                .as_str(),
+                r#"{"id":0,"error":"request is not JSON: expected ident at line 1 column 2"}"#,
+                r#"{"id":9,"error":"missing field roots"}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn verdict_answer_field_order_and_escaping() {
+        let v = Verdict {
+            valid: false,
+            code: "other",
+            reason: "a \"quoted\"\nline".to_owned(),
+            roots_skipped: 2,
+            roots_ns: 1,
+            chain_ns: 2,
+            verify_ns: 3,
+            hostname_ns: 0,
+            ..Verdict::default()
+        };
+        assert_eq!(
+            verdict_answer(u64::MAX, &v),
+            concat!(
+                r#"{"id":18446744073709551615,"valid":false,"code":"other","reason":"a \"quoted\"\nline","#,
+                r#""depth":0,"roots_skipped":2,"phases":{"roots_ns":1,"chain_ns":2,"verify_ns":3,"hostname_ns":0}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn reason_is_bounded() {
+        let v = Verdict {
+            code: "other",
+            reason: "x".repeat(100_000),
+            ..Verdict::default()
+        };
+        let a = verdict_answer(1, &v);
+        assert!(a.len() < MAX_REASON + 200, "{} bytes", a.len());
+    }
+}

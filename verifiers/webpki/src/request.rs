@@ -76,9 +76,9 @@ pub fn parse(line: &[u8]) -> Result<Request, Reject> {
     };
     let time = match obj.get("time") {
         None => return Err(reject("missing field time".to_owned())),
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| reject("time is not a non-negative integer (Unix seconds)".to_owned()))?,
+        Some(v) => v.as_u64().ok_or_else(|| {
+            reject("time is not a non-negative integer (Unix seconds)".to_owned())
+        })?,
     };
     let purpose = match obj.get("purpose") {
         None => return Err(reject("missing field purpose".to_owned())),
@@ -110,7 +110,9 @@ fn certs(obj: &Map<String, Value>, key: &str, max: usize) -> Result<Vec<Vec<u8>>
         Some(_) => return Err(format!("{key} is not an array")),
     };
     if arr.is_empty() {
-        return Err(format!("{key} is empty (at least one certificate is needed)"));
+        return Err(format!(
+            "{key} is empty (at least one certificate is needed)"
+        ));
     }
     if arr.len() > max {
         return Err(format!(
@@ -142,4 +144,183 @@ pub fn bounded(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: serde_json::Value) -> Vec<u8> {
+        v.to_string().into_bytes()
+    }
+
+    #[test]
+    fn parses_a_full_request() {
+        let line = obj(serde_json::json!({
+            "id": 7, "roots": ["AQID"], "chain": ["BAUG", "Bwg="],
+            "host": "www.example.com", "time": 1763856000, "purpose": "client",
+            "extra": "ignored",
+        }));
+        assert_eq!(
+            parse(&line),
+            Ok(Request {
+                id: 7,
+                roots: vec![vec![1, 2, 3]],
+                chain: vec![vec![4, 5, 6], vec![7, 8]],
+                host: "www.example.com".to_owned(),
+                time: 1763856000,
+                purpose: Purpose::Client,
+            })
+        );
+    }
+
+    #[test]
+    fn host_may_be_absent_or_null() {
+        for host in [None, Some(serde_json::Value::Null)] {
+            let mut v = serde_json::json!({"id": 1, "roots": ["AQID"], "chain": ["AQID"], "time": 0, "purpose": "server"});
+            if let Some(h) = host {
+                v["host"] = h;
+            }
+            let r = parse(&obj(v)).expect("valid request");
+            assert_eq!(r.host, "");
+            assert_eq!(r.purpose, Purpose::Server);
+        }
+    }
+
+    #[test]
+    fn rejects() {
+        let ok = serde_json::json!({"id": 3, "roots": ["AQID"], "chain": ["AQID"], "host": "", "time": 5, "purpose": "server"});
+        let with = |k: &str, v: serde_json::Value| {
+            let mut o = ok.clone();
+            o[k] = v;
+            obj(o)
+        };
+        let without = |k: &str| {
+            let mut o = ok.clone();
+            o.as_object_mut().expect("object").remove(k);
+            obj(o)
+        };
+        let cases: Vec<(&str, Vec<u8>, u64, &str)> = vec![
+            ("garbage", b"\xff\xfe".to_vec(), 0, "not JSON"),
+            ("array", b"[]".to_vec(), 0, "not a JSON object"),
+            ("no id", without("id"), 0, "missing field id"),
+            (
+                "float id",
+                with("id", serde_json::json!(1.5)),
+                0,
+                "id is not",
+            ),
+            (
+                "string id",
+                with("id", serde_json::json!("3")),
+                0,
+                "id is not",
+            ),
+            ("no roots", without("roots"), 3, "missing field roots"),
+            (
+                "roots not array",
+                with("roots", serde_json::json!("AQID")),
+                3,
+                "roots is not an array",
+            ),
+            (
+                "root not string",
+                with("roots", serde_json::json!([1])),
+                3,
+                "roots[0] is not a string",
+            ),
+            ("no chain", without("chain"), 3, "missing field chain"),
+            (
+                "empty chain",
+                with("chain", serde_json::json!([])),
+                3,
+                "chain is empty",
+            ),
+            (
+                "padding missing",
+                with("chain", serde_json::json!(["AQI"])),
+                3,
+                "chain[0] is not standard base64",
+            ),
+            (
+                "whitespace",
+                with("chain", serde_json::json!(["AQ ID"])),
+                3,
+                "chain[0] is not standard base64",
+            ),
+            ("no time", without("time"), 3, "missing field time"),
+            (
+                "string time",
+                with("time", serde_json::json!("5")),
+                3,
+                "time is not",
+            ),
+            (
+                "float time",
+                with("time", serde_json::json!(5.5)),
+                3,
+                "time is not",
+            ),
+            ("no purpose", without("purpose"), 3, "missing field purpose"),
+            (
+                "bad purpose",
+                with("purpose", serde_json::json!("Server")),
+                3,
+                "unknown purpose \"Server\"",
+            ),
+            (
+                "purpose not string",
+                with("purpose", serde_json::json!(1)),
+                3,
+                "purpose is not a string",
+            ),
+            (
+                "host not string",
+                with("host", serde_json::json!(["a"])),
+                3,
+                "host is not a string",
+            ),
+        ];
+        for (name, line, id, want) in cases {
+            match parse(&line) {
+                Ok(r) => panic!("{name}: accepted {r:?}"),
+                Err(r) => {
+                    assert_eq!(r.id, id, "{name}");
+                    assert!(
+                        r.error.contains(want),
+                        "{name}: {:?} lacks {want:?}",
+                        r.error
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_counts() {
+        let many = |n: usize| serde_json::Value::Array(vec![serde_json::json!("AQID"); n]);
+        let req = |roots: usize, chain: usize| {
+            obj(
+                serde_json::json!({"id": 1, "roots": many(roots), "chain": many(chain), "time": 0, "purpose": "server"}),
+            )
+        };
+        assert!(parse(&req(MAX_ROOTS, MAX_CHAIN)).is_ok());
+        let e = parse(&req(MAX_ROOTS + 1, 1)).expect_err("too many roots");
+        assert!(
+            e.error.contains("roots has 4097 certificates"),
+            "{}",
+            e.error
+        );
+        let e = parse(&req(1, MAX_CHAIN + 1)).expect_err("too many chain certificates");
+        assert!(e.error.contains("chain has 65 certificates"), "{}", e.error);
+    }
+
+    #[test]
+    fn bounded_cuts_on_char_boundaries() {
+        assert_eq!(bounded("abc", 5), "abc");
+        assert_eq!(bounded("abcdef", 3), "abc");
+        // "é" is two bytes: a cut inside it backs off before it.
+        assert_eq!(bounded("aé", 2), "a");
+        assert_eq!(bounded("", 0), "");
+    }
 }

@@ -79,7 +79,10 @@ impl Helper {
         let mut line = String::new();
         let n = self.stdout.read_line(&mut line).expect("read answer");
         assert!(n > 0, "helper closed its output");
-        assert!(line.ends_with('\n'), "answer not newline-terminated: {line:?}");
+        assert!(
+            line.ends_with('\n'),
+            "answer not newline-terminated: {line:?}"
+        );
         assert!(line.len() <= 64 << 10, "answer over 64 KiB");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("answer {line:?}: {e}"))
     }
@@ -107,7 +110,14 @@ impl Helper {
     }
 }
 
-fn request(id: u64, roots: &[String], chain: &[String], host: &str, time: u64, purpose: &str) -> Value {
+fn request(
+    id: u64,
+    roots: &[String],
+    chain: &[String],
+    host: &str,
+    time: u64,
+    purpose: &str,
+) -> Value {
     json!({"id": id, "roots": roots, "chain": chain, "host": host, "time": time, "purpose": purpose})
 }
 
@@ -117,7 +127,8 @@ fn hello_names_protocol_and_locked_webpki() {
     assert_eq!(hello["protocol"], "pkie-verify/1");
     assert_eq!(hello["backend"], "webpki");
     // The version must be the one Cargo.toml pins (and Cargo.lock resolves).
-    let toml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).expect("Cargo.toml");
+    let toml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("Cargo.toml");
     let pin = toml
         .lines()
         .find(|l| l.contains("package = \"rustls-webpki\""))
@@ -143,7 +154,13 @@ struct Case {
     depth: u64,
 }
 
-fn case(name: &'static str, roots: &[&str], chain: &[&str], host: &'static str, code: &'static str) -> Case {
+fn case(
+    name: &'static str,
+    roots: &[&str],
+    chain: &[&str],
+    host: &'static str,
+    code: &'static str,
+) -> Case {
     Case {
         name,
         roots: roots.iter().flat_map(|r| pem(r)).collect(),
@@ -163,46 +180,242 @@ fn verdicts() {
         b64(&d[..d.len() / 2])
     };
     let cases = vec![
-        Case { depth: 3, ..case("valid", &["root"], &["leaf", "int"], "www.example.com", "ok") },
-        Case { depth: 3, ..case("valid IP host", &["root"], &["leaf", "int"], "127.0.0.1", "ok") },
-        Case { depth: 3, ..case("valid, no host", &["root"], &["leaf", "int"], "", "ok") },
         Case {
             depth: 3,
-            ..case("valid, extra and reordered candidates", &["other-root", "root"], &["leaf", "pl-int1", "nc-int", "int"], "www.example.com", "ok")
+            ..case(
+                "valid",
+                &["root"],
+                &["leaf", "int"],
+                "www.example.com",
+                "ok",
+            )
         },
-        case("expired leaf", &["root"], &["leaf-expired", "int"], "www.example.com", "expired"),
+        Case {
+            depth: 3,
+            ..case(
+                "valid IP host",
+                &["root"],
+                &["leaf", "int"],
+                "127.0.0.1",
+                "ok",
+            )
+        },
+        Case {
+            depth: 3,
+            ..case("valid, no host", &["root"], &["leaf", "int"], "", "ok")
+        },
+        Case {
+            depth: 3,
+            ..case(
+                "valid, extra and reordered candidates",
+                &["other-root", "root"],
+                &["leaf", "pl-int1", "nc-int", "int"],
+                "www.example.com",
+                "ok",
+            )
+        },
+        case(
+            "expired leaf",
+            &["root"],
+            &["leaf-expired", "int"],
+            "www.example.com",
+            "expired",
+        ),
         // notAfter is inclusive (RFC 5280, 4.1.2.5).
-        Case { depth: 3, time: LEAF_NOT_AFTER, ..case("at the leaf's notAfter", &["root"], &["leaf", "int"], "www.example.com", "ok") },
-        Case { time: LEAF_NOT_AFTER + 1, ..case("a second after the leaf's notAfter", &["root"], &["leaf", "int"], "www.example.com", "expired") },
-        case("not yet valid leaf", &["root"], &["leaf-future", "int"], "www.example.com", "not_yet_valid"),
-        Case { time: 1_700_000_000, ..case("before every notBefore", &["root"], &["leaf", "int"], "www.example.com", "not_yet_valid") },
-        case("wrong name", &["root"], &["leaf", "int"], "other.example.com", "name_mismatch"),
-        case("wrong IP", &["root"], &["leaf", "int"], "127.0.0.2", "name_mismatch"),
-        case("host not a name", &["root"], &["leaf", "int"], "not a host!", "name_mismatch"),
-        case("unknown root", &["other-root"], &["leaf", "int"], "www.example.com", "unknown_issuer"),
-        case("missing intermediate", &["root"], &["leaf"], "www.example.com", "unknown_issuer"),
+        Case {
+            depth: 3,
+            time: LEAF_NOT_AFTER,
+            ..case(
+                "at the leaf's notAfter",
+                &["root"],
+                &["leaf", "int"],
+                "www.example.com",
+                "ok",
+            )
+        },
+        Case {
+            time: LEAF_NOT_AFTER + 1,
+            ..case(
+                "a second after the leaf's notAfter",
+                &["root"],
+                &["leaf", "int"],
+                "www.example.com",
+                "expired",
+            )
+        },
+        case(
+            "not yet valid leaf",
+            &["root"],
+            &["leaf-future", "int"],
+            "www.example.com",
+            "not_yet_valid",
+        ),
+        Case {
+            time: 1_700_000_000,
+            ..case(
+                "before every notBefore",
+                &["root"],
+                &["leaf", "int"],
+                "www.example.com",
+                "not_yet_valid",
+            )
+        },
+        case(
+            "wrong name",
+            &["root"],
+            &["leaf", "int"],
+            "other.example.com",
+            "name_mismatch",
+        ),
+        case(
+            "wrong IP",
+            &["root"],
+            &["leaf", "int"],
+            "127.0.0.2",
+            "name_mismatch",
+        ),
+        case(
+            "host not a name",
+            &["root"],
+            &["leaf", "int"],
+            "not a host!",
+            "name_mismatch",
+        ),
+        case(
+            "unknown root",
+            &["other-root"],
+            &["leaf", "int"],
+            "www.example.com",
+            "unknown_issuer",
+        ),
+        case(
+            "missing intermediate",
+            &["root"],
+            &["leaf"],
+            "www.example.com",
+            "unknown_issuer",
+        ),
         // The path fails and the name is wrong: the path's error wins.
-        case("unknown root and wrong name", &["other-root"], &["leaf", "int"], "other.example.com", "unknown_issuer"),
-        case("bad signature", &["root"], &["leaf-badsig", "int"], "www.example.com", "bad_signature"),
-        case("name constraints", &["root"], &["nc-leaf-bad", "nc-int"], "www.forbidden.example", "name_constraints"),
-        Case { depth: 3, ..case("within name constraints", &["root"], &["nc-leaf-ok", "nc-int"], "www.allowed.example", "ok") },
-        case("path length", &["root"], &["pl-leaf", "pl-int2", "pl-int1"], "www.example.com", "path_length"),
-        case("leaf used as CA", &["root"], &["leaf-by-leaf", "leaf", "int"], "sub.example.com", "not_ca"),
+        case(
+            "unknown root and wrong name",
+            &["other-root"],
+            &["leaf", "int"],
+            "other.example.com",
+            "unknown_issuer",
+        ),
+        case(
+            "bad signature",
+            &["root"],
+            &["leaf-badsig", "int"],
+            "www.example.com",
+            "bad_signature",
+        ),
+        case(
+            "name constraints",
+            &["root"],
+            &["nc-leaf-bad", "nc-int"],
+            "www.forbidden.example",
+            "name_constraints",
+        ),
+        Case {
+            depth: 3,
+            ..case(
+                "within name constraints",
+                &["root"],
+                &["nc-leaf-ok", "nc-int"],
+                "www.allowed.example",
+                "ok",
+            )
+        },
+        case(
+            "path length",
+            &["root"],
+            &["pl-leaf", "pl-int2", "pl-int1"],
+            "www.example.com",
+            "path_length",
+        ),
+        case(
+            "leaf used as CA",
+            &["root"],
+            &["leaf-by-leaf", "leaf", "int"],
+            "sub.example.com",
+            "not_ca",
+        ),
         case("CA used as leaf", &["root"], &["int"], "", "not_ca"),
-        case("client-only leaf for a server", &["root"], &["leaf-client", "int"], "client.example.com", "bad_usage"),
-        Case { depth: 3, purpose: "client", ..case("client leaf for a client", &["root"], &["leaf-client", "int"], "client.example.com", "ok") },
-        Case { purpose: "client", ..case("server leaf for a client", &["root"], &["leaf", "int"], "www.example.com", "bad_usage") },
-        case("unknown critical extension", &["root"], &["leaf-critext", "int"], "www.example.com", "unsupported"),
-        Case { chain: vec![truncated, one("int")], ..case("truncated leaf", &["root"], &[], "www.example.com", "malformed") },
-        Case { chain: vec![b64(b"not a certificate")], ..case("garbage leaf", &["root"], &[], "www.example.com", "malformed") },
-        case("path building budget", &["root"], &["limits-leaf", "limits-intermediates"], "www.example.com", "limits"),
+        case(
+            "client-only leaf for a server",
+            &["root"],
+            &["leaf-client", "int"],
+            "client.example.com",
+            "bad_usage",
+        ),
+        Case {
+            depth: 3,
+            purpose: "client",
+            ..case(
+                "client leaf for a client",
+                &["root"],
+                &["leaf-client", "int"],
+                "client.example.com",
+                "ok",
+            )
+        },
+        Case {
+            purpose: "client",
+            ..case(
+                "server leaf for a client",
+                &["root"],
+                &["leaf", "int"],
+                "www.example.com",
+                "bad_usage",
+            )
+        },
+        case(
+            "unknown critical extension",
+            &["root"],
+            &["leaf-critext", "int"],
+            "www.example.com",
+            "unsupported",
+        ),
+        Case {
+            chain: vec![truncated, one("int")],
+            ..case(
+                "truncated leaf",
+                &["root"],
+                &[],
+                "www.example.com",
+                "malformed",
+            )
+        },
+        Case {
+            chain: vec![b64(b"not a certificate")],
+            ..case(
+                "garbage leaf",
+                &["root"],
+                &[],
+                "www.example.com",
+                "malformed",
+            )
+        },
+        case(
+            "path building budget",
+            &["root"],
+            &["limits-leaf", "limits-intermediates"],
+            "www.example.com",
+            "limits",
+        ),
     ];
     let (mut h, _) = Helper::start();
     let mut table = String::new();
     for (i, c) in cases.iter().enumerate() {
         let id = 100 + i as u64;
         let a = h.send(&request(id, &c.roots, &c.chain, c.host, c.time, c.purpose));
-        table.push_str(&format!("{:45} {:15} {}\n", c.name, a["code"].as_str().unwrap_or("?"), a["reason"]));
+        table.push_str(&format!(
+            "{:45} {:15} {}\n",
+            c.name,
+            a["code"].as_str().unwrap_or("?"),
+            a["reason"]
+        ));
         assert_eq!(a["id"], id, "{}: {a}", c.name);
         assert_eq!(a["code"], c.code, "{}: {a}", c.name);
         assert_eq!(a["valid"], c.code == "ok", "{}: {a}", c.name);
@@ -231,21 +444,45 @@ fn verdicts() {
 #[test]
 fn host_that_is_not_a_name_says_so() {
     let (mut h, _) = Helper::start();
-    let a = h.send(&request(1, &pem("root"), &[one("leaf"), one("int")], "not a host!", T, "server"));
+    let a = h.send(&request(
+        1,
+        &pem("root"),
+        &[one("leaf"), one("int")],
+        "not a host!",
+        T,
+        "server",
+    ));
     assert_eq!(a["code"], "name_mismatch");
     let reason = a["reason"].as_str().expect("reason");
-    assert!(reason.contains("neither a DNS name nor an IP address"), "{reason}");
+    assert!(
+        reason.contains("neither a DNS name nor an IP address"),
+        "{reason}"
+    );
 }
 
 #[test]
 fn unparsable_roots_are_skipped_and_counted() {
     let (mut h, _) = Helper::start();
     let roots = vec![b64(b"junk"), one("root"), one("leaf-badsig")];
-    let a = h.send(&request(5, &roots, &[one("leaf"), one("int")], "www.example.com", T, "server"));
+    let a = h.send(&request(
+        5,
+        &roots,
+        &[one("leaf"), one("int")],
+        "www.example.com",
+        T,
+        "server",
+    ));
     // leaf-badsig parses as a certificate, so only the junk is skipped.
     assert_eq!(a["roots_skipped"], 1, "{a}");
     assert_eq!(a["code"], "ok", "{a}");
-    let a = h.send(&request(6, &[b64(b"junk")], &[one("leaf"), one("int")], "", T, "server"));
+    let a = h.send(&request(
+        6,
+        &[b64(b"junk")],
+        &[one("leaf"), one("int")],
+        "",
+        T,
+        "server",
+    ));
     assert_eq!(a["roots_skipped"], 1, "{a}");
     assert_eq!(a["code"], "unknown_issuer", "{a}");
 }
@@ -278,12 +515,24 @@ fn error_answers() {
     for (name, line, id, want) in cases {
         let a = h.send_raw(&line);
         assert_eq!(a["id"], id, "{name}: {a}");
-        assert!(a.get("valid").is_none(), "{name}: an error answer has no verdict: {a}");
-        let err = a["error"].as_str().unwrap_or_else(|| panic!("{name}: no error in {a}"));
+        assert!(
+            a.get("valid").is_none(),
+            "{name}: an error answer has no verdict: {a}"
+        );
+        let err = a["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no error in {a}"));
         assert!(err.contains(want), "{name}: error {err:?} lacks {want:?}");
     }
     // The helper is still serving after all of them.
-    let a = h.send(&request(99, &pem("root"), &[one("leaf"), one("int")], "www.example.com", T, "server"));
+    let a = h.send(&request(
+        99,
+        &pem("root"),
+        &[one("leaf"), one("int")],
+        "www.example.com",
+        T,
+        "server",
+    ));
     assert_eq!(a["code"], "ok", "{a}");
     let (status, _) = h.finish();
     assert!(status.success());
@@ -297,8 +546,21 @@ fn overlong_line_is_refused_and_the_next_answered() {
     line.resize((16 << 20) + 1, b'a');
     let a = h.send_raw(&line);
     assert_eq!(a["id"], 0, "{a}");
-    assert!(a["error"].as_str().unwrap_or("").contains("longer than 16777216 bytes"), "{a}");
-    let a = h.send(&request(2, &pem("root"), &[one("leaf"), one("int")], "www.example.com", T, "server"));
+    assert!(
+        a["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("longer than 16777216 bytes"),
+        "{a}"
+    );
+    let a = h.send(&request(
+        2,
+        &pem("root"),
+        &[one("leaf"), one("int")],
+        "www.example.com",
+        T,
+        "server",
+    ));
     assert_eq!(a["id"], 2, "{a}");
     assert_eq!(a["code"], "ok", "{a}");
 }
@@ -306,7 +568,14 @@ fn overlong_line_is_refused_and_the_next_answered() {
 #[test]
 fn last_line_without_newline_is_answered_then_exit_zero() {
     let (mut h, _) = Helper::start();
-    let req = request(4, &pem("root"), &[one("leaf"), one("int")], "www.example.com", T, "server");
+    let req = request(
+        4,
+        &pem("root"),
+        &[one("leaf"), one("int")],
+        "www.example.com",
+        T,
+        "server",
+    );
     let stdin = h.stdin.as_mut().expect("stdin");
     stdin.write_all(req.to_string().as_bytes()).expect("write");
     let (status, rest) = h.finish();
