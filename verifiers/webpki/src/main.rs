@@ -6,6 +6,7 @@ mod codes;
 mod request;
 
 use std::io::{self, BufRead, BufReader, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -145,9 +146,26 @@ fn error_answer(r: &Reject) -> String {
 
 /// The answer line for one request line.
 fn answer(line: &[u8]) -> String {
-    match request::parse(line) {
-        Ok(req) => verdict_answer(req.id, &verify(&req)),
-        Err(r) => error_answer(&r),
+    let req = match request::parse(line) {
+        Ok(req) => req,
+        Err(r) => return error_answer(&r),
+    };
+    // Nothing here unwraps input-derived data, but webpki and ring parse
+    // hostile DER: should they panic, that request gets an error answer
+    // naming the panic and the helper goes on serving the next one.
+    match panic::catch_unwind(AssertUnwindSafe(|| verify(&req))) {
+        Ok(v) => verdict_answer(req.id, &v),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            error_answer(&Reject {
+                id: req.id,
+                error: format!("verification panicked: {what}"),
+            })
+        }
     }
 }
 
@@ -380,5 +398,95 @@ mod tests {
         };
         let a = verdict_answer(1, &v);
         assert!(a.len() < MAX_REASON + 200, "{} bytes", a.len());
+    }
+
+    /// xorshift64*: a fixed sequence, so a failure reproduces.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn pem_body(pem: &str) -> String {
+        pem.lines().filter(|l| !l.starts_with("-----")).collect()
+    }
+
+    fn mutate(rng: &mut Rng, mut b: Vec<u8>) -> Vec<u8> {
+        for _ in 0..1 + rng.below(4) {
+            if b.is_empty() {
+                b.push(rng.next() as u8);
+                continue;
+            }
+            let i = rng.below(b.len());
+            match rng.below(4) {
+                0 => b[i] ^= 1 << rng.below(8),
+                1 => b[i] = rng.next() as u8,
+                2 => b.truncate(i),
+                _ => b.insert(i, rng.next() as u8),
+            }
+        }
+        b
+    }
+
+    /// Mutated requests and mutated certificates inside well-formed
+    /// requests: every one gets a well-formed answer under its id, never a
+    /// panic. (The crate has no cargo-fuzz target: that needs nightly.)
+    #[test]
+    fn mutated_input_always_gets_an_answer() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let root = pem_body(include_str!("../testdata/root.pem"));
+        let int = pem_body(include_str!("../testdata/int.pem"));
+        let leaf = pem_body(include_str!("../testdata/leaf.pem"));
+        let nc = pem_body(include_str!("../testdata/nc-int.pem"));
+        let der = |s: &str| b64.decode(s).expect("fixture base64");
+        let certs = [der(&root), der(&int), der(&leaf), der(&nc)];
+        let line = |roots: &[String], chain: &[String]| {
+            serde_json::json!({"id": 42, "roots": roots, "chain": chain,
+                "host": "www.example.com", "time": 1_767_225_600u64, "purpose": "server"})
+            .to_string()
+            .into_bytes()
+        };
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut verdicts = 0;
+        for i in 0..1500 {
+            let input = if i % 3 == 0 {
+                mutate(
+                    &mut rng,
+                    line(&[root.clone()], &[leaf.clone(), int.clone()]),
+                )
+            } else {
+                // Mutate one certificate's DER: the leaf, an intermediate
+                // candidate or the root.
+                let mut c: Vec<Vec<u8>> = certs.to_vec();
+                let k = rng.below(c.len());
+                c[k] = mutate(&mut rng, c[k].clone());
+                let e: Vec<String> = c.iter().map(|d| b64.encode(d)).collect();
+                line(&[e[0].clone()], &[e[2].clone(), e[1].clone(), e[3].clone()])
+            };
+            let out = answer(&input);
+            let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
+            assert!(v["id"].is_u64(), "{out}");
+            if v["error"].is_string() {
+                assert!(!out.contains("panicked"), "{out}");
+                continue;
+            }
+            verdicts += 1;
+            assert_eq!(v["id"], 42, "{out}");
+            let code = v["code"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no code: {out}"));
+            assert_eq!(v["valid"], code == "ok", "{out}");
+        }
+        // Most mutations of a certificate keep the request well-formed.
+        assert!(verdicts > 500, "only {verdicts} verdicts");
     }
 }
