@@ -461,7 +461,7 @@ mod tests {
             let input = if i % 3 == 0 {
                 mutate(
                     &mut rng,
-                    line(&[root.clone()], &[leaf.clone(), int.clone()]),
+                    line(std::slice::from_ref(&root), &[leaf.clone(), int.clone()]),
                 )
             } else {
                 // Mutate one certificate's DER: the leaf, an intermediate
