@@ -49,7 +49,14 @@ mkdir "$work/new"
 : >"$work/index.txt"
 echo 1000 >"$work/serial"
 
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/$1.key" 2>/dev/null; }
+# key NAME: a P-256 key, or the RSA key of $RSA_BITS bits when that is set.
+key() {
+	if [ -n "${RSA_BITS:-}" ]; then
+		openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:"$RSA_BITS" -out "$work/$1.key" 2>/dev/null
+	else
+		openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/$1.key" 2>/dev/null
+	fi
+}
 
 # issue NAME SUBJECT ISSUER START END EXTENSIONS: NAME.pem signed by ISSUER's
 # key (ISSUER "self" for a self-signed root), with the given extensions.
@@ -59,11 +66,11 @@ issue() {
 	printf '[ x ]\n%b\n' "$ext" >"$work/$name.ext"
 	openssl req -config "$work/ca.cnf" -new -key "$work/$name.key" -subj "$subj" -out "$work/$name.csr"
 	if [ "$issuer" = self ]; then
-		openssl ca -config "$work/ca.cnf" -batch -notext -selfsign -keyfile "$work/$name.key" \
+		openssl ca -config "$work/ca.cnf" -batch -notext -md "${MD:-sha256}" -selfsign -keyfile "$work/$name.key" \
 			-in "$work/$name.csr" -out "$name.pem" -startdate "$start" -enddate "$end" \
 			-extfile "$work/$name.ext" -extensions x 2>/dev/null
 	else
-		openssl ca -config "$work/ca.cnf" -batch -notext -cert "$issuer.pem" -keyfile "$work/$issuer.key" \
+		openssl ca -config "$work/ca.cnf" -batch -notext -md "${MD:-sha256}" -cert "$issuer.pem" -keyfile "$work/$issuer.key" \
 			-in "$work/$name.csr" -out "$name.pem" -startdate "$start" -enddate "$end" \
 			-extfile "$work/$name.ext" -extensions x 2>/dev/null
 	fi
@@ -86,6 +93,12 @@ issue leaf-client '/CN=client.example.com' int $EE_START $EE_END \
 	"basicConstraints=critical,CA:false\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\nsubjectAltName=DNS:client.example.com"
 issue leaf-critext '/CN=www.example.com' int $EE_START $EE_END \
 	"$SERVER\n$SAN\n1.3.6.1.4.1.55555.1=critical,ASN1:UTF8String:pkie test"
+
+# Algorithms webpki (with ring) refuses: a SHA-1 signature, and a root whose
+# RSA key has 1024 bits (ring verifies RSA signatures from 2048 bits up).
+MD=sha1 issue leaf-sha1 '/CN=www.example.com' int $EE_START $EE_END "$SERVER\n$SAN"
+RSA_BITS=1024 issue rsa1024-root '/CN=pkie RSA-1024 root' self $CA_START $CA_END "$CA"
+issue rsa1024-leaf '/CN=www.example.com' rsa1024-root $EE_START $EE_END "$SERVER\n$SAN"
 
 # The leaf with one bit of its signature flipped: the last byte of the DER
 # is the last byte of the ECDSA signature's s.

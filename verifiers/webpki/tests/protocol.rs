@@ -377,6 +377,22 @@ fn verdicts() {
             "www.example.com",
             "unsupported",
         ),
+        case(
+            "SHA-1 signature",
+            &["root"],
+            &["leaf-sha1", "int"],
+            "www.example.com",
+            "unsupported",
+        ),
+        // ring verifies RSA signatures only from 2048-bit keys, and webpki
+        // reports the refusal as a signature that does not verify.
+        case(
+            "RSA-1024 root",
+            &["rsa1024-root"],
+            &["rsa1024-leaf"],
+            "www.example.com",
+            "bad_signature",
+        ),
         Case {
             chain: vec![truncated, one("int")],
             ..case(
