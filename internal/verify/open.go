@@ -1,0 +1,120 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Names lists every back end pkie knows, in the order it reports them.
+var Names = []string{"go", "go-parallel", "openssl", "webpki"}
+
+// HelperProgram is the file name of a helper back end's program.
+func HelperProgram(name string) string { return "pkie-verify-" + name }
+
+// Options say which back ends to open and where their helpers are.
+type Options struct {
+	// Names of the back ends; nil means all of Names.
+	Names []string
+	// Dirs are searched in order for helper programs, then $PATH.
+	Dirs []string
+	// Timeout bounds each exchange with a helper.
+	Timeout time.Duration
+}
+
+// Missing is a back end that could not be opened, and why.
+type Missing struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
+}
+
+// Open opens the back ends o names. One whose helper is not built or does
+// not start is reported in missing, and the others are opened all the
+// same; an unknown name is an error.
+func Open(ctx context.Context, o Options) (backends []Backend, missing []Missing, err error) {
+	names := o.Names
+	if len(names) == 0 {
+		names = Names
+	}
+	for _, n := range names {
+		known := false
+		for _, k := range Names {
+			known = known || k == n
+		}
+		if !known {
+			return nil, nil, fmt.Errorf("verify: unknown back end %q (known: %s)", n, strings.Join(Names, ", "))
+		}
+	}
+	for _, n := range names {
+		switch n {
+		case "go":
+			backends = append(backends, NewGo(false))
+			continue
+		case "go-parallel":
+			backends = append(backends, NewGo(true))
+			continue
+		}
+		path, ferr := FindHelper(n, o.Dirs)
+		if ferr != nil {
+			missing = append(missing, Missing{Name: n, Why: ferr.Error()})
+			continue
+		}
+		h, serr := StartHelper(ctx, n, path, o.Timeout)
+		if serr != nil {
+			missing = append(missing, Missing{Name: n, Why: serr.Error()})
+			continue
+		}
+		backends = append(backends, h)
+	}
+	return backends, missing, nil
+}
+
+// FindHelper looks for back end name's helper program in dirs, then on
+// $PATH.
+func FindHelper(name string, dirs []string) (string, error) {
+	prog := HelperProgram(name)
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		p := filepath.Join(d, prog)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(prog); err == nil {
+		return p, nil
+	}
+	where := "on $PATH"
+	if len(dirs) > 0 {
+		where = "in " + strings.Join(dirs, ", ") + " or on $PATH"
+	}
+	return "", fmt.Errorf("not built: no %s %s (run \"make verifiers\")", prog, where)
+}
+
+// DefaultDirs are where pkie looks for helpers without --verifier-dir:
+// $PKIE_VERIFIER_DIR, then the directory of the running executable.
+func DefaultDirs(getenv func(string) string) []string {
+	var dirs []string
+	if d := getenv("PKIE_VERIFIER_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	return dirs
+}
+
+// CloseAll closes every back end.
+func CloseAll(bs []Backend) error {
+	var errs []error
+	for _, b := range bs {
+		errs = append(errs, b.Close())
+	}
+	return errors.Join(errs...)
+}
