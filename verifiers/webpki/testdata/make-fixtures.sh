@@ -95,10 +95,13 @@ issue leaf-critext '/CN=www.example.com' int $EE_START $EE_END \
 	"$SERVER\n$SAN\n1.3.6.1.4.1.55555.1=critical,ASN1:UTF8String:pkie test"
 
 # Algorithms webpki (with ring) refuses: a SHA-1 signature, and a root whose
-# RSA key has 1024 bits (ring verifies RSA signatures from 2048 bits up).
+# RSA key has 1024 bits (ring verifies RSA signatures from 2048 bits up);
+# and a leaf with a 1024-bit RSA key, which webpki accepts.
 MD=sha1 issue leaf-sha1 '/CN=www.example.com' int $EE_START $EE_END "$SERVER\n$SAN"
 RSA_BITS=1024 issue rsa1024-root '/CN=pkie RSA-1024 root' self $CA_START $CA_END "$CA"
 issue rsa1024-leaf '/CN=www.example.com' rsa1024-root $EE_START $EE_END "$SERVER\n$SAN"
+# A leaf's own key is not used to verify anything on the path.
+RSA_BITS=1024 issue leaf-rsa1024 '/CN=www.example.com' int $EE_START $EE_END "$SERVER\n$SAN"
 
 # The leaf with one bit of its signature flipped: the last byte of the DER
 # is the last byte of the ECDSA signature's s.

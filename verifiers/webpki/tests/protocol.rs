@@ -386,6 +386,16 @@ fn verdicts() {
         ),
         // ring verifies RSA signatures only from 2048-bit keys, and webpki
         // reports the refusal as a signature that does not verify.
+        Case {
+            depth: 3,
+            ..case(
+                "RSA-1024 leaf key",
+                &["root"],
+                &["leaf-rsa1024", "int"],
+                "www.example.com",
+                "ok",
+            )
+        },
         case(
             "RSA-1024 root",
             &["rsa1024-root"],
