@@ -6,7 +6,7 @@ GO        ?= go
 FUZZTIME  ?= 5s
 BIN       := bin/pkie
 
-.PHONY: all build demo test vet unit fuzz bench fmt clean verifiers
+.PHONY: all build demo test vet unit fuzz bench fmt clean verifiers verifiers-test
 
 all: build verifiers
 
@@ -29,6 +29,10 @@ bin/pkie-verify-webpki: $(wildcard verifiers/webpki/Cargo.* verifiers/webpki/bui
 	cargo build --quiet --release --locked --manifest-path verifiers/webpki/Cargo.toml --target-dir verifiers/webpki/target
 	cp verifiers/webpki/target/release/pkie-verify-webpki $@
 
+# The helpers' own tests: each runs its program over pipes on fixtures.
+verifiers-test: verifiers
+	cargo test --quiet --locked --manifest-path verifiers/webpki/Cargo.toml --target-dir verifiers/webpki/target
+
 demo: build
 	./$(BIN) demo
 
@@ -44,7 +48,7 @@ unit: verifiers
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz-smoke.sh
 
-test: vet unit fuzz
+test: vet verifiers-test unit fuzz
 
 # The soak runs last, as a program rather than a Go benchmark: it is a few
 # minutes of mixed good and hostile traffic, reported as success rate and p99.
