@@ -32,6 +32,7 @@ bin/pkie-verify-webpki: $(wildcard verifiers/webpki/Cargo.* verifiers/webpki/bui
 # The helpers' own tests: each runs its program over pipes on fixtures.
 verifiers-test: verifiers
 	cargo test --quiet --locked --manifest-path verifiers/webpki/Cargo.toml --target-dir verifiers/webpki/target
+	./verifiers/openssl/check.sh
 
 demo: build
 	./$(BIN) demo
