@@ -740,7 +740,9 @@ func printVerify(w io.Writer, rep *verifyReport) {
 		}
 		fmt.Fprintf(w, "  verdict    %s\n", verdict)
 		fmt.Fprintf(w, "  code       %s\n", r.Code)
-		fmt.Fprintf(w, "  reason     %s\n", termtext.Escape(r.Reason))
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  reason     %s\n", termtext.Escape(r.Reason))
+		}
 		if r.Valid {
 			fmt.Fprintf(w, "  depth      %d (certificates on the path, root included)\n", r.Depth)
 		}
