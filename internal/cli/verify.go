@@ -626,7 +626,8 @@ func (rep *verifyReport) conclude() int {
 	var s strings.Builder
 	switch {
 	case valid+invalid == 0:
-		s.WriteString("no verdict")
+		fmt.Fprintf(&s, "no verdict from %s", strings.Join(failed, ", "))
+		failed = nil
 	case len(codes) == 1:
 		rep.Agree = true
 		fmt.Fprintf(&s, "agree: %s %s", countBackends(valid+invalid), codes[0])

@@ -367,6 +367,17 @@ func TestVerifyConnect(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "connection "+site.Addr.String()+", TLS 1.3, SNI site.test: dns 0.000 µs, tcp connect ") || !strings.Contains(out, " µs, tls handshake ") {
 		t.Errorf("exit %d, stderr %s:\n%s", code, errs, out)
 	}
+	// A server that never answers the handshake: --connect-timeout ends
+	// the wait, an operational error.
+	silent, err := testbed.StartSilent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	code, _, errs = runCLI(t, "verify", "--roots", rootFile, "--connect", silent.Addr.String(), "--connect-timeout", "300ms")
+	if code != ExitUsage || !strings.Contains(errs, "TLS handshake") || !strings.Contains(errs, "deadline exceeded") {
+		t.Errorf("silent server: exit %d, stderr %s", code, errs)
+	}
 	// Nothing listens: an operational error, named.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -519,6 +530,34 @@ func TestVerifyUsage(t *testing.T) {
 		code, out, errs := runCLI(t, append([]string{"verify"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) || out != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want 2 and %q", tc.args, code, errs, out, tc.want)
+		}
+	}
+}
+
+// TestVerifyConclude: the summary line and exit status for every mix of
+// verdicts and failures.
+func TestVerifyConclude(t *testing.T) {
+	ok := &verify.Result{Valid: true, Code: verify.OK}
+	res := func(c verify.Code) *verify.Result { return &verify.Result{Code: c} }
+	for _, tc := range []struct {
+		name  string
+		outs  []verifyOutcome
+		exit  int
+		agree bool
+		sum   string
+	}{
+		{"all ok", []verifyOutcome{{Name: "go", Result: ok}, {Name: "webpki", Result: ok}}, ExitOK, true, "agree: all 2 back ends say ok"},
+		{"one", []verifyOutcome{{Name: "go", Result: res(verify.Expired)}}, ExitNegative, true, "agree: the only back end says expired"},
+		{"invalid, codes differ", []verifyOutcome{{Name: "go", Result: res(verify.Expired)}, {Name: "openssl", Result: res(verify.Expired)}, {Name: "webpki", Result: res(verify.UnknownIssuer)}},
+			ExitNegative, true, "agree on invalid, with different codes: go, openssl say expired; webpki says unknown_issuer"},
+		{"disagree", []verifyOutcome{{Name: "go", Result: ok}, {Name: "webpki", Result: res(verify.NotCA)}}, ExitNegative, false, "disagree: go says ok; webpki says not_ca"},
+		{"invalid and a failure", []verifyOutcome{{Name: "go", Result: res(verify.Expired)}, {Name: "openssl", Error: "crashed"}}, ExitNegative, true, "agree: the only back end says expired (no verdict from openssl)"},
+		{"valid and a failure", []verifyOutcome{{Name: "go", Result: ok}, {Name: "openssl", Error: "crashed"}}, ExitUsage, true, "agree: the only back end says ok (no verdict from openssl)"},
+		{"only failures", []verifyOutcome{{Name: "openssl", Error: "crashed"}}, ExitUsage, false, "no verdict from openssl"},
+	} {
+		rep := &verifyReport{Backends: tc.outs}
+		if got := rep.conclude(); got != tc.exit || rep.Agree != tc.agree || rep.Summary != tc.sum {
+			t.Errorf("%s: exit %d agree %v %q; want %d %v %q", tc.name, got, rep.Agree, rep.Summary, tc.exit, tc.agree, tc.sum)
 		}
 	}
 }
