@@ -366,7 +366,11 @@ func readChainFiles(env *Env, files []string) ([][]byte, error) {
 		} else {
 			f, err := os.Open(name)
 			if err != nil {
-				return nil, usageError("%v", err)
+				hint := ""
+				if (errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(name, `/\`)) || strings.Contains(name, "://") {
+					hint = " (for a server's chain: --connect HOST[:PORT])"
+				}
+				return nil, usageError("%v%s", err, hint)
 			}
 			defer f.Close()
 			r = f

@@ -523,6 +523,8 @@ func TestVerifyUsage(t *testing.T) {
 		{[]string{"--roots", filepath.Join(t.TempDir(), "none.pem"), chain}, "--roots"},
 		{[]string{filepath.Join(t.TempDir(), "none.pem")}, "no such file"},
 		{[]string{notPEM}, "PEM without a CERTIFICATE block"},
+		{[]string{"www.example.test"}, "for a server's chain: --connect HOST[:PORT]"},
+		{[]string{"https://www.example.test/"}, "for a server's chain: --connect HOST[:PORT]"},
 		{[]string{"--connect", "https://example.test/", "--roots", vpath("root.pem")}, "--connect"},
 		{[]string{"--scan", chain, "--domain", "x"}, "not a pkie scan file"},
 		{[]string{"--bogus", chain}, "--bogus"},
