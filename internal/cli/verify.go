@@ -54,6 +54,7 @@ type verifyInput struct {
 	Files        []string `json:"files,omitempty"`
 	ScanFile     string   `json:"scan_file,omitempty"`
 	Domain       string   `json:"domain,omitempty"`
+	Records      int      `json:"records,omitempty"` // the scan file's records for Domain with a chain; the first is used
 	RecordTime   string   `json:"record_time,omitempty"`
 	Connect      string   `json:"connect,omitempty"`
 	Certificates int      `json:"certificates"`
@@ -213,10 +214,7 @@ func runVerify(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		chain = rec.Chain
-		rep.Input = verifyInput{Kind: "scan", ScanFile: *scanFile, Domain: rec.Domain, RecordTime: rec.Time.UTC().Format(time.RFC3339)}
-		if n > 1 {
-			rep.Input.Domain = fmt.Sprintf("%s (first of %d records with a chain)", rec.Domain, n)
-		}
+		rep.Input = verifyInput{Kind: "scan", ScanFile: *scanFile, Domain: rec.Domain, Records: n, RecordTime: rec.Time.UTC().Format(time.RFC3339)}
 		if !set["host"] {
 			*host = rec.Domain
 		}
@@ -706,7 +704,11 @@ func printVerify(w io.Writer, rep *verifyReport) {
 	case "files":
 		fmt.Fprintf(w, "input      %s: %d certificate%s\n", termtext.Escape(strings.Join(in.Files, ", ")), in.Certificates, plural(in.Certificates))
 	case "scan":
-		fmt.Fprintf(w, "input      scan %s, %s, scanned %s: %d certificate%s\n", termtext.Escape(in.ScanFile), termtext.Escape(in.Domain), in.RecordTime, in.Certificates, plural(in.Certificates))
+		which := ""
+		if in.Records > 1 {
+			which = fmt.Sprintf(" (the first of %d records with a chain)", in.Records)
+		}
+		fmt.Fprintf(w, "input      scan %s, %s%s, scanned %s: %d certificate%s\n", termtext.Escape(in.ScanFile), termtext.Escape(in.Domain), which, in.RecordTime, in.Certificates, plural(in.Certificates))
 	case "connect":
 		fmt.Fprintf(w, "input      TLS server %s: %d certificate%s\n", termtext.Escape(in.Connect), in.Certificates, plural(in.Certificates))
 	}

@@ -275,7 +275,7 @@ func TestVerifyScan(t *testing.T) {
 				t.Fatalf("exit %d, want %d; stderr %s", code, tc.exit, errs)
 			}
 			checkOutcomes(t, rep, want, tc.code)
-			if rep.Host != tc.host || rep.Input.Kind != "scan" || rep.Input.Certificates != 2 {
+			if rep.Host != tc.host || rep.Input.Kind != "scan" || rep.Input.Certificates != 2 || rep.Input.Records != 1 {
 				t.Errorf("host %q, input %+v", rep.Host, rep.Input)
 			}
 			if tc.at != "" && rep.Time.Format(time.RFC3339) != tc.at {
@@ -310,7 +310,7 @@ func TestVerifyConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{"site.test"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	leaf, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{"site.test", "localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,8 +340,16 @@ func TestVerifyConnect(t *testing.T) {
 		{"host from the flag", []string{"--connect", proxy.Addr.String(), "--host", "site.test"}, ExitOK, verify.OK, "site.test", "site.test", true},
 		{"ip literal is the host", []string{"--connect", site.Addr.String()}, ExitOK, verify.OK, "127.0.0.1", "", false},
 		{"wrong host", []string{"--connect", site.Addr.String(), "--host", "other.test"}, ExitNegative, verify.NameMismatch, "other.test", "other.test", false},
+		// localhost may resolve to ::1 first, where nothing listens:
+		// the next address is tried.
+		{"name resolved", []string{"--connect", "localhost:" + strconv.Itoa(int(site.Addr.Port()))}, ExitOK, verify.OK, "localhost", "localhost", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "name resolved" {
+				if addrs, err := net.DefaultResolver.LookupNetIP(t.Context(), "ip4", "localhost"); err != nil || len(addrs) == 0 || !addrs[0].IsLoopback() {
+					t.Skipf("localhost does not resolve to IPv4 loopback here: %v %v", addrs, err)
+				}
+			}
 			code, rep, errs := verifyJSON(t, append(append(dirArg, "--roots", rootFile), tc.args...)...)
 			if code != tc.exit {
 				t.Fatalf("exit %d, want %d; stderr %s", code, tc.exit, errs)
@@ -353,6 +361,9 @@ func TestVerifyConnect(t *testing.T) {
 			}
 			if rep.Host != tc.host || c.ServerName != tc.sni || rep.Input.Kind != "connect" || rep.Input.Certificates != 2 {
 				t.Errorf("host %q, sni %q, input %+v", rep.Host, c.ServerName, rep.Input)
+			}
+			if (c.DNS > 0) != (tc.name == "name resolved") {
+				t.Errorf("dns %v", c.DNS)
 			}
 			if c.Connect <= 0 || c.Handshake <= 0 || c.Total != c.DNS+c.Connect+c.Handshake || c.TLSVersion == "" {
 				t.Errorf("connection %+v", c)
