@@ -515,6 +515,31 @@ done
 	}
 }
 
+// TestVerifyVerdictChanges: a back end whose verdict changes from one run
+// to the next gives no verdict at all.
+func TestVerifyVerdictChanges(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh for the test helper")
+	}
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	writeHelper(t, dir, "webpki", `n=0
+while read line; do
+id=${line#'{"id":'}; id=${id%%,*}; n=$((n+1))
+if [ $n -eq 1 ]; then
+printf '{"id":%s,"valid":true,"code":"ok","reason":"","depth":3,"roots_skipped":0,"phases":{"roots_ns":1,"chain_ns":1,"verify_ns":1,"hostname_ns":0}}\n' "$id"
+else
+printf '{"id":%s,"valid":false,"code":"expired","reason":"","depth":0,"roots_skipped":0,"phases":{"roots_ns":1,"chain_ns":1,"verify_ns":1,"hostname_ns":0}}\n' "$id"
+fi
+done
+`)
+	code, out, errs := runCLI(t, "verify", "--repeat", "3", "--backends", "go,webpki", "--verifier-dir", dir, "--roots", vpath("root.pem"), "--time", verifyAt, vpath("chain.pem"))
+	if code != ExitUsage || !strings.Contains(out, "\nwebpki (test helper)\n  error      run 1 of 3 says expired where the first said ok\n") ||
+		!strings.Contains(out, "agree: the only back end says ok (no verdict from webpki)") || !strings.Contains(errs, "no verdict from webpki") {
+		t.Errorf("exit %d, stderr %s:\n%s", code, errs, out)
+	}
+}
+
 func TestVerifyUsage(t *testing.T) {
 	notPEM := filepath.Join(t.TempDir(), "key.pem")
 	if err := os.WriteFile(notPEM, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
