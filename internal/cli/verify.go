@@ -29,6 +29,9 @@ import (
 // of MaxChain certificates of MaxCertBytes each fits with room to spare.
 const maxCertFile = 16 << 20
 
+// maxRepeat bounds --repeat, and so the timings held for the statistics.
+const maxRepeat = 1_000_000
+
 // defaultConnectTimeout bounds --connect's DNS, TCP connect and handshake.
 const defaultConnectTimeout = 10 * time.Second
 
@@ -159,8 +162,8 @@ func runVerify(ctx context.Context, env *Env, args []string) error {
 	if (*scanFile != "") != (*domain != "") {
 		return usageError("--scan and --domain go together")
 	}
-	if *repeat < 1 {
-		return usageError("--repeat must be at least 1, got %d", *repeat)
+	if *repeat < 1 || *repeat > maxRepeat {
+		return usageError("--repeat must be from 1 to %d, got %d", maxRepeat, *repeat)
 	}
 	p := verify.Purpose(*purpose)
 	if p != verify.Server && p != verify.Client {
@@ -541,7 +544,9 @@ func runBackend(ctx context.Context, b verify.Backend, req *verify.Request, repe
 		out.Error = err.Error()
 		return out
 	}
-	runs := make([]verify.Result, 0, repeat)
+	// Of each timed run only the timings are kept, 48 bytes a run.
+	var res verify.Result
+	var runs []runTiming
 	last := time.Now()
 	for i := 0; i < repeat; i++ {
 		r, err := b.Verify(ctx, req)
@@ -553,15 +558,19 @@ func runBackend(ctx context.Context, b verify.Backend, req *verify.Request, repe
 			out.Error = fmt.Sprintf("run %d of %d says %s where the first said %s", i+1, repeat, r.Code, first.Code)
 			return out
 		}
-		runs = append(runs, r)
+		if i == 0 {
+			res = r
+		}
+		if repeat > 1 {
+			runs = append(runs, runTiming{r.Phases, r.RoundTrip})
+		}
 		if progress != nil && time.Since(last) >= time.Second {
 			fmt.Fprintf(progress, "pkie verify: %s: %d of %d runs\n", b.Name(), i+1, repeat)
 			last = time.Now()
 		}
 	}
-	// The result shown is the first timed run's: its phases are a
-	// single measurement, the statistics the rest.
-	res := runs[0]
+	// The result shown is the first timed run's, its phases one
+	// measurement; the statistics cover every timed run.
 	out.Result = &res
 	if repeat > 1 {
 		out.Stats = phaseStats(runs)
@@ -569,20 +578,26 @@ func runBackend(ctx context.Context, b verify.Backend, req *verify.Request, repe
 	return out
 }
 
+// runTiming is what one timed run measured.
+type runTiming struct {
+	phases    verify.Phases
+	roundTrip time.Duration
+}
+
 // phaseStats summarises the phases of runs.
-func phaseStats(runs []verify.Result) *verifyStats {
+func phaseStats(runs []runTiming) *verifyStats {
 	st := &verifyStats{Runs: len(runs)}
 	for _, f := range []struct {
-		get func(verify.Result) time.Duration
+		get func(runTiming) time.Duration
 		put *phaseStat
 	}{
-		{func(r verify.Result) time.Duration { return r.Phases.Roots }, &st.Roots},
-		{func(r verify.Result) time.Duration { return r.Phases.Chain }, &st.Chain},
-		{func(r verify.Result) time.Duration { return r.Phases.Parallel }, &st.Parallel},
-		{func(r verify.Result) time.Duration { return r.Phases.Verify }, &st.Verify},
-		{func(r verify.Result) time.Duration { return r.Phases.Hostname }, &st.Hostname},
-		{func(r verify.Result) time.Duration { return r.Phases.Total() }, &st.Total},
-		{func(r verify.Result) time.Duration { return r.RoundTrip }, &st.RoundTrip},
+		{func(r runTiming) time.Duration { return r.phases.Roots }, &st.Roots},
+		{func(r runTiming) time.Duration { return r.phases.Chain }, &st.Chain},
+		{func(r runTiming) time.Duration { return r.phases.Parallel }, &st.Parallel},
+		{func(r runTiming) time.Duration { return r.phases.Verify }, &st.Verify},
+		{func(r runTiming) time.Duration { return r.phases.Hostname }, &st.Hostname},
+		{func(r runTiming) time.Duration { return r.phases.Total() }, &st.Total},
+		{func(r runTiming) time.Duration { return r.roundTrip }, &st.RoundTrip},
 	} {
 		ds := make([]time.Duration, len(runs))
 		var sum time.Duration
