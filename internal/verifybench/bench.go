@@ -99,6 +99,8 @@ type Report struct {
 	Missing  []verify.Missing `json:"missing,omitempty"`
 	Sites    []SiteResult     `json:"sites,omitempty"`
 	Shapes   []ShapeResult    `json:"shapes,omitempty"`
+	// Comparison sums the sites up; nil without sites.
+	Comparison *Comparison `json:"comparison,omitempty"`
 }
 
 // BackendInfo names a back end that ran.
@@ -206,6 +208,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if r.RootCount == 0 {
 		r.RootCount = len(c.Roots.DER) + 1
 	}
+	r.compare()
 	r.LoadEnd = loadAverage()
 	r.Seconds = time.Since(r.Started).Seconds()
 	return r, nil

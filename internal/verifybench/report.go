@@ -79,6 +79,9 @@ func (r *Report) WriteText(w io.Writer) {
 			}
 		}
 		tw.Flush()
+		if r.Comparison != nil {
+			r.Comparison.writeText(w, len(r.Sites))
+		}
 	}
 	if len(r.Shapes) > 0 {
 		fmt.Fprintln(w, "\nShapes (ms, mean / p50 / p99): one verification per back end (total of its phases), and the path's bare signature checks in Go")
