@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -10,7 +13,7 @@ import (
 )
 
 func runBenchVerify(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "bench verify", "[--sites all|none|NAME,...] [--shapes all|none|NAME,...] [--n 200] [--conns 10] [--rtt 20ms] [--backends LIST] [--verifier-dir DIR] [--roots mozilla|system|FILE] [--out DIR] [--json]")
+	fs := newFlags(env, "bench verify", "[--sites all|none|NAME,...] [--shapes all|none|NAME,...] [--n 200] [--conns 10] [--rtt 20ms] [--backends LIST] [--verifier-dir DIR] [--roots mozilla|system|FILE] [--out DIR] [--json] [--from FILE]")
 	sites := fs.String("sites", "all", "sites shaped like the Servo experiment's: all, none, or a comma-separated list of "+strings.Join(verifybench.SiteNames(), ", "))
 	shapes := fs.String("shapes", "all", "chain shapes: all, none, or a comma-separated list of "+strings.Join(verifybench.ShapeNames(), ", "))
 	n := fs.Int("n", 200, "verifications per back end and site or shape (and signature-ceiling runs per shape)")
@@ -25,6 +28,7 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 	helperTimeout := fs.Duration("helper-timeout", verify.DefaultHelperTimeout, "bound on each exchange with a helper")
 	roots := fs.String("roots", "mozilla", "trust store each back end builds: mozilla (x509roots/fallback), system ("+verifybench.SystemBundle+"), or a PEM FILE; the testbed's roots are added")
 	out := fs.String("out", "", "write the plots (verify-*.svg and .png) into this directory")
+	from := fs.String("from", "", "measure nothing: print (and with --out draw) the report a --json run saved in this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -43,6 +47,17 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 		if err := checkOutput("--out", *out+"/verify-sites.svg"); err != nil {
 			return err
 		}
+	}
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		var r verifybench.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("--from %s: not a pkie bench verify --json report: %w", *from, err)
+		}
+		return writeVerifyReport(env, &r, *asJSON, *out)
 	}
 	cfg := verifybench.Config{N: *n, Conns: *conns, RTT: *rtt, TLS13: *tls13, Backends: splitList(*backends),
 		HelperTimeout: *helperTimeout, Progress: prefixWriter{env, "bench verify: "}}
@@ -68,16 +83,22 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	return writeVerifyReport(env, r, *asJSON, *out)
+}
+
+// writeVerifyReport prints r and draws its plots into out.
+func writeVerifyReport(env *Env, r *verifybench.Report, asJSON bool, out string) error {
+	var err error
 	// Results first: a plot that cannot be written must not lose the run.
-	if *asJSON {
+	if asJSON {
 		err = writeJSON(env.Stdout, r)
 	} else {
 		r.WriteText(env.Stdout)
 	}
-	if err != nil || *out == "" {
+	if err != nil || out == "" {
 		return err
 	}
-	files, err := r.SavePlots(*out)
+	files, err := r.SavePlots(out)
 	for _, f := range files {
 		env.Stderr.Write([]byte("bench verify: wrote " + f + "\n"))
 	}

@@ -139,6 +139,22 @@ func TestBenchVerifyJSON(t *testing.T) {
 	if !strings.Contains(errb.String(), "site google: 2 connections per method") {
 		t.Errorf("no progress on stderr: %s", errb.String())
 	}
+
+	// --from prints the saved run as text without measuring anything.
+	saved := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(saved, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	env = &Env{Stdout: &text, Stderr: &errb, Getenv: func(string) string { return "" }}
+	if code := Main(context.Background(), env, []string{"bench", "verify", "--from", saved}); code != ExitOK {
+		t.Fatalf("--from: exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"Over the 2 sites", "hackernews", "none (ceiling)", "p256-3", "signatures, parallel"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("--from: no %q in\n%s", want, text.String())
+		}
+	}
 }
 
 // TestBenchVerifyUsage checks that bad flags are refused before anything
