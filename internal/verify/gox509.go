@@ -246,6 +246,8 @@ func classifyGo(err error, certs []*x509.Certificate, at time.Time) Code {
 		return Unsupported
 	case errors.As(err, &se):
 		return UnknownIssuer
+	case errors.As(err, &x509.UnhandledCriticalExtension{}):
+		return Unsupported
 	}
 	if strings.Contains(err.Error(), "signature check attempts limit") {
 		return Limits
@@ -292,7 +294,7 @@ func classifyHint(msg string) Code {
 		return PathLength
 	case strings.Contains(hint, "incompatible key usage"), strings.Contains(hint, "not authorized for an extended key usage"):
 		return BadUsage
-	case strings.Contains(hint, "algorithm unimplemented"), strings.Contains(hint, "insecure algorithm"):
+	case strings.Contains(hint, "algorithm unimplemented"), strings.Contains(hint, "insecure algorithm"), strings.Contains(hint, "unhandled critical extension"):
 		return Unsupported
 	}
 	return UnknownIssuer
