@@ -128,10 +128,12 @@ func (r *Report) SavePlots(dir string) ([]string, error) {
 	if len(r.Sites) > 0 {
 		var labels []string
 		for _, s := range r.Sites {
-			labels = append(labels, s.Site)
+			labels = append(labels, shortName(s.Site))
 		}
-		verifyBars := &chart.Bars{Title: "Verify call per site (mean; go-parallel: parallel signatures + crypto/x509)", XLabel: "site", YLabel: "ms", Labels: labels}
-		totalBars := &chart.Bars{Title: "Whole verification per site (mean of all phases, trust store included)", XLabel: "site", YLabel: "ms", Labels: labels}
+		// Medians: on a shared machine one descheduled sample moves a
+		// mean of 200 more than the back ends differ.
+		verifyBars := &chart.Bars{Title: "Verify call per site (p50; go-parallel: parallel signatures + crypto/x509)", XLabel: "site", YLabel: "ms", Labels: labels}
+		totalBars := &chart.Bars{Title: "Whole verification per site (p50 of all phases, trust store included)", XLabel: "site", YLabel: "ms", Labels: labels}
 		connBars := &chart.Bars{Title: fmt.Sprintf("Connection time per site, %v RTT, TLS %s (p50)", r.RTT, r.TLS), XLabel: "site", YLabel: "ms", Labels: labels}
 		none := barGroup("none", len(r.Sites))
 		for i, s := range r.Sites {
@@ -145,11 +147,11 @@ func (r *Report) SavePlots(dir string) ([]string, error) {
 					if m.Backend != b.Name {
 						continue
 					}
-					v.Values[i] = ms(m.Phases.Verify.Mean)
+					v.Values[i] = ms(m.Phases.Verify.P50)
 					if m.Phases.Parallel != nil {
-						v.Values[i] += ms(m.Phases.Parallel.Mean)
+						v.Values[i] += ms(m.Phases.Parallel.P50)
 					}
-					t.Values[i] = ms(m.Phases.Total.Mean)
+					t.Values[i] = ms(m.Phases.Total.P50)
 					if m.Connect != nil {
 						c.Values[i] = ms(m.Connect.P50)
 					}
@@ -173,13 +175,13 @@ func (r *Report) SavePlots(dir string) ([]string, error) {
 		for _, s := range r.Shapes {
 			labels = append(labels, s.Shape.Name)
 		}
-		b := &chart.Bars{Title: "One verification per chain shape (mean, trust store excluded) and the bare signatures", XLabel: "shape", YLabel: "ms", Labels: labels}
+		b := &chart.Bars{Title: "One verification per chain shape (p50, trust store excluded) and the bare signatures", XLabel: "shape", YLabel: "ms", Labels: labels}
 		for _, be := range r.Backends {
 			g := barGroup(be.Name, len(r.Shapes))
 			for i, s := range r.Shapes {
 				for _, m := range s.Methods {
 					if m.Backend == be.Name {
-						g.Values[i] = ms(m.Phases.Total.Mean - m.Phases.Roots.Mean)
+						g.Values[i] = ms(m.Phases.Total.P50 - m.Phases.Roots.P50)
 					}
 				}
 			}
@@ -187,7 +189,7 @@ func (r *Report) SavePlots(dir string) ([]string, error) {
 		}
 		ser, par := barGroup("signatures serial", len(r.Shapes)), barGroup("signatures parallel", len(r.Shapes))
 		for i, s := range r.Shapes {
-			ser.Values[i], par.Values[i] = ms(s.SignaturesSerial.Mean), ms(s.SignaturesParallel.Mean)
+			ser.Values[i], par.Values[i] = ms(s.SignaturesSerial.P50), ms(s.SignaturesParallel.P50)
 		}
 		b.Groups = append(b.Groups, ser, par)
 		if err := save("verify-shapes", b); err != nil {
@@ -200,4 +202,26 @@ func (r *Report) SavePlots(dir string) ([]string, error) {
 // barGroup is an all-zero bar group of n values.
 func barGroup(name string, n int) chart.BarGroup {
 	return chart.BarGroup{Name: strings.TrimSpace(name), Values: make([]float64, n)}
+}
+
+// shortName is a site's label in plots, short enough for thirteen to fit
+// side by side (the experiment's own table shortens some: wapo, rust).
+func shortName(site string) string {
+	switch site {
+	case "arstechnica":
+		return "ars"
+	case "duckduckgo":
+		return "ddg"
+	case "hackernews":
+		return "hn"
+	case "rust-lang":
+		return "rust"
+	case "stackoverflow":
+		return "so"
+	case "washingtonpost":
+		return "wapo"
+	case "wikipedia":
+		return "wiki"
+	}
+	return site
 }
