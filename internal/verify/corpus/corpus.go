@@ -79,13 +79,15 @@ func (c *Case) WantCode(name string) verify.Code {
 	return c.ExpectCode
 }
 
-// Request is c as a back end is asked it.
+// Request is c as a back end is asked it. The time is truncated to the
+// second, the resolution of the helper protocol, so every back end is
+// asked about the same instant.
 func (c *Case) Request() *verify.Request {
 	p := c.Purpose
 	if p == "" {
 		p = verify.Server
 	}
-	return &verify.Request{Roots: c.Roots, Chain: c.Chain, Host: c.Host, Time: c.Time, Purpose: p}
+	return &verify.Request{Roots: c.Roots, Chain: c.Chain, Host: c.Host, Time: c.Time.Truncate(time.Second), Purpose: p}
 }
 
 // Skip is a case a corpus holds but pkie cannot put to the back ends, and

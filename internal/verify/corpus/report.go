@@ -28,6 +28,18 @@ type Tally struct {
 	Unexpected int `json:"no_expectation"`
 	// Accepted counts valid verdicts, whatever was expected.
 	Accepted int `json:"accepted"`
+	// WithMajority counts verdicts the same as the majority of the back
+	// ends' (a tie has no majority): agreement where nothing is expected.
+	WithMajority int `json:"with_majority"`
+}
+
+// MajorityRate is the share of cases on which the back end's verdict was
+// the majority's.
+func (t Tally) MajorityRate() float64 {
+	if t.Cases == 0 {
+		return 0
+	}
+	return float64(t.WithMajority) / float64(t.Cases)
 }
 
 // Rate is the share of the cases with an expectation on which the back
@@ -123,10 +135,15 @@ func NewReport(names []string, outs []Outcome) *Report {
 		o := &outs[oi]
 		c := o.Case
 		r.Sources[c.Source]++
+		maj, hasMaj := majority(o.Answers)
 		for b, a := range o.Answers {
 			br := &r.Backends[b]
 			t := br.BySource[c.Source]
 			count(&t, c, a)
+			if hasMaj && a.Err == "" && a.Valid == maj {
+				t.WithMajority++
+				br.Total.WithMajority++
+			}
 			br.BySource[c.Source] = t
 			count(&br.Total, c, a)
 		}
@@ -156,6 +173,32 @@ func NewReport(names []string, outs []Outcome) *Report {
 		}
 	}
 	return r
+}
+
+// majority is the verdict most back ends gave, if there is one.
+func majority(as []Answer) (valid, ok bool) {
+	accept, reject := 0, 0
+	for _, a := range as {
+		switch {
+		case a.Err != "":
+		case a.Valid:
+			accept++
+		default:
+			reject++
+		}
+	}
+	return accept > reject, accept != reject
+}
+
+// AddSkipped records the cases the corpora held but could not be run.
+func (r *Report) AddSkipped(s []Skip) {
+	r.Skipped = append(r.Skipped, s...)
+	if len(s) > 0 && r.SkippedBy == nil {
+		r.SkippedBy = map[string]int{}
+	}
+	for _, k := range s {
+		r.SkippedBy[k.Source+": "+k.Reason]++
+	}
 }
 
 // verdictOf is what a back end's answer means for case c.
@@ -264,11 +307,11 @@ func (r *Report) WriteText(w io.Writer, show int) error {
 		fmt.Fprintf(&b, "; %d skipped", len(r.Skipped))
 	}
 	b.WriteString("\n\n")
-	fmt.Fprintf(&b, "%-12s %-26s %7s %7s %7s %6s %6s %6s %7s\n", "back end", "source", "cases", "agree", "differ", "code", "soft", "errors", "rate")
+	fmt.Fprintf(&b, "%-12s %-26s %7s %7s %7s %6s %6s %6s %7s %8s\n", "back end", "source", "cases", "agree", "differ", "code", "soft", "errors", "rate", "majority")
 	for _, br := range r.Backends {
 		for _, s := range srcs {
 			t := br.BySource[s]
-			fmt.Fprintf(&b, "%-12s %-26s %7d %7d %7d %6d %6d %6d %7s\n", br.Name, s, t.Cases, t.Agree, t.Disagree, t.CodeDiffers, t.Soft, t.Errors, rate(t))
+			fmt.Fprintf(&b, "%-12s %-26s %7d %7d %7d %6d %6d %6d %7s %7.1f%%\n", br.Name, s, t.Cases, t.Agree, t.Disagree, t.CodeDiffers, t.Soft, t.Errors, rate(t), 100*t.MajorityRate())
 		}
 	}
 	if len(r.Pairs) > 0 {
