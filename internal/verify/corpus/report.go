@@ -73,22 +73,20 @@ type Pair struct {
 // Disagreement is a case on which some back end departed from the
 // expectation or from another back end.
 type Disagreement struct {
-	ID         string      `json:"id"`
-	Source     string      `json:"source"`
-	Host       string      `json:"host,omitempty"`
-	Purpose    string      `json:"purpose"`
-	Expect     Expect      `json:"expect,omitempty"`
-	ExpectCode string      `json:"expect_code,omitempty"`
-	Soft       bool        `json:"soft,omitempty"`
-	Note       string      `json:"note,omitempty"`
-	Answers    []Answer    `json:"answers"`
-	Kind       string      `json:"kind"`
-	Class      string      `json:"class"`
-	Explained  bool        `json:"explained"`
-	Why        string      `json:"why"`
-	Backends   []string    `json:"departing"`
-	outcome    *Outcome    `json:"-"`
-	difference *Difference `json:"-"`
+	ID         string   `json:"id"`
+	Source     string   `json:"source"`
+	Host       string   `json:"host,omitempty"`
+	Purpose    string   `json:"purpose"`
+	Expect     Expect   `json:"expect,omitempty"`
+	ExpectCode string   `json:"expect_code,omitempty"`
+	Soft       bool     `json:"soft,omitempty"`
+	Note       string   `json:"note,omitempty"`
+	Answers    []Answer `json:"answers"`
+	Kind       string   `json:"kind"`
+	Class      string   `json:"class"`
+	Explained  bool     `json:"explained"`
+	Why        string   `json:"why"`
+	Backends   []string `json:"departing"`
 }
 
 // Kinds of disagreement.
@@ -285,7 +283,7 @@ func disagreement(o *Outcome) (Disagreement, bool) {
 	return Disagreement{
 		ID: c.ID, Source: c.Source, Host: c.Host, Purpose: string(c.Purpose), Expect: c.Expect,
 		ExpectCode: string(c.ExpectCode), Soft: c.Soft, Note: c.Note,
-		Answers: o.Answers, Kind: kind, Backends: departing, outcome: o,
+		Answers: o.Answers, Kind: kind, Backends: departing,
 	}, true
 }
 
