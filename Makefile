@@ -6,7 +6,7 @@ GO        ?= go
 FUZZTIME  ?= 5s
 BIN       := bin/pkie
 
-.PHONY: all build demo test vet unit fuzz bench fmt clean verifiers
+.PHONY: all build demo test vet unit fuzz bench fmt clean verifiers verifiers-test
 
 all: build verifiers
 
@@ -24,10 +24,15 @@ bin/pkie-verify-openssl: $(wildcard verifiers/openssl/*.c verifiers/openssl/*.h)
 	@mkdir -p bin
 	$(CC) -O2 -Wall -Wextra -Werror -std=c11 $(OPENSSL_CFLAGS) -o $@ verifiers/openssl/*.c $(OPENSSL_LIBS)
 
-bin/pkie-verify-webpki: $(wildcard verifiers/webpki/Cargo.* verifiers/webpki/src/*.rs)
+bin/pkie-verify-webpki: $(wildcard verifiers/webpki/Cargo.* verifiers/webpki/build.rs verifiers/webpki/src/*.rs)
 	@mkdir -p bin
 	cargo build --quiet --release --locked --manifest-path verifiers/webpki/Cargo.toml --target-dir verifiers/webpki/target
 	cp verifiers/webpki/target/release/pkie-verify-webpki $@
+
+# The helpers' own tests: each runs its program over pipes on fixtures.
+verifiers-test: verifiers
+	cargo test --quiet --locked --manifest-path verifiers/webpki/Cargo.toml --target-dir verifiers/webpki/target
+	./verifiers/openssl/check.sh
 
 demo: build
 	./$(BIN) demo
@@ -44,7 +49,7 @@ unit: verifiers
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz-smoke.sh
 
-test: vet unit fuzz
+test: vet verifiers-test unit fuzz
 
 # The soak runs last, as a program rather than a Go benchmark: it is a few
 # minutes of mixed good and hostile traffic, reported as success rate and p99.

@@ -100,7 +100,7 @@ func (g *goBackend) Verify(ctx context.Context, r *Request) (Result, error) {
 		err := checkSignaturesParallel(certs, anchors)
 		res.Phases.Parallel = time.Since(t)
 		if err != nil {
-			res.Code, res.Reason = BadSignature, err.Error()
+			res.Code, res.Reason = classifyLink(err), err.Error()
 			res.RoundTrip = time.Since(start)
 			return res, nil
 		}
@@ -240,11 +240,14 @@ func classifyGo(err error, certs []*x509.Certificate, at time.Time) Code {
 	case errors.As(err, &he):
 		return NameMismatch
 	case errors.As(err, &ce):
-		return NameConstraint
+		// "parent certificate cannot sign this kind of certificate"
+		return NotCA
 	case errors.As(err, &ia):
 		return Unsupported
 	case errors.As(err, &se):
 		return UnknownIssuer
+	case errors.As(err, &x509.UnhandledCriticalExtension{}):
+		return Unsupported
 	}
 	if strings.Contains(err.Error(), "signature check attempts limit") {
 		return Limits
@@ -253,6 +256,19 @@ func classifyGo(err error, certs []*x509.Certificate, at time.Time) Code {
 		return Unsupported
 	}
 	return Other
+}
+
+// classifyLink puts an error of CheckSignatureFrom in pkie's words.
+func classifyLink(err error) Code {
+	var ce x509.ConstraintViolationError
+	var ia x509.InsecureAlgorithmError
+	switch {
+	case errors.As(err, &ce):
+		return NotCA
+	case errors.As(err, &ia), errors.Is(err, x509.ErrUnsupportedAlgorithm):
+		return Unsupported
+	}
+	return BadSignature
 }
 
 // classifyHint reads the reason crypto/x509 gives for the first candidate
@@ -278,7 +294,7 @@ func classifyHint(msg string) Code {
 		return PathLength
 	case strings.Contains(hint, "incompatible key usage"), strings.Contains(hint, "not authorized for an extended key usage"):
 		return BadUsage
-	case strings.Contains(hint, "algorithm unimplemented"), strings.Contains(hint, "insecure algorithm"):
+	case strings.Contains(hint, "algorithm unimplemented"), strings.Contains(hint, "insecure algorithm"), strings.Contains(hint, "unhandled critical extension"):
 		return Unsupported
 	}
 	return UnknownIssuer
