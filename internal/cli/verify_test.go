@@ -606,9 +606,9 @@ func TestVerifyConclude(t *testing.T) {
 	}
 }
 
-// TestVerifyDispatchesCorpus: pkie verify with --corpus anywhere on the
+// TestVerifyHandsCorpusOver: pkie verify with --corpus anywhere on the
 // line is the corpus run, with its own flags and report.
-func TestVerifyDispatchesCorpus(t *testing.T) {
+func TestVerifyHandsCorpusOver(t *testing.T) {
 	for _, args := range [][]string{
 		{"verify", "--corpus", "known", "--backends", "go", "--json"},
 		{"verify", "--backends", "go", "--json", "--corpus=known"},
