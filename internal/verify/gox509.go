@@ -24,12 +24,13 @@ type goBackend struct {
 // Parallel ("go-parallel") is the Servo experiment's "rustls parallel"
 // variant for Go: before crypto/x509 runs, the signatures along the
 // presented chain (each certificate by the next, the last by a matching
-// root) are checked concurrently, one goroutine each, and a bad one rejects
-// the chain at once (phase Parallel). crypto/x509 cannot be handed a
-// signature already checked, so Verify then checks them again: the gain
-// parallelism could bring is Parallel set beside the same checks done
-// serially, which "pkie bench verify" measures, and go-parallel's total is
-// what it costs with crypto/x509 as it is.
+// root) are checked concurrently, one goroutine each (phase Parallel).
+// crypto/x509 cannot be handed a signature already checked, so it checks
+// them again, and it alone decides: the presented order is only the
+// likeliest path, and a link that fails may be bypassed by another
+// candidate. The gain parallelism could bring is Parallel set beside the
+// same checks done serially, which "pkie bench verify" measures;
+// go-parallel's total is what it costs with crypto/x509 as it is.
 func NewGo(parallel bool) Backend { return &goBackend{parallel: parallel} }
 
 func (g *goBackend) Name() string {
@@ -96,14 +97,12 @@ func (g *goBackend) Verify(ctx context.Context, r *Request) (Result, error) {
 	leaf := certs[0]
 
 	if g.parallel {
+		// The presented order is only the likeliest path: a link that
+		// fails here may be bypassed by another candidate, so
+		// crypto/x509 still decides.
 		t = time.Now()
-		err := checkSignaturesParallel(certs, anchors)
+		_ = checkSignaturesParallel(certs, anchors)
 		res.Phases.Parallel = time.Since(t)
-		if err != nil {
-			res.Code, res.Reason = classifyLink(err), err.Error()
-			res.RoundTrip = time.Since(start)
-			return res, nil
-		}
 	}
 
 	usage := x509.ExtKeyUsageServerAuth
@@ -256,19 +255,6 @@ func classifyGo(err error, certs []*x509.Certificate, at time.Time) Code {
 		return Unsupported
 	}
 	return Other
-}
-
-// classifyLink puts an error of CheckSignatureFrom in pkie's words.
-func classifyLink(err error) Code {
-	var ce x509.ConstraintViolationError
-	var ia x509.InsecureAlgorithmError
-	switch {
-	case errors.As(err, &ce):
-		return NotCA
-	case errors.As(err, &ia), errors.Is(err, x509.ErrUnsupportedAlgorithm):
-		return Unsupported
-	}
-	return BadSignature
 }
 
 // classifyHint reads the reason crypto/x509 gives for the first candidate

@@ -33,6 +33,7 @@ type helperProc struct {
 	stdin   io.WriteCloser
 	lines   chan lineOrErr
 	stderr  *tail
+	stdout  *os.File
 	exited  chan struct{}
 	quit    chan struct{} // closed by kill and Close: nobody reads lines any more
 	waitErr error
@@ -64,6 +65,10 @@ func StartHelper(ctx context.Context, name, path string, timeout time.Duration) 
 
 func (h *Helper) start(ctx context.Context) error {
 	cmd := exec.Command(h.path)
+	// A helper's own children may hold its standard error open after it
+	// is killed; Wait gives up on them after WaitDelay.
+	cmd.WaitDelay = 500 * time.Millisecond
+	ownGroup(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("%s helper: %w", h.name, err)
@@ -76,7 +81,7 @@ func (h *Helper) start(ctx context.Context) error {
 		return fmt.Errorf("%s helper: %w", h.name, err)
 	}
 	cmd.Stdout = w
-	p := &helperProc{cmd: cmd, stdin: stdin, lines: make(chan lineOrErr, 1), stderr: &tail{max: 2048}, exited: make(chan struct{}), quit: make(chan struct{})}
+	p := &helperProc{cmd: cmd, stdin: stdin, stdout: stdout, lines: make(chan lineOrErr, 1), stderr: &tail{max: 2048}, exited: make(chan struct{}), quit: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	err = cmd.Start()
 	w.Close()
@@ -84,7 +89,7 @@ func (h *Helper) start(ctx context.Context) error {
 		stdout.Close()
 		return fmt.Errorf("%s helper: starting %s: %w", h.name, h.path, err)
 	}
-	go func() { readLines(stdout, p.lines, p.quit); stdout.Close() }()
+	go func() { readLines(stdout, p.lines, p.quit) }()
 	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	h.proc = p
 	line, err := h.receive(ctx)
@@ -179,8 +184,10 @@ func (h *Helper) kill() {
 	h.proc = nil
 	close(p.quit)
 	p.stdin.Close()
-	_ = p.cmd.Process.Kill()
+	killGroup(p.cmd)
 	<-p.exited
+	// Unblocks the reader if a child of the helper still holds the pipe.
+	p.stdout.Close()
 }
 
 // Name implements Backend.
@@ -219,9 +226,24 @@ func (h *Helper) Verify(ctx context.Context, r *Request) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%s helper: %w", h.name, err)
 	}
-	if err := <-werr; err != nil {
+	// A helper may answer before it has read all of a long request (an
+	// early refusal) and then stop reading: the write is bounded too.
+	timer := time.NewTimer(h.timeout)
+	defer timer.Stop()
+	select {
+	case err := <-werr:
+		if err != nil {
+			h.kill()
+			return Result{}, fmt.Errorf("%s helper: writing the request: %w", h.name, err)
+		}
+	case <-timer.C:
 		h.kill()
-		return Result{}, fmt.Errorf("%s helper: writing the request: %w", h.name, err)
+		<-werr
+		return Result{}, fmt.Errorf("%s helper: did not read the whole request within %v; killed", h.name, h.timeout)
+	case <-ctx.Done():
+		h.kill()
+		<-werr
+		return Result{}, ctx.Err()
 	}
 	res, err := DecodeAnswer(line, id)
 	if err != nil {
@@ -251,6 +273,7 @@ func (h *Helper) Close() error {
 	case <-p.exited:
 		h.proc = nil
 		close(p.quit)
+		p.stdout.Close()
 		return nil
 	case <-time.After(time.Second):
 	}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,21 @@ func fakeHelper(mode string) int {
 	}
 	fmt.Fprintln(out, hello)
 	out.Flush()
+	switch mode {
+	case "early":
+		// Refuses after the first bytes of a request, then reads no more.
+		buf := make([]byte, 16)
+		io.ReadFull(os.Stdin, buf)
+		fmt.Fprintln(out, `{"id":1,"error":"refused early"}`)
+		out.Flush()
+		time.Sleep(time.Hour)
+	case "child":
+		// Starts a child that holds standard error open, then hangs.
+		c := exec.Command("sleep", "600")
+		c.Stderr = os.Stderr
+		c.Start()
+		time.Sleep(time.Hour)
+	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, verify.MaxRequestLine)
 	g := verify.NewGo(false)
@@ -184,6 +201,37 @@ func TestHelperFailures(t *testing.T) {
 			}
 			if res.Valid || res.Code != "" {
 				t.Errorf("an error came with a verdict: %+v", res)
+			}
+		})
+	}
+}
+
+// A helper that stops reading, or leaves a child holding its pipes, is
+// still bounded by the timeout: pkie never waits on it for ever.
+func TestHelperStuck(t *testing.T) {
+	r := chain(t)
+	// Over a pipe's 64 KiB, so the write blocks once the helper stops reading.
+	for len(r.Roots) < 300 {
+		r.Roots = append(r.Roots, r.Roots[0])
+	}
+	for _, tc := range []struct{ mode, want string }{
+		{"early", "did not read the whole request within 300ms; killed"},
+		{"child", "no answer within 300ms; killed"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			h, err := startFake(t, tc.mode, 300*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := h.Verify(context.Background(), r); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Verify is still waiting on a stuck helper after 30 s")
 			}
 		})
 	}

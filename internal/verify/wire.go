@@ -100,6 +100,15 @@ func DecodeAnswer(line []byte, id uint64) (Result, error) {
 	if len(line) > MaxAnswerLine {
 		return Result{}, fmt.Errorf("answer of %d bytes (at most %d)", len(line), MaxAnswerLine)
 	}
+	fields, err := strictObject(line, answerKeys)
+	if err != nil {
+		return Result{}, err
+	}
+	if raw, ok := fields["phases"]; ok {
+		if _, err := strictObject(raw, phaseKeys); err != nil {
+			return Result{}, fmt.Errorf("phases: %w", err)
+		}
+	}
 	var a wireAnswer
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&a); err != nil {
@@ -111,14 +120,19 @@ func DecodeAnswer(line []byte, id uint64) (Result, error) {
 	if a.ID == nil {
 		return Result{}, errors.New("answer has no id")
 	}
-	if *a.ID != id {
-		return Result{}, fmt.Errorf("answer is for request %d, want %d", *a.ID, id)
-	}
-	if a.Error != nil {
-		if a.Valid != nil || a.Code != nil {
+	_, hasErr := fields["error"]
+	if hasErr {
+		if _, v := fields["valid"]; v || a.Code != nil || a.Error == nil {
 			return Result{}, errors.New("answer has both an error and a verdict")
 		}
+		// id 0: the helper could not read the request's own id.
+		if *a.ID != id && *a.ID != 0 {
+			return Result{}, fmt.Errorf("answer is for request %d, want %d", *a.ID, id)
+		}
 		return Result{}, &HelperError{Msg: clip(*a.Error)}
+	}
+	if *a.ID != id {
+		return Result{}, fmt.Errorf("answer is for request %d, want %d", *a.ID, id)
 	}
 	if a.Valid == nil || a.Code == nil || a.Phases == nil {
 		return Result{}, errors.New("answer lacks valid, code or phases")
@@ -150,7 +164,52 @@ func DecodeAnswer(line []byte, id uint64) (Result, error) {
 	if *a.Valid && a.Depth < 1 {
 		return Result{}, errors.New("answer is valid with no path")
 	}
+	if !*a.Valid && a.Depth != 0 {
+		return Result{}, errors.New("answer is invalid but gives a path depth")
+	}
 	return Result{Valid: *a.Valid, Code: *a.Code, Reason: clip(a.Reason), Depth: a.Depth, RootsSkipped: a.RootsSkipped, Phases: p}, nil
+}
+
+var (
+	answerKeys = map[string]bool{"id": true, "error": true, "valid": true, "code": true, "reason": true, "depth": true, "roots_skipped": true, "phases": true}
+	phaseKeys  = map[string]bool{"roots_ns": true, "chain_ns": true, "verify_ns": true, "hostname_ns": true}
+)
+
+// strictObject splits a JSON object into its members, refusing keys it
+// does not know (encoding/json alone would match them case-insensitively)
+// and keys given twice (where it would keep the last).
+func strictObject(b []byte, allowed map[string]bool) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	t, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("answer is not JSON: %w", err)
+	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("answer is not a JSON object")
+	}
+	out := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("answer is not JSON: %w", err)
+		}
+		k, _ := t.(string)
+		if !allowed[k] {
+			return nil, fmt.Errorf("answer has unknown field %q", clip(k))
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("answer gives %q twice", k)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("answer is not JSON: %w", err)
+		}
+		out[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("answer is not JSON: %w", err)
+	}
+	return out, nil
 }
 
 func clip(s string) string {

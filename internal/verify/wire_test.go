@@ -36,6 +36,13 @@ func TestDecodeAnswer(t *testing.T) {
 		{"trailing", `{"id":3,"valid":false,"code":"other",` + ph + `} {}`, Result{}, "data after"},
 		{"not json", `valid`, Result{}, "not JSON"},
 		{"string id", `{"id":"3","valid":false,"code":"other",` + ph + `}`, Result{}, "not JSON"},
+		{"id 0 refusal", `{"id":0,"error":"request longer than 16777216 bytes"}`, Result{}, "helper refused the request: request longer"},
+		{"other case", `{"ID":3,"VALID":true,"Code":"ok","depth":1,` + ph + `}`, Result{}, `unknown field "ID"`},
+		{"phase case", `{"id":3,"valid":false,"code":"other","phases":{"Roots_ns":1,"chain_ns":1,"verify_ns":1,"hostname_ns":0}}`, Result{}, `unknown field "Roots_ns"`},
+		{"duplicate", `{"id":2,"id":3,"valid":false,"code":"other",` + ph + `}`, Result{}, `"id" twice`},
+		{"null error", `{"id":3,"error":null,"valid":false,"code":"other",` + ph + `}`, Result{}, "both an error and a verdict"},
+		{"invalid with depth", `{"id":3,"valid":false,"code":"expired","depth":7,` + ph + `}`, Result{}, "gives a path depth"},
+		{"not an object", `[1]`, Result{}, "not a JSON object"},
 		{"too long", `{"id":3,"reason":"` + strings.Repeat("x", MaxAnswerLine) + `"}`, Result{}, "at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
