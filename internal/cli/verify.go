@@ -71,7 +71,8 @@ type verifyConn struct {
 	ServerName string        `json:"server_name"`
 	TLSVersion string        `json:"tls_version"`
 	DNS        time.Duration `json:"dns_ns"`
-	Connect    time.Duration `json:"connect_ns"`
+	Connect    time.Duration `json:"connect_ns"` // from the first address tried
+	Attempts   int           `json:"attempts"`   // addresses tried, the last one connected
 	Handshake  time.Duration `json:"handshake_ns"`
 	Total      time.Duration `json:"total_ns"`
 }
@@ -278,6 +279,12 @@ func runVerify(ctx context.Context, env *Env, args []string) error {
 	defer verify.CloseAll(bs)
 	for _, m := range missing {
 		fmt.Fprintf(env.Stderr, "pkie verify: %s: %s\n", m.Name, termtext.Escape(m.Why))
+		if m.Found {
+			// Built but broken: a failed back end, which counts,
+			// not one that is merely absent.
+			rep.Backends = append(rep.Backends, verifyOutcome{Name: m.Name, Error: m.Why})
+			continue
+		}
 		rep.Missing = append(rep.Missing, m)
 	}
 	if len(bs) == 0 {
@@ -392,6 +399,11 @@ func readChainFiles(env *Env, files []string) ([][]byte, error) {
 			return nil, usageError("%s: empty", name)
 		}
 		if !bytes.Contains(b, []byte("-----BEGIN")) {
+			// DER: a SEQUENCE, sent on as it is (a back end says
+			// whether it parses); anything else is not a certificate.
+			if b[0] != 0x30 {
+				return nil, usageError("%s: neither PEM nor DER (a DER certificate starts with 0x30)", name)
+			}
 			chain = append(chain, b)
 			continue
 		}
@@ -482,9 +494,12 @@ func dialForChain(ctx context.Context, host string, port int, sni string, timeou
 	var raw net.Conn
 	var errs []error
 	var d net.Dialer
+	// Connect runs from the first attempt: addresses that failed first
+	// are part of what connecting cost.
+	first := time.Now()
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
-		t := time.Now()
+		c.Attempts++
 		conn, err := d.DialContext(ctx, "tcp", ap.String())
 		if err != nil {
 			errs = append(errs, err)
@@ -493,7 +508,7 @@ func dialForChain(ctx context.Context, host string, port int, sni string, timeou
 			}
 			continue
 		}
-		c.Connect, c.Addr, raw = time.Since(t), ap.String(), conn
+		c.Connect, c.Addr, raw = time.Since(first), ap.String(), conn
 		break
 	}
 	if raw == nil {
@@ -748,6 +763,9 @@ func printVerify(w io.Writer, rep *verifyReport) {
 		}
 		fmt.Fprintf(w, "connection %s, %s, SNI %s: dns %s µs, tcp connect %s µs, tls handshake %s µs, total %s µs\n",
 			c.Addr, c.TLSVersion, termtext.Escape(sni), usec(c.DNS), usec(c.Connect), usec(c.Handshake), usec(c.Total))
+		if c.Attempts > 1 {
+			fmt.Fprintf(w, "           tcp connect covers %d addresses tried in turn\n", c.Attempts)
+		}
 	}
 	if rep.Repeat > 1 {
 		fmt.Fprintf(w, "timing     %d runs per back end after one warm-up\n", rep.Repeat)

@@ -515,6 +515,32 @@ done
 	}
 }
 
+// TestVerifyHelperBroken: a helper that is built but dies before its hello
+// (a missing shared library) is a failed back end, not a missing one: the
+// run cannot pass on the Go back ends alone.
+func TestVerifyHelperBroken(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh for the test helper")
+	}
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	script := "#!/bin/sh\necho 'pkie-verify-openssl: error while loading shared libraries: libjansson.so.4' >&2\nexit 127\n"
+	if err := os.WriteFile(filepath.Join(dir, verify.HelperProgram("openssl")), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "verify", "--backends", "go,openssl", "--verifier-dir", dir, "--roots", vpath("root.pem"), "--time", verifyAt, vpath("chain.pem"))
+	if code != ExitUsage || !strings.Contains(errs, "libjansson.so.4") || !strings.Contains(out, "no verdict from openssl") {
+		t.Errorf("exit %d (want 2), stderr %s:\n%s", code, errs, out)
+	}
+	// A file that is neither PEM nor DER is a usage error, not a verdict.
+	junk := filepath.Join(t.TempDir(), "scan.jsonl")
+	os.WriteFile(junk, []byte(`{"domain":"a.test"}`), 0o644)
+	code, _, errs = runCLI(t, "verify", "--backends", "go", "--roots", vpath("root.pem"), junk)
+	if code != ExitUsage || !strings.Contains(errs, "neither PEM nor DER") {
+		t.Errorf("junk input: exit %d, stderr %s", code, errs)
+	}
+}
+
 // TestVerifyVerdictChanges: a back end whose verdict changes from one run
 // to the next gives no verdict at all.
 func TestVerifyVerdictChanges(t *testing.T) {

@@ -124,7 +124,7 @@ func (g *goBackend) Verify(ctx context.Context, r *Request) (Result, error) {
 	}
 	if r.Host != "" {
 		t = time.Now()
-		err = leaf.VerifyHostname(r.Host)
+		err = leaf.VerifyHostname(WireHost(r.Host))
 		res.Phases.Hostname = time.Since(t)
 		if err != nil {
 			res.Code, res.Reason = NameMismatch, err.Error()

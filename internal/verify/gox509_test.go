@@ -197,6 +197,7 @@ func TestRequestCheck(t *testing.T) {
 		{"no roots", func(r *Request) { r.Roots = nil }},
 		{"no chain", func(r *Request) { r.Chain = nil }},
 		{"no time", func(r *Request) { r.Time = time.Time{} }},
+		{"before 1970", func(r *Request) { r.Time = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		{"purpose", func(r *Request) { r.Purpose = "email" }},
 		{"long chain", func(r *Request) { r.Chain = make([][]byte, MaxChain+1) }},
 		{"empty cert", func(r *Request) { r.Chain = [][]byte{{}} }},

@@ -31,6 +31,9 @@ type Options struct {
 type Missing struct {
 	Name string `json:"name"`
 	Why  string `json:"why"`
+	// Found is set when the helper program exists but did not start or
+	// greet: a broken back end rather than one not built.
+	Found bool `json:"found"`
 }
 
 // Open opens the back ends o names. One whose helper is not built or does
@@ -66,7 +69,7 @@ func Open(ctx context.Context, o Options) (backends []Backend, missing []Missing
 		}
 		h, serr := StartHelper(ctx, n, path, o.Timeout)
 		if serr != nil {
-			missing = append(missing, Missing{Name: n, Why: serr.Error()})
+			missing = append(missing, Missing{Name: n, Why: serr.Error(), Found: true})
 			continue
 		}
 		backends = append(backends, h)

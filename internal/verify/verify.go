@@ -72,6 +72,8 @@ func (r *Request) Check() error {
 		return fmt.Errorf("verify: chain of %d certificates (at most %d)", len(r.Chain), MaxChain)
 	case r.Time.IsZero():
 		return errors.New("verify: no verification time")
+	case r.Time.Unix() < 0:
+		return fmt.Errorf("verify: verification time %v is before 1970", r.Time.UTC())
 	}
 	switch r.Purpose {
 	case "", Server, Client:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -60,7 +61,7 @@ func EncodeRequest(id uint64, r *Request) ([]byte, error) {
 	if p == "" {
 		p = Server
 	}
-	b, err := json.Marshal(wireRequest{ID: id, Roots: r.Roots, Chain: r.Chain, Host: r.Host, Time: r.Time.Unix(), Purpose: p})
+	b, err := json.Marshal(wireRequest{ID: id, Roots: r.Roots, Chain: r.Chain, Host: WireHost(r.Host), Time: r.Time.Unix(), Purpose: p})
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +69,18 @@ func EncodeRequest(id uint64, r *Request) ([]byte, error) {
 		return nil, fmt.Errorf("verify: request of %d bytes (at most %d)", len(b), MaxRequestLine)
 	}
 	return append(b, '\n'), nil
+}
+
+// WireHost is host as every back end is given it: an IP literal in
+// brackets ("[::1]", as URLs write one) loses them, since not every library
+// reads that form.
+func WireHost(host string) string {
+	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		if _, err := netip.ParseAddr(host[1 : len(host)-1]); err == nil {
+			return host[1 : len(host)-1]
+		}
+	}
+	return host
 }
 
 // wireAnswer is an answer line. Pointers tell a missing field from a zero.

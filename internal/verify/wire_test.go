@@ -94,6 +94,14 @@ func TestEncodeRequest(t *testing.T) {
 	}
 }
 
+func TestWireHost(t *testing.T) {
+	for in, want := range map[string]string{"[::1]": "::1", "[127.0.0.1]": "127.0.0.1", "::1": "::1", "[www.a.test]": "[www.a.test]", "www.a.test": "www.a.test", "[]": "[]"} {
+		if got := WireHost(in); got != want {
+			t.Errorf("WireHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // FuzzDecodeAnswer: whatever a helper writes, the decoder returns a
 // verdict only when it is consistent, and never panics.
 func FuzzDecodeAnswer(f *testing.F) {
