@@ -15,8 +15,8 @@ build:
 
 # The verification back ends that are not Go (docs/verification.md): small
 # helper programs pkie runs over a JSON-lines protocol.
-OPENSSL_CFLAGS ?= $(shell pkg-config --cflags libcrypto jansson 2>/dev/null)
-OPENSSL_LIBS   ?= $(shell pkg-config --libs libcrypto jansson 2>/dev/null || echo -lcrypto -ljansson)
+OPENSSL_CFLAGS ?= $(shell pkg-config --cflags libssl libcrypto jansson 2>/dev/null)
+OPENSSL_LIBS   ?= $(shell pkg-config --libs libssl libcrypto jansson 2>/dev/null || echo -lssl -lcrypto -ljansson)
 
 verifiers: bin/pkie-verify-openssl bin/pkie-verify-webpki
 

@@ -117,8 +117,8 @@ hostile 1 2000
 # The same hostile requests against a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer, where the compiler has them.
 if ${CC:-cc} -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -std=c11 \
-	$(pkg-config --cflags libcrypto jansson 2>/dev/null) -o "$tmp/asan" "$here"/*.c \
-	$(pkg-config --libs libcrypto jansson 2>/dev/null || echo -lcrypto -ljansson) 2>/dev/null; then
+	$(pkg-config --cflags libssl libcrypto jansson 2>/dev/null) -o "$tmp/asan" "$here"/*.c \
+	$(pkg-config --libs libssl libcrypto jansson 2>/dev/null || echo -lssl -lcrypto -ljansson) 2>/dev/null; then
 	bin_plain=$bin
 	bin=$tmp/asan
 	hostile 2 3000

@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
@@ -58,6 +59,19 @@ struct verdict {
 	int roots_skipped;
 	struct phases ph;
 };
+
+int auth_level = 1;
+
+/* auth_level_init reads the security level of a default TLS client context,
+ * which is what a client such as curl or s_client verifies at. */
+static void auth_level_init(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	if (ctx != NULL) {
+		auth_level = SSL_CTX_get_security_level(ctx);
+		SSL_CTX_free(ctx);
+	}
+}
 
 static int64_t now_ns(void)
 {
@@ -629,7 +643,7 @@ static void handle(const char *line, size_t n)
 	struct verdict v;
 
 	memset(&r, 0, sizeof r);
-	json_t *doc = json_loadb(line, n, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *doc = json_loadb(line, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (doc == NULL) {
 		emit_error(0, "bad JSON: %s (column %d)", jerr.text, jerr.column);
 		return;
@@ -663,6 +677,7 @@ int main(void)
 	 * chain phase. */
 	if (!OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL))
 		die("OPENSSL_init_crypto failed");
+	auth_level_init();
 	/* Likewise the rest of the library's first-use set-up (warmup.c). A
 	 * failure only means the first request may be slower. */
 	if (!warm_up())
@@ -673,7 +688,9 @@ int main(void)
 		die("out of memory");
 	put(hello, "protocol", json_string(PROTOCOL));
 	put(hello, "backend", json_string(BACKEND));
-	put(hello, "library", jstr(OpenSSL_version(OPENSSL_VERSION)));
+	char lib[256];
+	snprintf(lib, sizeof lib, "%s (security level %d)", OpenSSL_version(OPENSSL_VERSION), auth_level);
+	put(hello, "library", jstr(lib));
 	emit(hello);
 
 	/* One buffer for the longest allowed line, reused for every request. */
