@@ -3,6 +3,7 @@ module github.com/pkie/pkie
 go 1.26.8
 
 require (
+	github.com/Netflix/bettertls v0.0.0-20250909192348-e1e99e353074
 	github.com/google/gopacket v1.1.19
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0

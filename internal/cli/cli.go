@@ -65,6 +65,7 @@ func commands() []command {
 		{"pec-proxy", "serve an HTTP backend over TLS as a PEC server: forward each chain to the client's cloud", runPECProxy},
 		{"overhead", "measure what HTTPS costs over HTTP for whole page downloads", runOverhead},
 		{"scan", "collect the certificate chains of a list of sites (resumable, JSON lines)", runScan},
+		{"verify", "verify one certificate chain with every back end (Go, OpenSSL, webpki), timed per phase", runVerify},
 		{"roots", "rank root CAs by sites, coverage curve, minimal trust store from scans", runRoots},
 		{"replay", "replay a network's HTTPS flows as notary requests: gen | flows | synth | run | report", runReplay},
 		{"bench", "measure pkie against the research papers (bench proofs, ...)", runBench},

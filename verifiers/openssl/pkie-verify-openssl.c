@@ -31,6 +31,8 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include "pkie-verify-openssl.h"
+
 #define PROTOCOL "pkie-verify/1"
 #define BACKEND "openssl"
 
@@ -43,15 +45,6 @@
 /* An answer must stay under 64 KiB; reasons are cut well below that. */
 #define MAX_REASON 1024
 
-/*
- * OpenSSL 3.0's built-in TLS security level (OPENSSL_TLS_SECURITY_LEVEL):
- * libssl hands it to X509_verify_cert as the authentication level, which
- * rejects keys and signature digests under 80 bits of security (RSA under
- * 1024 bits, MD5, SHA-1). Without it,
- * X509_verify_cert checks no key size or digest at all, which no TLS client
- * built on OpenSSL does.
- */
-#define AUTH_LEVEL 1
 
 struct phases {
 	int64_t roots_ns, chain_ns, verify_ns, hostname_ns;
@@ -205,7 +198,12 @@ static void emit_verdict(json_int_t id, const struct verdict *v)
  */
 static unsigned char *b64decode(const char *s, size_t n, size_t *outlen)
 {
-	if (n == 0 || n % 4 != 0 || n > INT_MAX)
+	if (n == 0) {
+		/* Zero bytes: decoded, and left to fail as a certificate. */
+		*outlen = 0;
+		return malloc(1);
+	}
+	if (n % 4 != 0 || n > INT_MAX)
 		return NULL;
 	size_t pad = 0;
 	if (s[n - 1] == '=')
@@ -233,12 +231,13 @@ static unsigned char *b64decode(const char *s, size_t n, size_t *outlen)
 /*
  * parse_der parses exactly one DER certificate: trailing bytes make it
  * unparseable, as they do for crypto/x509 and webpki. On failure it says
- * why in why, in libcrypto's words where it has any.
+ * why in why (unless NULL), in libcrypto's words where it has any.
  */
 static X509 *parse_der(const unsigned char *der, size_t n, char *why, size_t whylen)
 {
 	if (n > LONG_MAX) {
-		snprintf(why, whylen, "too long");
+		if (why != NULL)
+			snprintf(why, whylen, "too long");
 		return NULL;
 	}
 	ERR_clear_error();
@@ -246,7 +245,9 @@ static X509 *parse_der(const unsigned char *der, size_t n, char *why, size_t why
 	X509 *x = d2i_X509(NULL, &p, (long)n);
 	if (x == NULL) {
 		unsigned long e = ERR_peek_last_error();
-		if (e != 0)
+		if (why == NULL)
+			; /* nobody asked */
+		else if (e != 0)
 			ERR_error_string_n(e, why, whylen);
 		else
 			snprintf(why, whylen, "not a certificate");
@@ -254,7 +255,8 @@ static X509 *parse_der(const unsigned char *der, size_t n, char *why, size_t why
 		return NULL;
 	}
 	if (p != der + n) {
-		snprintf(why, whylen, "%zu bytes after the certificate", (size_t)(der + n - p));
+		if (why != NULL)
+			snprintf(why, whylen, "%zu bytes after the certificate", (size_t)(der + n - p));
 		X509_free(x);
 		return NULL;
 	}
@@ -497,8 +499,7 @@ static const char *verify(const struct request *r, struct verdict *v, char *msg,
 		goto out;
 	}
 	for (size_t i = 0; i < r->nroots; i++) {
-		char why[256];
-		X509 *x = parse_der(r->roots[i], r->rootlen[i], why, sizeof why);
+		X509 *x = parse_der(r->roots[i], r->rootlen[i], NULL, 0);
 		if (x == NULL) {
 			v->roots_skipped++;
 			continue;
@@ -657,6 +658,16 @@ static void handle(const char *line, size_t n)
 
 int main(void)
 {
+	/* libcrypto loads its error strings on first use; loading them now
+	 * keeps that one-time cost out of the first malformed request's
+	 * chain phase. */
+	if (!OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL))
+		die("OPENSSL_init_crypto failed");
+	/* Likewise the rest of the library's first-use set-up (warmup.c). A
+	 * failure only means the first request may be slower. */
+	if (!warm_up())
+		fprintf(stderr, "pkie-verify-openssl: warm-up failed; the first request's phases include libcrypto's set-up\n");
+	ERR_clear_error();
 	json_t *hello = json_object();
 	if (hello == NULL)
 		die("out of memory");
