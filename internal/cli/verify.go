@@ -36,6 +36,7 @@ const maxRepeat = 1_000_000
 const defaultConnectTimeout = 10 * time.Second
 
 const verifyUsage = `[flags] CERTFILE... | --scan FILE --domain NAME | --connect HOST[:PORT]
+       pkie verify --corpus SPEC[,SPEC...] [flags]   (differential testing; --corpus -h for its flags)
 
 Verifies one certificate chain with every back end (Go's crypto/x509 serial
 and parallel, OpenSSL's libcrypto, rustls-webpki) and shows each verdict and
@@ -129,6 +130,10 @@ type verifyReport struct {
 }
 
 func runVerify(ctx context.Context, env *Env, args []string) error {
+	// A corpus run has flags of its own (verify_corpus.go).
+	if hasArg(args, "--corpus") {
+		return runVerifyCorpus(ctx, env, args)
+	}
 	fs := newFlags(env, "verify", verifyUsage)
 	scanFile := fs.String("scan", "", "take the chain from this pkie scan `FILE` (with --domain)")
 	domain := fs.String("domain", "", "the site whose record --scan takes (the first with a chain)")

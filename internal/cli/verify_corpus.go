@@ -74,7 +74,7 @@ func runVerifyCorpus(ctx context.Context, env *Env, args []string) error {
 	limit := fs.Int("limit", 0, "run at most `N` cases of each corpus (0: all)")
 	every := fs.Int("every", 1, "run every `N`th case of each corpus (a deterministic sample)")
 	show := fs.Int("show", 20, "print at most `N` disagreements in full (-1: all); --json holds all")
-	workers := fs.Int("workers", 1, "run `N` sets of back ends side by side, each its own helper processes")
+	workers := fs.Int("workers", 2, "run `N` sets of back ends side by side, each its own helper processes (2 is faster than 1 even on two busy cores: docs/verification.md)")
 	strict := fs.Bool("strict", false, "exit 1 on any unexplained disagreement or back-end error")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

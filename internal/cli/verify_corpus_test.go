@@ -140,3 +140,37 @@ func TestVerifyCorpusUsage(t *testing.T) {
 		t.Error("hasArg")
 	}
 }
+
+// TestVerifyDispatchesCorpus: "pkie verify --corpus" is the corpus run,
+// through Main, with its exit codes.
+func TestVerifyDispatchesCorpus(t *testing.T) {
+	code, out, errs := runCLI(t, "verify", "--backends", "go", "--corpus=known", "--json")
+	if code != ExitOK || !strings.Contains(out, `"corpora": [`) || !strings.Contains(out, `"unexplained": 0`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, _ := runCLI(t, "verify", "--corpus", "nosuch"); code != ExitUsage {
+		t.Errorf("unknown corpus: exit %d, want %d", code, ExitUsage)
+	}
+}
+
+// TestVerifyCorpusStrictFails: a case whose expectation a back end does
+// not meet, and no known difference explains, exits 1 with --strict and 0
+// without.
+func TestVerifyCorpusStrictFails(t *testing.T) {
+	data, err := os.ReadFile("../verify/corpus/testdata/limbo-fixture.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Replace(data, []byte(`"expected_result": "SUCCESS"`), []byte(`"expected_result": "FAILURE"`), 1)
+	if bytes.Equal(flipped, data) {
+		t.Fatal("fixture has no SUCCESS case")
+	}
+	file := filepath.Join(t.TempDir(), "limbo.json")
+	os.WriteFile(file, flipped, 0o644)
+	if code, out, errs := runCLI(t, "verify", "--corpus", "limbo:"+file, "--backends", "go"); code != ExitOK || !strings.Contains(out, "unexplained (not soft): 1") {
+		t.Errorf("without --strict: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, "verify", "--corpus", "limbo:"+file, "--backends", "go", "--strict"); code != ExitNegative || !strings.Contains(errs, "1 unexplained") {
+		t.Errorf("--strict: exit %d, want %d\n%s", code, ExitNegative, errs)
+	}
+}

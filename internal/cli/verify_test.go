@@ -605,3 +605,20 @@ func TestVerifyConclude(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyHandsCorpusOver: pkie verify with --corpus anywhere on the
+// line is the corpus run, with its own flags and report.
+func TestVerifyHandsCorpusOver(t *testing.T) {
+	for _, args := range [][]string{
+		{"verify", "--corpus", "known", "--backends", "go", "--json"},
+		{"verify", "--backends", "go", "--json", "--corpus=known"},
+	} {
+		code, out, errs := runCLI(t, args...)
+		var rep struct {
+			Corpora []string `json:"corpora"`
+		}
+		if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || strings.Join(rep.Corpora, ",") != "known" {
+			t.Errorf("%v: exit %d, stderr %s\n%s", args, code, errs, out)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ type helperProc struct {
 	lines   chan lineOrErr
 	stderr  *tail
 	exited  chan struct{}
+	quit    chan struct{} // closed by kill and Close: nobody reads lines any more
 	waitErr error
 }
 
@@ -66,16 +68,23 @@ func (h *Helper) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s helper: %w", h.name, err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipe rather than StdoutPipe: Wait closes a StdoutPipe as
+	// soon as the process exits, racing the reader for the helper's last
+	// words; this one is closed by the reader at end of input.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("%s helper: %w", h.name, err)
 	}
-	p := &helperProc{cmd: cmd, stdin: stdin, lines: make(chan lineOrErr, 1), stderr: &tail{max: 2048}, exited: make(chan struct{})}
+	cmd.Stdout = w
+	p := &helperProc{cmd: cmd, stdin: stdin, lines: make(chan lineOrErr, 1), stderr: &tail{max: 2048}, exited: make(chan struct{}), quit: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		stdout.Close()
 		return fmt.Errorf("%s helper: starting %s: %w", h.name, h.path, err)
 	}
-	go readLines(stdout, p.lines)
+	go func() { readLines(stdout, p.lines, p.quit); stdout.Close() }()
 	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	h.proc = p
 	line, err := h.receive(ctx)
@@ -96,8 +105,17 @@ func (h *Helper) start(ctx context.Context) error {
 }
 
 // readLines sends each line of r (newline removed) to out, then the error
-// that ended reading. A line longer than MaxAnswerLine ends reading.
-func readLines(r io.Reader, out chan<- lineOrErr) {
+// that ended reading. A line longer than MaxAnswerLine ends reading, and so
+// does quit.
+func readLines(r io.Reader, out chan<- lineOrErr, quit <-chan struct{}) {
+	send := func(l lineOrErr) bool {
+		select {
+		case out <- l:
+			return true
+		case <-quit:
+			return false
+		}
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		var line []byte
@@ -105,7 +123,7 @@ func readLines(r io.Reader, out chan<- lineOrErr) {
 			frag, err := br.ReadSlice('\n')
 			line = append(line, frag...)
 			if len(line) > MaxAnswerLine+1 {
-				out <- lineOrErr{err: fmt.Errorf("line longer than %d bytes", MaxAnswerLine)}
+				send(lineOrErr{err: fmt.Errorf("line longer than %d bytes", MaxAnswerLine)})
 				return
 			}
 			if err == bufio.ErrBufferFull {
@@ -115,12 +133,14 @@ func readLines(r io.Reader, out chan<- lineOrErr) {
 				if len(line) > 0 && err == io.EOF {
 					err = errors.New("last line has no newline")
 				}
-				out <- lineOrErr{err: err}
+				send(lineOrErr{err: err})
 				return
 			}
 			break
 		}
-		out <- lineOrErr{line: bytes.TrimRight(line, "\r\n")}
+		if !send(lineOrErr{line: bytes.TrimRight(line, "\r\n")}) {
+			return
+		}
 	}
 }
 
@@ -157,6 +177,7 @@ func (h *Helper) kill() {
 		return
 	}
 	h.proc = nil
+	close(p.quit)
 	p.stdin.Close()
 	_ = p.cmd.Process.Kill()
 	<-p.exited
@@ -229,6 +250,7 @@ func (h *Helper) Close() error {
 	select {
 	case <-p.exited:
 		h.proc = nil
+		close(p.quit)
 		return nil
 	case <-time.After(time.Second):
 	}

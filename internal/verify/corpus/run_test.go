@@ -57,10 +57,30 @@ func TestRunReportOnKnown(t *testing.T) {
 	if len(rep.Pairs) != 1 || rep.Pairs[0].Compared != len(cases) || rep.Pairs[0].SameVerdict != len(cases) {
 		t.Errorf("pairs %+v", rep.Pairs)
 	}
-	// go-parallel's not-a-CA code is the one exception in the table,
-	// and it is an exception, so not a disagreement.
 	if len(rep.Disagreements) != 0 || rep.Unexplained != 0 {
 		t.Errorf("disagreements %+v", rep.Disagreements)
+	}
+}
+
+// TestExceptionsAreExplicit: a back end may give another code than the
+// case's only where the case names it, with the reason.
+func TestExceptionsAreExplicit(t *testing.T) {
+	cases := knownCases(t)
+	for i := range cases {
+		if cases[i].ID == "missing-intermediate" {
+			cases[i].ExpectCode = verify.Other
+			cases[i].Exceptions = []Exception{{Backend: "go", Code: verify.UnknownIssuer, Why: "test"}}
+			cases = cases[i : i+1]
+			break
+		}
+	}
+	rep := Run(context.Background(), goBackends(), cases, nil)
+	if len(rep.Disagreements) != 1 || rep.Disagreements[0].Kind != KindCode ||
+		len(rep.Disagreements[0].Backends) != 1 || rep.Disagreements[0].Backends[0] != "go-parallel" {
+		t.Fatalf("%+v", rep.Disagreements)
+	}
+	if rep.Backends[0].Total.Agree != 1 || rep.Backends[1].Total.CodeDiffers != 1 {
+		t.Errorf("go %+v, go-parallel %+v", rep.Backends[0].Total, rep.Backends[1].Total)
 	}
 }
 
