@@ -25,7 +25,7 @@ func TestBenchVerifyJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
 	plots := t.TempDir()
-	code := Main(context.Background(), env, []string{"bench", "verify", "--sites", "google,hackernews", "--shapes", "p256-3",
+	code := Main(context.Background(), env, []string{"bench", "verify", "--sites", "google,washingtonpost", "--shapes", "p256-3",
 		"--n", "3", "--conns", "2", "--rtt", rtt.String(), "--verifier-dir", dirs[len(dirs)-1], "--out", plots, "--json"})
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -111,7 +111,7 @@ func TestBenchVerifyJSON(t *testing.T) {
 			}
 		}
 	}
-	if len(r.Sites) != 2 || r.Sites[0].Site != "google" || r.Sites[1].Site != "hackernews" {
+	if len(r.Sites) != 2 || r.Sites[0].Site != "google" || r.Sites[1].Site != "washingtonpost" {
 		t.Fatalf("sites %+v", r.Sites)
 	}
 	for _, s := range r.Sites {
@@ -150,7 +150,7 @@ func TestBenchVerifyJSON(t *testing.T) {
 	if code := Main(context.Background(), env, []string{"bench", "verify", "--from", saved}); code != ExitOK {
 		t.Fatalf("--from: exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"Over the 2 sites", "hackernews", "none (ceiling)", "p256-3", "signatures, parallel"} {
+	for _, want := range []string{"Over the 2 sites", "washingtonpost", "none (ceiling)", "p256-3", "signatures, parallel"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("--from: no %q in\n%s", want, text.String())
 		}
@@ -176,5 +176,42 @@ func TestBenchVerifyUsage(t *testing.T) {
 		if code := Main(ctx, env, append([]string{"bench", "verify"}, args...)); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d (usage); stderr %s", args, code, ExitUsage, errb.String())
 		}
+	}
+}
+
+// TestBenchVerifyMissingHelper checks that a back end whose helper is not
+// built is reported, in the JSON and on stderr, and the others still run.
+func TestBenchVerifyMissingHelper(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("PATH", empty) // no helper anywhere
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code := Main(context.Background(), env, []string{"bench", "verify", "--sites", "none", "--shapes", "rsa2048-2",
+		"--n", "2", "--backends", "openssl,go", "--verifier-dir", empty, "--json"})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		Backends []struct{ Name string }
+		Missing  []verify.Missing
+		Shapes   []struct {
+			Methods []struct {
+				Backend string
+				Code    string
+			}
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+	}
+	if len(r.Missing) != 1 || r.Missing[0].Name != "openssl" || !strings.Contains(r.Missing[0].Why, "not built") {
+		t.Errorf("missing %+v, want openssl not built", r.Missing)
+	}
+	if len(r.Backends) != 1 || r.Backends[0].Name != "go" || len(r.Shapes) != 1 || len(r.Shapes[0].Methods) != 1 ||
+		r.Shapes[0].Methods[0].Backend != "go" || r.Shapes[0].Methods[0].Code != "ok" {
+		t.Errorf("back ends %+v, shapes %+v: want go alone, ok", r.Backends, r.Shapes)
+	}
+	if !strings.Contains(errb.String(), "back end openssl missing: not built") {
+		t.Errorf("stderr does not report the missing helper: %s", errb.String())
 	}
 }

@@ -268,6 +268,15 @@ func (s *samples) method() Method {
 	return m
 }
 
+// warmUp has every back end verify req once, uncounted, so that no
+// library's one-time set-up is charged to the first sample; an error
+// shows again in the counted runs.
+func warmUp(ctx context.Context, backends []verify.Backend, req *verify.Request) {
+	for _, b := range backends {
+		b.Verify(ctx, req)
+	}
+}
+
 // verifyN runs every back end n times on req, interleaved (one of each in
 // turn), so that a change in the machine's load falls on all alike.
 func verifyN(ctx context.Context, backends []verify.Backend, req *verify.Request, n int) ([]*samples, error) {
@@ -294,6 +303,7 @@ func runShape(ctx context.Context, c *Config, backends []verify.Backend, s Shape
 		return nil, err
 	}
 	req := &verify.Request{Roots: c.Roots.With(ch.Root.Cert.Raw), Chain: ch.Sent(), Host: host, Time: time.Now(), Purpose: verify.Server}
+	warmUp(ctx, backends, req)
 	c.progress("shape %s: %d verifications per back end", s.Name, c.N)
 	smp, err := verifyN(ctx, backends, req, c.N)
 	if err != nil {
@@ -304,10 +314,11 @@ func runShape(ctx context.Context, c *Config, backends []verify.Backend, s Shape
 		sr.Methods = append(sr.Methods, x.method())
 	}
 	// The ceilings are measured after the back ends, on certificates
-	// parsed once: what is left is the signatures alone.
+	// parsed once: what is left is the signatures alone. The first round
+	// is uncounted, as for the back ends.
 	serial := make([]time.Duration, 0, c.N)
 	parallel := make([]time.Duration, 0, c.N)
-	for range c.N {
+	for i := range c.N + 1 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -315,12 +326,15 @@ func runShape(ctx context.Context, c *Config, backends []verify.Backend, s Shape
 		if err := CheckSignaturesSerial(ch.Path); err != nil {
 			return nil, fmt.Errorf("verifybench: shape %s: %w", s.Name, err)
 		}
-		serial = append(serial, time.Since(t))
+		ds := time.Since(t)
 		t = time.Now()
 		if err := CheckSignaturesParallel(ch.Path); err != nil {
 			return nil, fmt.Errorf("verifybench: shape %s: %w", s.Name, err)
 		}
-		parallel = append(parallel, time.Since(t))
+		dp := time.Since(t)
+		if i > 0 {
+			serial, parallel = append(serial, ds), append(parallel, dp)
+		}
 	}
 	sr.SignaturesSerial, sr.SignaturesParallel = Summarize(serial), Summarize(parallel)
 	return sr, nil
