@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 		return usageError("--rtt must not be negative")
 	}
 	if *out != "" {
-		if err := checkOutput("--out", *out+"/verify-sites.svg"); err != nil {
+		if err := checkOutput("--out", filepath.Join(*out, "verify-sites.svg")); err != nil {
 			return err
 		}
 	}
@@ -100,10 +101,10 @@ func writeVerifyReport(env *Env, r *verifybench.Report, asJSON bool, out string)
 	}
 	files, err := r.SavePlots(out)
 	for _, f := range files {
-		env.Stderr.Write([]byte("bench verify: wrote " + f + "\n"))
+		fmt.Fprintf(env.Stderr, "bench verify: wrote %s\n", f)
 	}
 	if err != nil {
-		return usageError("--out: %v (the results above are complete)", err)
+		return fmt.Errorf("--out: %w (the results above are complete)", err)
 	}
 	return nil
 }

@@ -167,6 +167,8 @@ func TestBenchVerifyUsage(t *testing.T) {
 		{"--n", "0"},
 		{"--sites", "none", "--shapes", "none"},
 		{"--roots", "/nonexistent.pem"},
+		{"--out", "/nonexistent/plots"},
+		{"--rtt", "-1ms"},
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
