@@ -325,14 +325,19 @@ var Differences = []Difference{
 		},
 	},
 	{
-		Name:     "webpki: RSA keys under 2048 bits",
-		Backends: []string{"go", "go-parallel", "openssl", "webpki"},
-		Explain: "rustls-webpki's RSA algorithms (with ring) take keys of 2048 to 8192 bits only, so a signature " +
-			"by a smaller key does not verify; OpenSSL at authentication level 1 accepts 1024-bit RSA and " +
-			"crypto/x509 accepts it too.",
-		Ref: "rustls-webpki src/ring_algs.rs (RSA_PKCS1_2048_8192_SHA256 …); ring::signature",
+		Name:     "crypto/x509 accepts RSA keys under 2048 bits",
+		Backends: []string{"go", "go-parallel"},
+		Explain: "crypto/x509 verifies signatures by RSA keys down to crypto/rsa's minimum of 1024 bits, while " +
+			"rustls-webpki's RSA algorithms (with ring) take keys of 2048 to 8192 bits only and OpenSSL at " +
+			"security level 2 (this system's TLS default) refuses RSA keys under 2048 bits.",
+		Ref: "crypto/rsa package documentation (1024-bit minimum); rustls-webpki src/ring_algs.rs (RSA_PKCS1_2048_8192_SHA256 …); OpenSSL SSL_CTX_set_security_level(3)",
 		Match: func(v *View) bool {
-			if !v.Rejects("webpki") || !v.others(true, "webpki") {
+			if !v.Accepts("go") {
+				return false
+			}
+			refused := v.Rejects("webpki") && v.code("webpki") == verify.BadSignature ||
+				v.Rejects("openssl") && v.code("openssl") == verify.Unsupported
+			if !refused {
 				return false
 			}
 			for _, c := range v.certs() {

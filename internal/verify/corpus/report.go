@@ -62,7 +62,8 @@ type BackendReport struct {
 
 // Pair is how often two back ends gave the same answer.
 type Pair struct {
-	A, B string
+	A string `json:"a"`
+	B string `json:"b"`
 	// Compared: cases both answered.
 	Compared    int `json:"compared"`
 	SameVerdict int `json:"same_verdict"`
