@@ -102,10 +102,11 @@ func (p *fastParser) str() ([]byte, bool) {
 	return s, true
 }
 
-// rawStr reads a string with no escapes, leaving its bytes unchecked: for
-// base64, whose decoder rejects whatever encoding/json would have (a
-// control byte) or would have turned into U+FFFD (invalid UTF-8) and then
-// failed to decode all the same.
+// rawStr reads a string with no escapes, leaving its bytes unchecked but
+// for CR and LF: for base64, whose decoder rejects whatever encoding/json
+// would have (other control bytes) or would have turned into U+FFFD
+// (invalid UTF-8) and then failed to decode all the same. The decoder
+// skips CR and LF, which encoding/json refuses inside a string.
 func (p *fastParser) rawStr() ([]byte, bool) {
 	if !p.eat('"') {
 		return nil, false
@@ -115,7 +116,7 @@ func (p *fastParser) rawStr() ([]byte, bool) {
 		return nil, false
 	}
 	s := p.b[p.i : p.i+j]
-	if bytes.IndexByte(s, '\\') >= 0 {
+	if bytes.IndexByte(s, '\\') >= 0 || bytes.IndexAny(s, "\r\n") >= 0 {
 		return nil, false
 	}
 	p.i += j + 1
