@@ -77,34 +77,13 @@ type verifyConn struct {
 	Total      time.Duration `json:"total_ns"`
 }
 
-// phaseStat summarises one phase over --repeat runs.
-type phaseStat struct {
-	Mean time.Duration `json:"mean_ns"`
-	P50  time.Duration `json:"p50_ns"`
-	P99  time.Duration `json:"p99_ns"`
-	Min  time.Duration `json:"min_ns"`
-	Max  time.Duration `json:"max_ns"`
-}
-
-// verifyStats are the phase statistics of one back end over its runs.
-type verifyStats struct {
-	Runs      int       `json:"runs"`
-	Roots     phaseStat `json:"roots"`
-	Chain     phaseStat `json:"chain"`
-	Parallel  phaseStat `json:"parallel"`
-	Verify    phaseStat `json:"verify"`
-	Hostname  phaseStat `json:"hostname"`
-	Total     phaseStat `json:"total"`
-	RoundTrip phaseStat `json:"round_trip"`
-}
-
 // verifyOutcome is one back end's part of the report.
 type verifyOutcome struct {
-	Name    string         `json:"name"`
-	Library string         `json:"library"`
-	Result  *verify.Result `json:"result,omitempty"`
-	Error   string         `json:"error,omitempty"`
-	Stats   *verifyStats   `json:"stats,omitempty"`
+	Name    string               `json:"name"`
+	Library string               `json:"library"`
+	Result  *verify.Result       `json:"result,omitempty"`
+	Error   string               `json:"error,omitempty"`
+	Stats   *verify.PhaseSummary `json:"stats,omitempty"`
 }
 
 // verifyRootsInfo says which trust anchors were used.
@@ -566,7 +545,7 @@ func runBackend(ctx context.Context, b verify.Backend, req *verify.Request, repe
 	}
 	// Of each timed run only the timings are kept, 48 bytes a run.
 	var res verify.Result
-	var runs []runTiming
+	var runs verify.Samples
 	last := time.Now()
 	for i := 0; i < repeat; i++ {
 		r, err := b.Verify(ctx, req)
@@ -582,7 +561,7 @@ func runBackend(ctx context.Context, b verify.Backend, req *verify.Request, repe
 			res = r
 		}
 		if repeat > 1 {
-			runs = append(runs, runTiming{r.Phases, r.RoundTrip})
+			runs.Add(r)
 		}
 		if progress != nil && time.Since(last) >= time.Second {
 			fmt.Fprintf(progress, "pkie verify: %s: %d of %d runs\n", b.Name(), i+1, repeat)
@@ -593,48 +572,10 @@ func runBackend(ctx context.Context, b verify.Backend, req *verify.Request, repe
 	// measurement; the statistics cover every timed run.
 	out.Result = &res
 	if repeat > 1 {
-		out.Stats = phaseStats(runs)
+		st := runs.Summary(b.Name() == "go-parallel")
+		out.Stats = &st
 	}
 	return out
-}
-
-// runTiming is what one timed run measured.
-type runTiming struct {
-	phases    verify.Phases
-	roundTrip time.Duration
-}
-
-// phaseStats summarises the phases of runs.
-func phaseStats(runs []runTiming) *verifyStats {
-	st := &verifyStats{Runs: len(runs)}
-	for _, f := range []struct {
-		get func(runTiming) time.Duration
-		put *phaseStat
-	}{
-		{func(r runTiming) time.Duration { return r.phases.Roots }, &st.Roots},
-		{func(r runTiming) time.Duration { return r.phases.Chain }, &st.Chain},
-		{func(r runTiming) time.Duration { return r.phases.Parallel }, &st.Parallel},
-		{func(r runTiming) time.Duration { return r.phases.Verify }, &st.Verify},
-		{func(r runTiming) time.Duration { return r.phases.Hostname }, &st.Hostname},
-		{func(r runTiming) time.Duration { return r.phases.Total() }, &st.Total},
-		{func(r runTiming) time.Duration { return r.roundTrip }, &st.RoundTrip},
-	} {
-		ds := make([]time.Duration, len(runs))
-		var sum time.Duration
-		for i, r := range runs {
-			ds[i] = f.get(r)
-			sum += ds[i]
-		}
-		slices.Sort(ds)
-		*f.put = phaseStat{Mean: sum / time.Duration(len(ds)), P50: quantile(ds, 0.50), P99: quantile(ds, 0.99), Min: ds[0], Max: ds[len(ds)-1]}
-	}
-	return st
-}
-
-// quantile is the nearest-rank q-quantile of sorted ds.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	i := int(float64(len(ds))*q+0.999999999) - 1
-	return ds[max(0, min(i, len(ds)-1))]
 }
 
 // conclude decides the exit code and writes the summary: any back end
@@ -805,15 +746,19 @@ func printPhases(w io.Writer, o verifyOutcome, hostChecked bool) {
 	type row struct {
 		name string
 		one  time.Duration
-		st   phaseStat
+		st   verify.Summary
 	}
 	r, st := o.Result, o.Stats
 	if st == nil {
-		st = &verifyStats{}
+		st = &verify.PhaseSummary{}
+	}
+	var par verify.Summary
+	if st.Parallel != nil {
+		par = *st.Parallel
 	}
 	rows := []row{{"roots", r.Phases.Roots, st.Roots}, {"chain", r.Phases.Chain, st.Chain}}
 	if o.Name == "go-parallel" {
-		rows = append(rows, row{"parallel", r.Phases.Parallel, st.Parallel})
+		rows = append(rows, row{"parallel", r.Phases.Parallel, par})
 	}
 	rows = append(rows, row{"verify", r.Phases.Verify, st.Verify})
 	hostRow := len(rows)
@@ -822,7 +767,7 @@ func printPhases(w io.Writer, o verifyOutcome, hostChecked bool) {
 	if o.Stats == nil {
 		fmt.Fprintf(w, "  %-10s %10s\n", "phase", "µs")
 	} else {
-		fmt.Fprintf(w, "  %-10s %10s %10s %10s   (µs, %d runs)\n", "phase", "mean", "p50", "p99", st.Runs)
+		fmt.Fprintf(w, "  %-10s %10s %10s %10s   (µs, %d runs)\n", "phase", "mean", "p50", "p99", st.Total.N)
 	}
 	for i, x := range rows {
 		note := ""

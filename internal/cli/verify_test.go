@@ -419,10 +419,10 @@ func TestVerifyRepeat(t *testing.T) {
 			t.Errorf("%s: no stats", o.Name)
 			continue
 		}
-		if st.Runs != 20 {
-			t.Errorf("%s: %d runs", o.Name, st.Runs)
+		if st.Total.N != 20 || (o.Name == "go-parallel") != (st.Parallel != nil) {
+			t.Errorf("%s: %d runs, parallel phase %v", o.Name, st.Total.N, st.Parallel)
 		}
-		for name, p := range map[string]phaseStat{"verify": st.Verify, "total": st.Total, "round trip": st.RoundTrip, "roots": st.Roots} {
+		for name, p := range map[string]verify.Summary{"verify": st.Verify, "total": st.Total, "round trip": st.RoundTrip, "roots": st.Roots} {
 			if p.Min <= 0 || p.Min > p.P50 || p.P50 > p.P99 || p.P99 > p.Max || p.Mean < p.Min || p.Mean > p.Max {
 				t.Errorf("%s %s: %+v", o.Name, name, p)
 			}

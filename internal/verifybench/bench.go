@@ -110,16 +110,11 @@ type BackendInfo struct {
 }
 
 // Phases summarizes a back end's phases over the verifications of one
-// site or shape. Parallel is go-parallel's alone.
-type Phases struct {
-	Roots     Summary  `json:"roots"`
-	Chain     Summary  `json:"chain"`
-	Parallel  *Summary `json:"parallel,omitempty"`
-	Verify    Summary  `json:"verify"`
-	Hostname  Summary  `json:"hostname"`
-	Total     Summary  `json:"total"`
-	RoundTrip Summary  `json:"round_trip"`
-}
+// site or shape.
+type Phases = verify.PhaseSummary
+
+// Summary is a sample of durations reduced to mean, p50, p99 and extremes.
+type Summary = verify.Summary
 
 // Method is one back end on one site or shape.
 type Method struct {
@@ -222,11 +217,11 @@ func (c *Config) progress(format string, a ...any) {
 
 // samples collects one back end's verifications.
 type samples struct {
-	backend                                              string
-	roots, chain, parallel, verify, hostname, total, rtt []time.Duration
-	last                                                 *verify.Result
-	disagreed, errors                                    int
-	firstErr                                             string
+	backend           string
+	timings           verify.Samples
+	last              *verify.Result
+	disagreed, errors int
+	firstErr          string
 }
 
 func (s *samples) add(res verify.Result, err error) {
@@ -241,14 +236,7 @@ func (s *samples) add(res verify.Result, err error) {
 		s.disagreed++
 	}
 	s.last = &res
-	p := res.Phases
-	s.roots = append(s.roots, p.Roots)
-	s.chain = append(s.chain, p.Chain)
-	s.parallel = append(s.parallel, p.Parallel)
-	s.verify = append(s.verify, p.Verify)
-	s.hostname = append(s.hostname, p.Hostname)
-	s.total = append(s.total, p.Total())
-	s.rtt = append(s.rtt, res.RoundTrip)
+	s.timings.Add(res)
 }
 
 func (s *samples) method() Method {
@@ -259,12 +247,7 @@ func (s *samples) method() Method {
 			m.Reason = s.last.Reason
 		}
 	}
-	m.Phases = Phases{Roots: Summarize(s.roots), Chain: Summarize(s.chain), Verify: Summarize(s.verify),
-		Hostname: Summarize(s.hostname), Total: Summarize(s.total), RoundTrip: Summarize(s.rtt)}
-	if s.backend == "go-parallel" {
-		p := Summarize(s.parallel)
-		m.Phases.Parallel = &p
-	}
+	m.Phases = s.timings.Summary(s.backend == "go-parallel")
 	return m
 }
 
@@ -336,7 +319,7 @@ func runShape(ctx context.Context, c *Config, backends []verify.Backend, s Shape
 			serial, parallel = append(serial, ds), append(parallel, dp)
 		}
 	}
-	sr.SignaturesSerial, sr.SignaturesParallel = Summarize(serial), Summarize(parallel)
+	sr.SignaturesSerial, sr.SignaturesParallel = verify.Summarize(serial), verify.Summarize(parallel)
 	return sr, nil
 }
 

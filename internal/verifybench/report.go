@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/chart"
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // cell renders a summary as "mean / p50 / p99" in milliseconds.
@@ -39,7 +40,7 @@ func verdict(m Method) string {
 		v += fmt.Sprintf(" (changed %d×)", m.Disagreed)
 	}
 	if m.Errors > 0 {
-		v += fmt.Sprintf(" (%d errors: %s)", m.Errors, m.Error)
+		v += fmt.Sprintf(" (%d errors: %s)", m.Errors, termtext.Escape(m.Error))
 	}
 	return v
 }
@@ -54,10 +55,10 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	for _, b := range r.Backends {
-		fmt.Fprintf(w, "  %-12s %s\n", b.Name, b.Library)
+		fmt.Fprintf(w, "  %-12s %s\n", b.Name, termtext.Escape(b.Library))
 	}
 	for _, m := range r.Missing {
-		fmt.Fprintf(w, "  %-12s MISSING: %s\n", m.Name, m.Why)
+		fmt.Fprintf(w, "  %-12s MISSING: %s\n", m.Name, termtext.Escape(m.Why))
 	}
 	if len(r.Sites) > 0 {
 		fmt.Fprintln(w, "\nSites (ms, mean / p50 / p99; connection: TCP + TLS handshake over the proxy, the back end verifying inside it)")
@@ -225,3 +226,6 @@ func shortName(site string) string {
 	}
 	return site
 }
+
+// ms renders d in milliseconds for tables and plots.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

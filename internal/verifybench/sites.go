@@ -201,7 +201,7 @@ func runSite(ctx context.Context, c *Config, backends []verify.Backend, s Site, 
 			conns[i] = append(conns[i], d)
 		}
 	}
-	sr.Connect = Summarize(bare)
+	sr.Connect = verify.Summarize(bare)
 	if len(captured) != s.Shape.Sent() {
 		return nil, fmt.Errorf("the site sent %d certificates, its shape says %d", len(captured), s.Shape.Sent())
 	}
@@ -214,7 +214,7 @@ func runSite(ctx context.Context, c *Config, backends []verify.Backend, s Site, 
 	}
 	for i, x := range smp {
 		m := x.method()
-		cs := Summarize(conns[i])
+		cs := verify.Summarize(conns[i])
 		m.Connect = &cs
 		if connErrs[i] > 0 {
 			m.Errors += connErrs[i]

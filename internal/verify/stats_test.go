@@ -1,4 +1,4 @@
-package verifybench
+package verify
 
 import (
 	"testing"
