@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -142,4 +143,34 @@ func printProofs(env *Env, name string, r *proofbench.Result) {
 	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d\n", "absence + det. sig (bytes)", "", r.AbsenceSignedBytesAvg, r.AbsenceSignedBytesMax)
 	fmt.Fprintf(w, "  signed checkpoint note: %d bytes; signed sorted-tree head, as provers serve it: %d bytes (fetched once per root)\n", r.CheckpointBytes, r.HeadBytes)
 	fmt.Fprintf(w, "  ceilings: SHA-256 path of %d hashes %.2f us, Ed25519 verify %.1f us (p50)\n", r.Depth, r.CeilingPathUsP50, r.CeilingEd25519UsP50)
+}
+
+// benchReport is a benchmark's result that prints itself and draws its
+// plots.
+type benchReport interface {
+	WriteText(w io.Writer)
+	SavePlots(dest string) ([]string, error)
+}
+
+// writeBenchReport prints r as text or JSON, then draws its plots at dest
+// (a directory or a file prefix, as the benchmark's flag says). Results
+// come first: a plot that cannot be written must not lose the run.
+func writeBenchReport(env *Env, cmd, flag string, r benchReport, asJSON bool, dest string) error {
+	var err error
+	if asJSON {
+		err = writeJSON(env.Stdout, r)
+	} else {
+		r.WriteText(env.Stdout)
+	}
+	if err != nil || dest == "" {
+		return err
+	}
+	files, err := r.SavePlots(dest)
+	for _, f := range files {
+		fmt.Fprintf(env.Stderr, "%s: wrote %s\n", cmd, f)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w (the results above are complete)", flag, err)
+	}
+	return nil
 }

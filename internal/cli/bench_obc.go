@@ -83,7 +83,7 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("--from %s: not a pkie bench obc --json report: %w", *from, err)
 		}
-		return writeOBCReport(env, &r, *asJSON, *plot)
+		return writeBenchReport(env, "bench obc", "--plot", &r, *asJSON, *plot)
 	}
 	if !*inProcess {
 		exe, err := os.Executable()
@@ -96,27 +96,5 @@ func runBenchOBC(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeOBCReport(env, r, *asJSON, *plot)
-}
-
-// writeOBCReport prints r and draws its plots.
-func writeOBCReport(env *Env, r *obcbench.Report, asJSON bool, plot string) error {
-	// Results first: a plot that cannot be written must not lose the run.
-	var err error
-	if asJSON {
-		err = writeJSON(env.Stdout, r)
-	} else {
-		r.WriteText(env.Stdout)
-	}
-	if err != nil || plot == "" {
-		return err
-	}
-	files, err := r.SavePlots(plot)
-	if err != nil {
-		return fmt.Errorf("--plot: %w (the results above are complete)", err)
-	}
-	for _, f := range files {
-		fmt.Fprintf(env.Stderr, "bench obc: wrote %s\n", f)
-	}
-	return nil
+	return writeBenchReport(env, "bench obc", "--plot", r, *asJSON, *plot)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return usageError("--from %s: %v", *from, err)
 		}
-		return printStudy(env, st, *asJSON, *plot)
+		return writeBenchReport(env, "bench pec", "--plot", st, *asJSON, *plot)
 	}
 	if *random < 0 || *nearest < 0 || *footprint < 0 || *random+*nearest+*footprint == 0 {
 		return usageError("--random, --nearest and --footprint must not be negative, and not all zero")
@@ -118,29 +117,7 @@ func runBenchPECPlacements(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printStudy(env, st, *asJSON, *plot)
-}
-
-// printStudy prints st (results first: a plot that cannot be written must
-// not lose the run) and draws its plots.
-func printStudy(env *Env, st *pecbench.Study, asJSON bool, plot string) error {
-	var err error
-	if asJSON {
-		err = writeJSON(env.Stdout, st)
-	} else {
-		st.WriteText(env.Stdout)
-	}
-	if err != nil || plot == "" {
-		return err
-	}
-	files, err := st.SavePlots(plot)
-	if err != nil {
-		return fmt.Errorf("--plot: %w (the results above are complete)", err)
-	}
-	for _, f := range files {
-		fmt.Fprintf(env.Stderr, "bench pec: wrote %s\n", f)
-	}
-	return nil
+	return writeBenchReport(env, "bench pec", "--plot", st, *asJSON, *plot)
 }
 
 func runBenchPECCost(ctx context.Context, env *Env, args []string) error {

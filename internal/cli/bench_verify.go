@@ -58,7 +58,7 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("--from %s: not a pkie bench verify --json report: %w", *from, err)
 		}
-		return writeVerifyReport(env, &r, *asJSON, *out)
+		return writeBenchReport(env, "bench verify", "--out", &r, *asJSON, *out)
 	}
 	cfg := verifybench.Config{N: *n, Conns: *conns, RTT: *rtt, TLS13: *tls13, Backends: splitList(*backends),
 		HelperTimeout: *helperTimeout, Progress: prefixWriter{env, "bench verify: "}}
@@ -84,29 +84,7 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeVerifyReport(env, r, *asJSON, *out)
-}
-
-// writeVerifyReport prints r and draws its plots into out.
-func writeVerifyReport(env *Env, r *verifybench.Report, asJSON bool, out string) error {
-	var err error
-	// Results first: a plot that cannot be written must not lose the run.
-	if asJSON {
-		err = writeJSON(env.Stdout, r)
-	} else {
-		r.WriteText(env.Stdout)
-	}
-	if err != nil || out == "" {
-		return err
-	}
-	files, err := r.SavePlots(out)
-	for _, f := range files {
-		fmt.Fprintf(env.Stderr, "bench verify: wrote %s\n", f)
-	}
-	if err != nil {
-		return fmt.Errorf("--out: %w (the results above are complete)", err)
-	}
-	return nil
+	return writeBenchReport(env, "bench verify", "--out", r, *asJSON, *out)
 }
 
 // pickList reads a list flag: all, none, or names.
