@@ -11,6 +11,7 @@ import (
 
 	"github.com/pkie/pkie/internal/chart"
 	"github.com/pkie/pkie/internal/roots"
+	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/internal/verify"
 	"github.com/pkie/pkie/internal/verify/corpus"
 )
@@ -152,7 +153,7 @@ func runVerifyCorpus(ctx context.Context, env *Env, args []string) error {
 		if w == 0 {
 			missing = miss
 			for _, m := range miss {
-				fmt.Fprintf(env.Stderr, "back end %s: %s\n", m.Name, m.Why)
+				fmt.Fprintf(env.Stderr, "back end %s: %s\n", m.Name, termtext.Escape(m.Why))
 			}
 		} else if len(bs) != len(sets[0]) {
 			verify.CloseAll(bs)
@@ -164,10 +165,12 @@ func runVerifyCorpus(ctx context.Context, env *Env, args []string) error {
 		return usageError("no back end could be opened")
 	}
 
-	step := max(1, len(all.Cases)/20)
 	start := time.Now()
+	last := start
 	rep := corpus.RunSets(ctx, sets, all.Cases, func(done, total int) {
-		if done%step == 0 || done == total {
+		// At most a line a second, and the last.
+		if time.Since(last) >= time.Second || done == total {
+			last = time.Now()
 			fmt.Fprintf(env.Stderr, "verify --corpus: %d/%d cases (%.0f%%), %s\n", done, total, 100*float64(done)/float64(total), time.Since(start).Round(time.Second))
 		}
 	})
@@ -180,12 +183,6 @@ func runVerifyCorpus(ctx context.Context, env *Env, args []string) error {
 		missing = []verify.Missing{}
 	}
 
-	if *plot != "" {
-		if err := plotCorpus(rep, *plot); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stderr, "wrote %s\n", *plot)
-	}
 	if *asJSON {
 		if err := writeJSON(env.Stdout, corpusReport{Corpora: list, Time: now.UTC(), Missing: missing,
 			Workers: *workers, Elapsed: elapsed, Report: rep}); err != nil {
@@ -197,14 +194,31 @@ func runVerifyCorpus(ctx context.Context, env *Env, args []string) error {
 			fmt.Fprintf(env.Stdout, "  %-12s %s\n", b.Name, b.Library)
 		}
 		for _, m := range missing {
-			fmt.Fprintf(env.Stdout, "  %-12s not run: %s\n", m.Name, m.Why)
+			fmt.Fprintf(env.Stdout, "  %-12s not run: %s\n", m.Name, termtext.Escape(m.Why))
 		}
 		fmt.Fprintln(env.Stdout)
 		if err := rep.WriteText(env.Stdout, *show); err != nil {
 			return err
 		}
 	}
+	// Results first: a plot that cannot be written must not lose the run.
+	if *plot != "" {
+		if err := plotCorpus(rep, *plot); err != nil {
+			return fmt.Errorf("--plot: %w (the results above are complete)", err)
+		}
+		fmt.Fprintf(env.Stderr, "wrote %s\n", *plot)
+	}
 	if *strict {
+		broken := 0
+		for _, m := range missing {
+			if m.Found {
+				broken++ // built but would not start: a failure, not an absence
+			}
+		}
+		if broken > 0 {
+			fmt.Fprintf(env.Stderr, "--strict: %d back ends built but not started\n", broken)
+			return negative()
+		}
 		errs := 0
 		for _, b := range rep.Backends {
 			errs += b.Total.Errors

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pkie/pkie/internal/scan"
 	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/verify"
 )
 
 func runCorpusCLI(t *testing.T, args ...string) (error, string, string) {
@@ -172,5 +173,28 @@ func TestVerifyCorpusStrictFails(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, "verify", "--corpus", "limbo:"+file, "--backends", "go", "--strict"); code != ExitNegative || !strings.Contains(errs, "1 unexplained") {
 		t.Errorf("--strict: exit %d, want %d\n%s", code, ExitNegative, errs)
+	}
+}
+
+// TestVerifyCorpusStrictBrokenHelper: a helper that is built but will not
+// start fails a --strict run, where one not built is only reported.
+func TestVerifyCorpusStrictBrokenHelper(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh for the test helper")
+	}
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	script := "#!/bin/sh\necho 'cannot load libjansson.so.4' >&2\nexit 127\n"
+	if err := os.WriteFile(filepath.Join(dir, verify.HelperProgram("openssl")), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, "verify", "--corpus", "known", "--backends", "go,openssl", "--verifier-dir", dir, "--strict")
+	if code != ExitNegative || !strings.Contains(errs, "1 back ends built but not started") || !strings.Contains(errs, "libjansson.so.4") {
+		t.Errorf("exit %d, want %d\n%s", code, ExitNegative, errs)
+	}
+	empty := t.TempDir()
+	t.Setenv("PATH", empty)
+	if code, _, errs := runCLI(t, "verify", "--corpus", "known", "--backends", "go,openssl", "--verifier-dir", empty, "--strict"); code != ExitOK {
+		t.Errorf("a helper not built: exit %d, want 0\n%s", code, errs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/pkie/pkie/internal/termtext"
 )
 
 // Tally counts one back end's answers against the expectations.
@@ -344,7 +346,7 @@ func (r *Report) WriteText(w io.Writer, show int) error {
 		}
 		sort.Strings(rs)
 		for _, k := range rs {
-			fmt.Fprintf(&b, "%6d  %s\n", r.SkippedBy[k], k)
+			fmt.Fprintf(&b, "%6d  %s\n", r.SkippedBy[k], termtext.Escape(k))
 		}
 	}
 	n := len(r.Disagreements)
@@ -365,21 +367,21 @@ func (r *Report) WriteText(w io.Writer, show int) error {
 		if d.Soft {
 			exp += " (soft)"
 		}
-		fmt.Fprintf(&b, "\n%s host=%q purpose=%s expect=%s: %s [%s]\n", d.ID, d.Host, d.Purpose, exp, d.Kind, d.Class)
+		fmt.Fprintf(&b, "\n%s host=%q purpose=%s expect=%s: %s [%s]\n", termtext.Escape(d.ID), d.Host, d.Purpose, exp, d.Kind, d.Class)
 		if d.Note != "" {
-			fmt.Fprintf(&b, "  case: %s\n", d.Note)
+			fmt.Fprintf(&b, "  case: %s\n", termtext.Escape(d.Note))
 		}
 		fmt.Fprintf(&b, "  why: %s\n", d.Why)
 		for _, a := range d.Answers {
 			if a.Err != "" {
-				fmt.Fprintf(&b, "  %-12s error: %s\n", a.Backend, a.Err)
+				fmt.Fprintf(&b, "  %-12s error: %s\n", a.Backend, termtext.Escape(a.Err))
 				continue
 			}
 			v := "reject"
 			if a.Valid {
 				v = "accept"
 			}
-			fmt.Fprintf(&b, "  %-12s %s %-16s %s\n", a.Backend, v, a.Code, trim(a.Reason, 160))
+			fmt.Fprintf(&b, "  %-12s %s %-16s %s\n", a.Backend, v, a.Code, termtext.Escape(trim(a.Reason, 160)))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
