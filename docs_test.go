@@ -193,7 +193,6 @@ func githubSlug(heading string) string {
 	return sb.String()
 }
 
-
 func TestGithubSlug(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"The client–server deployment", "the-clientserver-deployment"},
