@@ -296,6 +296,9 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	submitRate := fs.Float64("submit-rate", cloud.DefaultSubmitRate, "submissions a second from one address (IPv6: per /64), refused or not, with twice that as burst; negative: no limit")
 	sessionRate := fs.Float64("session-submit-rate", cloud.DefaultSessionRate, "submissions a second on one session, with twice that as burst; negative: no limit")
 	maxRemembered := fs.Int("max-remembered", cloud.DefaultMaxRemembered, "proved submissions remembered for duplicate suppression, all sessions together")
+	var peers stringList
+	fs.Var(&peers, "peer", "base `URL` of another replica's HTTP listener (repeatable): a CT or revocation prover without state of its own learns from it what its TTP signed before")
+	trustFirst := fs.Bool("trust-first-head", false, "let a CT or revocation prover that has no state and learns no head from a --peer accept the first head its TTP signs (the first start of a new cloud's first replica only; by default it serves nothing until it knows what its TTP signed before)")
 	var forwarders bundleFiles
 	fs.Var(&forwarders, "forwarder", "bundle `FILE` of a privacy forwarder PEC servers may name for their clients' sealed proofs (repeatable); sessions are opened only to these")
 	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
@@ -317,6 +320,11 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	}
 	if *maxSessions < 0 || *perAddrJobs < 0 {
 		return usageError("--max-sessions and --max-jobs-per-addr must not be negative")
+	}
+	for _, p := range peers {
+		if err := cloud.CheckPeer(p); err != nil {
+			return usageError("--peer %v", err)
+		}
 	}
 	if *maxFrame > pecwire.MaxFrameLimit || *maxFrame < 16<<10 {
 		return usageError("--max-frame must be between %d and %d", 16<<10, pecwire.MaxFrameLimit)
@@ -383,7 +391,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	provers, err := d.BuildProvers(ctx, reg, ps, &http.Client{Timeout: 30 * time.Second}, logger)
+	provers, err := d.BuildProvers(ctx, reg, ps, cloud.ProverOptions{HTTP: &http.Client{Timeout: 30 * time.Second}, Log: logger,
+		Peers: peers, TrustFirstHead: *trustFirst})
 	if err != nil {
 		return err
 	}

@@ -275,8 +275,10 @@ func New(cfg Config) (*Cloud, error) {
 		if _, dup := c.provers[id]; dup {
 			return nil, fmt.Errorf("cloud: two provers for %s", cfg.Registry.Name(id))
 		}
-		c.provers[id] = &hosted{p: p, name: cfg.Registry.Name(id), sem: make(chan struct{}, cfg.MaxProverCalls)}
+		h := &hosted{p: p, name: cfg.Registry.Name(id), sem: make(chan struct{}, cfg.MaxProverCalls)}
+		c.provers[id] = h
 		c.ids = append(c.ids, id)
+		c.m.addHealth(h.name, func() bool { return h.health() == nil })
 	}
 	slices.Sort(c.ids)
 	return c, nil
@@ -573,10 +575,11 @@ func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
 	return &k, nil
 }
 
-// Handler serves /healthz and /metrics.
+// Handler serves /healthz, /metrics and /v1/heads/{pkie}.
 func (c *Cloud) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", c.m.handler())
 	mux.HandleFunc("/healthz", c.healthz)
+	mux.HandleFunc("GET /v1/heads/{pkie}", c.head)
 	return mux
 }
