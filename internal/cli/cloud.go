@@ -16,6 +16,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
@@ -284,7 +285,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	handshake := fs.Duration("handshake-timeout", cloud.DefaultHandshakeTimeout, "time for a TLS or QUIC handshake and a session's first message")
 	writeTimeout := fs.Duration("write-timeout", cloud.DefaultWriteTimeout, "time for a session to take one message; a session slower than that is dropped")
 	maxClients := fs.Int("max-clients", cloud.DefaultMaxClients, "registered clients at most")
-	maxSessions := fs.Int("max-sessions", 0, "sessions at most, registered or submitting (default max-clients + max(max-clients/4, 64))")
+	maxSessions := fs.Int("max-sessions", 0, fmt.Sprintf("sessions at most, registered or submitting (default max-clients + max(max-clients/4, 64), at most the open-file limit less %d; here %d)",
+		cloud.FileReserve, max(0, min(cloud.DefaultMaxClients+cloud.DefaultMaxClients/4, cloud.SessionsFor(httplimit.FileLimit())))))
 	perAddrSessions := fs.Int("max-sessions-per-addr", cloud.DefaultMaxSessionsAddr, "sessions per client address (IPv6: per /64)")
 	maxFrame := fs.Int("max-frame", pecwire.DefaultMaxFrame, "largest message body accepted, bytes")
 	maxPending := fs.Int("max-pending", cloud.DefaultMaxPending, "messages queued for a session at most; a session that falls further behind is dropped")
@@ -320,6 +322,12 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	}
 	if *maxSessions < 0 || *perAddrJobs < 0 {
 		return usageError("--max-sessions and --max-jobs-per-addr must not be negative")
+	}
+	// Sessions past the open-file limit would take the descriptors
+	// /healthz and the TTP syncs need: refused here, before any sync.
+	if lim := httplimit.FileLimit(); *maxSessions > cloud.SessionsFor(lim) || cloud.SessionsFor(lim) < 1 {
+		return usageError("an open-file limit of %d allows %d sessions (%d descriptors are kept for /healthz, /metrics, TTP syncs, the data directory and the notary's probes), --max-sessions asks for %d: raise the limit (ulimit -n) or lower --max-sessions",
+			lim, max(0, cloud.SessionsFor(lim)), cloud.FileReserve, *maxSessions)
 	}
 	for _, p := range peers {
 		if err := cloud.CheckPeer(p); err != nil {
@@ -437,8 +445,11 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 		context.AfterFunc(ctx, func() { srv.Close() })
 		n++
+		// Capped so that health checks and scrapes stay within the
+		// descriptors sessions leave (cloud.FileReserve).
+		lim := httplimit.Listen(srv, hl, httplimit.Options{MaxConns: cloud.MaxHTTPConns, MaxConnsPerClient: cloud.MaxHTTPConnsPerAddr})
 		go func() {
-			err := srv.Serve(hl)
+			err := srv.Serve(lim)
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}
