@@ -408,6 +408,9 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 				// consistent in itself.
 				rest := fresh
 				if n := floorLogSize(floor); n > 0 {
+					if n > uint64(len(fresh)) {
+						return nil, fmt.Errorf("prover %s: the feed gave %d keys, fewer than the %d of the key log accepted before", p.cfg.PKIE, len(fresh), n)
+					}
 					list.Append(fresh[:n]...)
 					if r := list.Root(); r != floor.Log.Root {
 						p.mu.Lock()
