@@ -399,7 +399,12 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	provers, err := d.BuildProvers(ctx, reg, ps, cloud.ProverOptions{HTTP: &http.Client{Timeout: 30 * time.Second}, Log: logger,
+	// Syncs, SCT lookups (one per CT submission of an unlogged
+	// certificate) and peers share a few connections per host, so that a
+	// flood of submissions cannot spend the descriptors sessions leave.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = cloud.MaxConnsPerTTP
+	provers, err := d.BuildProvers(ctx, reg, ps, cloud.ProverOptions{HTTP: &http.Client{Timeout: 30 * time.Second, Transport: tr}, Log: logger,
 		Peers: peers, TrustFirstHead: *trustFirst})
 	if err != nil {
 		return err

@@ -75,10 +75,17 @@ const (
 // FileReserve is how many of the process's file descriptors sessions may
 // never take. A TCP session holds one; what else the cloud needs must find
 // one free even when sessions are at their bound: its listeners, /healthz
-// and /metrics (at most MaxHTTPConns), the CT and revocation syncs, the
+// and /metrics (at most MaxHTTPConns), the CT and revocation syncs and SCT
+// lookups (at most MaxConnsPerTTP per host), the
 // data directory (the notary's history) and the notary prover's probes
 // (its max_probes, 64 by default).
 const FileReserve = 256
+
+// MaxConnsPerTTP bounds the connections the provers open to one host (a
+// TTP, a peer replica): syncs, consistency proofs and the CT prover's SCT
+// lookups, one per submission of an unlogged certificate, wait for one of
+// them rather than open a descriptor each.
+const MaxConnsPerTTP = 16
 
 // MaxHTTPConns bounds the connections of the HTTP listener (/healthz,
 // /metrics), MaxHTTPConnsPerAddr one address's share, so that they stay
