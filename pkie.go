@@ -108,9 +108,10 @@ type ProveRequest struct {
 // from the fact that a prover answered.
 //
 // Errors that the client may act on are [ErrBusy] (the prover is
-// overloaded; try later or elsewhere) and [ErrUnsupported] (this prover
-// cannot prove that request); any other error is reported to the client as
-// the prover's failure.
+// overloaded; try later or elsewhere), [ErrUnsupported] (this prover
+// cannot prove that request) and [ErrUnavailable] (this prover has nothing
+// it may prove on now); any other error is reported to the client as the
+// prover's failure.
 type Prover interface {
 	ID() ID
 	Prove(ctx context.Context, req *ProveRequest) (*Proof, error)
@@ -120,6 +121,10 @@ type Prover interface {
 var (
 	ErrBusy        = errors.New("pkie: prover busy")
 	ErrUnsupported = errors.New("pkie: request not supported by this prover")
+	// ErrUnavailable: the prover holds no verified state it may prove
+	// on, such as a mirror whose trusted third party's tree was refused;
+	// another replica may have one.
+	ErrUnavailable = errors.New("pkie: prover unavailable")
 )
 
 // A Runner is a Prover with background work, typically syncing from its TTP

@@ -34,8 +34,22 @@ type ProverEnv struct {
 	DataDir string
 	// HTTP reaches the TTPs.
 	HTTP *http.Client
-	// Log receives the prover's operational messages.
+	// Log receives the prover's operational messages. The host has
+	// already named the enhancement in it (attribute "pkie"), so the
+	// prover does not add it again.
 	Log *slog.Logger
+	// Peers, if set, returns what other replicas of the host hold of the
+	// prover's trusted third party: the signed statements (for CT and
+	// revocation, sorted-tree heads) their provers last accepted, as
+	// received and unverified. A prover without state of its own learns
+	// from them what the party signed before, so that it does not take a
+	// fork for the truth.
+	Peers func(ctx context.Context) [][]byte
+	// RequireHistory asks a prover of a trusted third party's signed tree
+	// to serve nothing until it knows what that party signed before (its
+	// own state, or Peers), instead of accepting the first tree the party
+	// signs.
+	RequireHistory bool
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)

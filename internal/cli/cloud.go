@@ -16,6 +16,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
@@ -284,7 +285,8 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	handshake := fs.Duration("handshake-timeout", cloud.DefaultHandshakeTimeout, "time for a TLS or QUIC handshake and a session's first message")
 	writeTimeout := fs.Duration("write-timeout", cloud.DefaultWriteTimeout, "time for a session to take one message; a session slower than that is dropped")
 	maxClients := fs.Int("max-clients", cloud.DefaultMaxClients, "registered clients at most")
-	maxSessions := fs.Int("max-sessions", 0, "sessions at most, registered or submitting (default max-clients + max(max-clients/4, 64))")
+	maxSessions := fs.Int("max-sessions", 0, fmt.Sprintf("sessions at most, registered or submitting (default max-clients + max(max-clients/4, 64), at most the open-file limit less %d; here %d)",
+		cloud.FileReserve, max(0, min(cloud.DefaultMaxClients+cloud.DefaultMaxClients/4, cloud.SessionsFor(httplimit.FileLimit())))))
 	perAddrSessions := fs.Int("max-sessions-per-addr", cloud.DefaultMaxSessionsAddr, "sessions per client address (IPv6: per /64)")
 	maxFrame := fs.Int("max-frame", pecwire.DefaultMaxFrame, "largest message body accepted, bytes")
 	maxPending := fs.Int("max-pending", cloud.DefaultMaxPending, "messages queued for a session at most; a session that falls further behind is dropped")
@@ -296,6 +298,9 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	submitRate := fs.Float64("submit-rate", cloud.DefaultSubmitRate, "submissions a second from one address (IPv6: per /64), refused or not, with twice that as burst; negative: no limit")
 	sessionRate := fs.Float64("session-submit-rate", cloud.DefaultSessionRate, "submissions a second on one session, with twice that as burst; negative: no limit")
 	maxRemembered := fs.Int("max-remembered", cloud.DefaultMaxRemembered, "proved submissions remembered for duplicate suppression, all sessions together")
+	var peers stringList
+	fs.Var(&peers, "peer", "base `URL` of another replica's HTTP listener (repeatable): a CT or revocation prover without state of its own learns from it what its TTP signed before")
+	trustFirst := fs.Bool("trust-first-head", false, "let a CT or revocation prover that has no state and learns no head from a --peer accept the first head its TTP signs (the first start of a new cloud's first replica only; by default it serves nothing until it knows what its TTP signed before)")
 	var forwarders bundleFiles
 	fs.Var(&forwarders, "forwarder", "bundle `FILE` of a privacy forwarder PEC servers may name for their clients' sealed proofs (repeatable); sessions are opened only to these")
 	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
@@ -317,6 +322,17 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	}
 	if *maxSessions < 0 || *perAddrJobs < 0 {
 		return usageError("--max-sessions and --max-jobs-per-addr must not be negative")
+	}
+	// Sessions past the open-file limit would take the descriptors
+	// /healthz and the TTP syncs need: refused here, before any sync.
+	if lim := httplimit.FileLimit(); *maxSessions > cloud.SessionsFor(lim) || cloud.SessionsFor(lim) < 1 {
+		return usageError("an open-file limit of %d allows %d sessions (%d descriptors are kept for /healthz, /metrics, TTP syncs, the data directory and the notary's probes), --max-sessions asks for %d: raise the limit (ulimit -n) or lower --max-sessions",
+			lim, max(0, cloud.SessionsFor(lim)), cloud.FileReserve, *maxSessions)
+	}
+	for _, p := range peers {
+		if err := cloud.CheckPeer(p); err != nil {
+			return usageError("--peer %v", err)
+		}
 	}
 	if *maxFrame > pecwire.MaxFrameLimit || *maxFrame < 16<<10 {
 		return usageError("--max-frame must be between %d and %d", 16<<10, pecwire.MaxFrameLimit)
@@ -383,7 +399,13 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	provers, err := d.BuildProvers(ctx, reg, ps, &http.Client{Timeout: 30 * time.Second}, logger)
+	// Syncs, SCT lookups (one per CT submission of an unlogged
+	// certificate) and peers share a few connections per host, so that a
+	// flood of submissions cannot spend the descriptors sessions leave.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = cloud.MaxConnsPerTTP
+	provers, err := d.BuildProvers(ctx, reg, ps, cloud.ProverOptions{HTTP: &http.Client{Timeout: 30 * time.Second, Transport: tr}, Log: logger,
+		Peers: peers, TrustFirstHead: *trustFirst})
 	if err != nil {
 		return err
 	}
@@ -428,8 +450,11 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 		context.AfterFunc(ctx, func() { srv.Close() })
 		n++
+		// Capped so that health checks and scrapes stay within the
+		// descriptors sessions leave (cloud.FileReserve).
+		lim := httplimit.Listen(srv, hl, httplimit.Options{MaxConns: cloud.MaxHTTPConns, MaxConnsPerClient: cloud.MaxHTTPConnsPerAddr})
 		go func() {
-			err := srv.Serve(hl)
+			err := srv.Serve(lim)
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}

@@ -15,6 +15,13 @@ import (
 // with SIGKILL, say): with PKIE_CLI_CHILD=1 the test binary is pkie.
 func TestMain(m *testing.M) {
 	if os.Getenv("PKIE_CLI_CHILD") == "1" {
+		// A lowered open-file limit for this child alone: lowering the
+		// test process's own would starve the other tests.
+		if n := os.Getenv("PKIE_CLI_CHILD_NOFILE"); n != "" {
+			if err := setFileLimit(n); err != nil {
+				panic(err)
+			}
+		}
 		os.Exit(Main(context.Background(), OSEnv(), os.Args[1:]))
 	}
 	os.Exit(m.Run())

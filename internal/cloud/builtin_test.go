@@ -75,7 +75,7 @@ func TestBuiltins(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := builtin.Registry()
-	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, nil, nil)
+	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, cloud.ProverOptions{TrustFirstHead: true})
 	if err != nil {
 		t.Fatal(err)
 	}

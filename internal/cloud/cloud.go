@@ -72,6 +72,33 @@ const (
 	maxDone = 1024
 )
 
+// FileReserve is how many of the process's file descriptors sessions may
+// never take. A TCP session holds one; what else the cloud needs must find
+// one free even when sessions are at their bound: its listeners, /healthz
+// and /metrics (at most MaxHTTPConns), the CT and revocation syncs and SCT
+// lookups (at most MaxConnsPerTTP per host), the
+// data directory (the notary's history) and the notary prover's probes
+// (its max_probes, 64 by default).
+const FileReserve = 256
+
+// MaxConnsPerTTP bounds the connections the provers open to one host (a
+// TTP, a peer replica): syncs, consistency proofs and the CT prover's SCT
+// lookups, one per submission of an unlogged certificate, wait for one of
+// them rather than open a descriptor each.
+const MaxConnsPerTTP = 16
+
+// MaxHTTPConns bounds the connections of the HTTP listener (/healthz,
+// /metrics), MaxHTTPConnsPerAddr one address's share, so that they stay
+// within FileReserve.
+const (
+	MaxHTTPConns        = 64
+	MaxHTTPConnsPerAddr = 16
+)
+
+// SessionsFor returns how many sessions an open-file limit allows: the
+// limit less FileReserve (zero or less: none).
+func SessionsFor(fileLimit int) int { return fileLimit - FileReserve }
+
 // Config configures a Cloud. Zero values take the defaults above.
 type Config struct {
 	// Certificate is the cloud's TLS certificate and key, the same on
@@ -101,8 +128,14 @@ type Config struct {
 	MaxClients int
 	// MaxSessions bounds sessions, registered or submitting, including
 	// those still in their handshake (default MaxClients plus a quarter
-	// of that, at least 64, for submitters).
+	// of that, at least 64, for submitters, and at most what FileLimit
+	// allows, SessionsFor). New refuses more than FileLimit allows: past
+	// the process's open-file limit, accepting a session would take the
+	// descriptor /healthz or a TTP sync needs.
 	MaxSessions int
+	// FileLimit is the process's open-file limit; zero: read it
+	// (httplimit.FileLimit).
+	FileLimit int
 	// MaxSessionsPerAddr bounds one address's sessions (an IPv6 address
 	// counts per /64). Clients behind one NAT share it, which is why the
 	// PEC paper names clients by identifier and not by address.
@@ -172,7 +205,8 @@ func (c *Config) setDefaults() {
 	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defD(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxClients, DefaultMaxClients)
-	def(&c.MaxSessions, c.MaxClients+max(c.MaxClients/4, 64))
+	def(&c.FileLimit, httplimit.FileLimit())
+	def(&c.MaxSessions, max(1, min(c.MaxClients+max(c.MaxClients/4, 64), SessionsFor(c.FileLimit))))
 	def(&c.MaxSessionsPerAddr, DefaultMaxSessionsAddr)
 	def(&c.MaxFrame, pecwire.DefaultMaxFrame)
 	def(&c.MaxPending, DefaultMaxPending)
@@ -253,6 +287,10 @@ func New(cfg Config) (*Cloud, error) {
 	if cfg.Keepalive/time.Millisecond > 0xffffffff {
 		return nil, errors.New("cloud: keepalive interval does not fit the wire format")
 	}
+	if n := SessionsFor(cfg.FileLimit); cfg.MaxSessions > n {
+		return nil, fmt.Errorf("cloud: %d sessions at most, but an open-file limit of %d allows %d (%d descriptors are kept for /healthz, /metrics, TTP syncs, the data directory and the notary's probes): raise the limit (ulimit -n) or lower the sessions",
+			cfg.MaxSessions, cfg.FileLimit, max(n, 0), FileReserve)
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = new(pkie.Registry)
 	}
@@ -275,8 +313,10 @@ func New(cfg Config) (*Cloud, error) {
 		if _, dup := c.provers[id]; dup {
 			return nil, fmt.Errorf("cloud: two provers for %s", cfg.Registry.Name(id))
 		}
-		c.provers[id] = &hosted{p: p, name: cfg.Registry.Name(id), sem: make(chan struct{}, cfg.MaxProverCalls)}
+		h := &hosted{p: p, name: cfg.Registry.Name(id), sem: make(chan struct{}, cfg.MaxProverCalls)}
+		c.provers[id] = h
 		c.ids = append(c.ids, id)
+		c.m.addHealth(h.name, func() bool { return h.health() == nil })
 	}
 	slices.Sort(c.ids)
 	return c, nil
@@ -573,10 +613,11 @@ func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
 	return &k, nil
 }
 
-// Handler serves /healthz and /metrics.
+// Handler serves /healthz, /metrics and /v1/heads/{pkie}.
 func (c *Cloud) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", c.m.handler())
 	mux.HandleFunc("/healthz", c.healthz)
+	mux.HandleFunc("GET /v1/heads/{pkie}", c.head)
 	return mux
 }

@@ -203,17 +203,41 @@ func Load(dir string) (*DataDir, error) {
 	return &DataDir{Dir: dir, Config: cfg, Certificate: cert, Leaf: leaf}, nil
 }
 
+// ProverOptions are what BuildProvers gives every prover besides its state
+// directory.
+type ProverOptions struct {
+	// HTTP reaches the TTPs and the peers; nil: a client with a 30s
+	// timeout.
+	HTTP *http.Client
+	// Log receives the provers' messages, each with the attribute
+	// pkie=<name>; nil discards them.
+	Log *slog.Logger
+	// Peers are other replicas of this cloud, the base URLs of their HTTP
+	// listeners: a CT or revocation prover without state of its own
+	// learns from them what its TTP signed before (GET /v1/heads/{pkie}).
+	Peers []string
+	// TrustFirstHead lets a CT or revocation prover that has no state and
+	// learns no head from a peer accept the first head its TTP signs. By
+	// default it serves nothing until it knows one, since the TTP may have
+	// forked since it published what clients already hold.
+	TrustFirstHead bool
+}
+
 // BuildProvers builds the prover of every enhancement in pkies from reg,
 // each with <data>/pkies/<name> as its state directory. An enhancement
 // named twice, unknown to reg, or without a prover half is an error, as is
-// a configuration its Kind refuses.
+// a configuration its Kind refuses. A prover whose TTP is unreachable, or
+// whose TTP's tree it refuses, is built all the same and serves nothing
+// until a sync succeeds (see treeproof.NewProver).
 //
 // A prover that is an io.Closer is closed if a later one fails to build;
 // otherwise closing them is the caller's.
-func (d *DataDir) BuildProvers(ctx context.Context, reg *pkie.Registry, pkies []PKIEConfig, hc *http.Client, log *slog.Logger) (ps []pkie.Prover, err error) {
+func (d *DataDir) BuildProvers(ctx context.Context, reg *pkie.Registry, pkies []PKIEConfig, o ProverOptions) (ps []pkie.Prover, err error) {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	hc := o.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -248,7 +272,12 @@ func (d *DataDir) BuildProvers(ctx context.Context, reg *pkie.Registry, pkies []
 		if len(conf) == 0 {
 			conf = json.RawMessage("{}")
 		}
-		p, err := k.NewProver(ctx, pkie.ProverEnv{DataDir: dir, HTTP: hc, Log: log.With("pkie", k.Name)}, conf)
+		plog := log.With("pkie", k.Name)
+		env := pkie.ProverEnv{DataDir: dir, HTTP: hc, Log: plog, RequireHistory: !o.TrustFirstHead}
+		if len(o.Peers) > 0 {
+			env.Peers = peerHeads(o.Peers, k.Name, hc, plog)
+		}
+		p, err := k.NewProver(ctx, env, conf)
 		if err != nil {
 			return nil, fmt.Errorf("cloud: %s prover: %w", k.Name, err)
 		}

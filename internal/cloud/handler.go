@@ -288,6 +288,10 @@ func (c *Cloud) classify(ctx context.Context, j *job, r result) (pecwire.ProofSt
 		return pecwire.ProofBusy, nil, name + " prover is busy"
 	case errors.Is(r.err, pkie.ErrUnsupported):
 		return pecwire.ProofUnsupported, nil, name + " prover cannot prove this request"
+	case errors.Is(r.err, pkie.ErrUnavailable):
+		// Said once at the cause (the prover's log, /healthz), not per
+		// submission.
+		return pecwire.ProofFailed, nil, name + " unavailable on this replica: it holds no tree of its TTP it may prove on"
 	case ctx.Err() != nil && j.target.ctx.Err() == nil:
 		return pecwire.ProofTimeout, nil, fmt.Sprintf("no %s proof within the budget", name)
 	}

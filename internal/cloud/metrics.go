@@ -76,6 +76,19 @@ func newMetrics() *metrics {
 	return m
 }
 
+// addHealth exports one hosted enhancement's health, asked at each scrape.
+func (m *metrics) addHealth(name string, healthy func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pkie_cloud_pkie_healthy", Help: "1 when the enhancement's prover is healthy (synced with a fresh tree of its TTP, store readable), 0 when not (its /healthz entry says why).",
+		ConstLabels: prometheus.Labels{"pkie": name},
+	}, func() float64 {
+		if healthy() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
@@ -96,10 +109,8 @@ func (c *Cloud) Health() Health {
 	for _, id := range c.ids {
 		p := c.provers[id]
 		st := "ok"
-		if hp, ok := p.p.(pkie.Healther); ok {
-			if err := hp.Health(); err != nil {
-				st, h.Status = err.Error(), "degraded"
-			}
+		if err := p.health(); err != nil {
+			st, h.Status = err.Error(), "degraded"
 		}
 		h.PKIEs[p.name] = st
 	}
@@ -113,10 +124,52 @@ func (c *Cloud) Health() Health {
 // that a load balancer's health check takes a replica whose provers lost
 // their TTPs out of rotation.
 func (c *Cloud) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
 	h := c.Health()
 	w.Header().Set("Content-Type", "application/json")
 	if h.Status != "ok" {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	json.NewEncoder(w).Encode(h)
+}
+
+// health asks the prover, if it can tell (a pkie.Healther).
+func (h *hosted) health() error {
+	if hp, ok := h.p.(pkie.Healther); ok {
+		return hp.Health()
+	}
+	return nil
+}
+
+// header is a prover that keeps a signed statement of its TTP that other
+// replicas learn from (treeproof's mirrors: the head they refuse to go
+// back on).
+type header interface{ Head() []byte }
+
+// head serves GET /v1/heads/{pkie}: the signed head the enhancement's
+// prover refuses to go back on, for a replica without state of its own
+// (pkie cloud serve --peer). It needs no trust in this replica: the head is
+// the TTP's signed note, which the asking replica verifies.
+func (c *Cloud) head(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("pkie")
+	for _, id := range c.ids {
+		p := c.provers[id]
+		if p.name != name {
+			continue
+		}
+		hp, ok := p.p.(header)
+		var msg []byte
+		if ok {
+			msg = hp.Head()
+		}
+		if len(msg) == 0 {
+			http.Error(w, "no head of "+name+"'s TTP here", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(msg)
+		return
+	}
+	http.Error(w, "no such enhancement here", http.StatusNotFound)
 }

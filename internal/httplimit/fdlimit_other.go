@@ -2,5 +2,5 @@
 
 package httplimit
 
-// fileLimit returns an open-file limit suitable where it cannot be read.
-func fileLimit() int { return 2048 }
+// FileLimit returns an open-file limit suitable where it cannot be read.
+func FileLimit() int { return 2048 }

@@ -4,9 +4,9 @@ package httplimit
 
 import "syscall"
 
-// fileLimit returns the process's open-file limit (Go raises the soft limit
+// FileLimit returns the process's open-file limit (Go raises the soft limit
 // to the hard one at start-up), or 2048 when it cannot be read.
-func fileLimit() int {
+func FileLimit() int {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur == 0 {
 		return 2048

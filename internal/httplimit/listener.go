@@ -32,7 +32,7 @@ const (
 // process's open-file limit (the rest is for the server's own files,
 // databases and outbound connections), at most 4096 and at least 64.
 func DefaultMaxConns() int {
-	n := fileLimit() / 2
+	n := FileLimit() / 2
 	return max(64, min(n, 4096))
 }
 

@@ -79,6 +79,18 @@ type Config struct {
 	// root signed as a checkpoint, under the name LegacyStatePath gives) is
 	// read once as the floor and replaced at the first sync.
 	StateDir string
+	// Floors, if set, is asked at each sync while the prover has no floor
+	// (no state: a fresh replica, or a lost state file) for heads the TTP
+	// signed before that others kept (the host's peer replicas). Each is
+	// verified with the TTP's key and the one bound to the largest log
+	// becomes the floor, saved to StateDir like an accepted head; one
+	// that does not verify is ignored. Two that differ at the same log
+	// size are the TTP's fork: the sync is refused.
+	Floors func(ctx context.Context) [][]byte
+	// RequireFloor refuses a sync while the prover has no floor (from
+	// StateDir or Floors): it serves nothing rather than accept whatever
+	// the TTP signs first, which may be a fork of what it published.
+	RequireFloor bool
 }
 
 // StatePath returns the file in dir where a prover of pkie keeps the last
@@ -93,6 +105,10 @@ func StatePath(dir, pkie string, v note.Verifier, origin string) string {
 // extend the one the prover accepted before: smaller, or of the same size
 // with another root. The prover keeps serving what it had.
 var ErrRollback = errors.New("the TTP's tree does not extend the one accepted before")
+
+// ErrNoFloor is wrapped by Sync's error when Config.RequireFloor is set and
+// the prover knows nothing the TTP signed before.
+var ErrNoFloor = errors.New("no record of what the TTP signed before")
 
 // LegacyStatePath returns the state file a prover kept before sorted-tree
 // heads had their own type, for the TTP with key v: named by that key and
@@ -130,6 +146,7 @@ type Prover struct {
 	// A floor read from a legacy state file has no bound log (empty
 	// Log.Origin).
 	floor      *checkpoint.Head
+	floorMsg   []byte // floor's signed note; nil for a legacy floor
 	statePath  string
 	legacyPath string // a legacy state file to remove once statePath is written
 	refused    uint64
@@ -180,6 +197,7 @@ func New(cfg Config) (*Prover, error) {
 			if p.floor, err = checkpoint.OpenHeadAnyAge([]byte(st.Checkpoint), cfg.Verifier); err != nil {
 				return nil, fmt.Errorf("prover %s: %s: %w", cfg.PKIE, p.statePath, err)
 			}
+			p.floorMsg = []byte(st.Checkpoint)
 		}
 	}
 	return p, nil
@@ -234,6 +252,63 @@ func checkFloor(floor, h *checkpoint.Head) error {
 	return nil
 }
 
+// floorLogSize is the size of the key log floor was bound to, or 0 when it
+// names none (a legacy floor) or there is no floor.
+func floorLogSize(floor *checkpoint.Head) uint64 {
+	if floor == nil || floor.Log.Origin == "" {
+		return 0
+	}
+	return floor.Log.Size
+}
+
+// learnFloor asks Config.Floors for heads the TTP signed before, takes the
+// one bound to the largest log as the floor and saves it to the state
+// directory. It returns nil, nil when no head verifies: the caller then
+// has no floor, as before.
+func (p *Prover) learnFloor(ctx context.Context) (*checkpoint.Head, error) {
+	var best *checkpoint.Head
+	var bestMsg []byte
+	for _, msg := range p.cfg.Floors(ctx) {
+		h, err := checkpoint.OpenHeadAnyAge(msg, p.cfg.Verifier)
+		if err != nil || checkLogSize(p.cfg.PKIE, h) != nil {
+			continue // not the TTP's: a peer cannot forge one, only withhold
+		}
+		switch {
+		case best == nil || h.Log.Size > best.Log.Size:
+			best, bestMsg = h, msg
+		case h.Log.Size == best.Log.Size && h.Log.Root != best.Log.Root:
+			p.mu.Lock()
+			p.refused++
+			p.mu.Unlock()
+			return nil, fmt.Errorf("prover %s: REFUSED: %w: peers hold two heads of the TTP bound to a log of %d entries with roots %x… and %x…: it forked",
+				p.cfg.PKIE, ErrRollback, h.Log.Size, best.Log.Root[:8], h.Log.Root[:8])
+		case h.Log.Size == best.Log.Size && h.Time.After(best.Time):
+			best, bestMsg = h, msg
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	if p.statePath != "" {
+		if err := ttpstate.Write(p.statePath, &ttpstate.State{Checkpoint: string(bestMsg)}); err != nil {
+			return nil, fmt.Errorf("prover %s: saving the head a peer held: %w", p.cfg.PKIE, err)
+		}
+	}
+	p.mu.Lock()
+	p.floor, p.floorMsg = best, bestMsg
+	p.mu.Unlock()
+	return best, nil
+}
+
+// Floor returns the signed head the prover refuses to go back on (the last
+// it accepted, this run or before, or one a peer held), as the TTP signed
+// it, or nil when it has none.
+func (p *Prover) Floor() []byte {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.floorMsg
+}
+
 // PKIE returns the prover's PKIE name.
 func (p *Prover) PKIE() string { return p.cfg.PKIE }
 
@@ -280,6 +355,14 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 	p.mu.RLock()
 	old, list, floor := p.tree, p.list, p.floor
 	p.mu.RUnlock()
+	if floor == nil && p.cfg.Floors != nil {
+		if floor, err = p.learnFloor(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if floor == nil && p.cfg.RequireFloor {
+		return nil, fmt.Errorf("prover %s: %w: no state, and no peer holds a head it signed; not serving the tree it signs now, which may be a fork of what it published", p.cfg.PKIE, ErrNoFloor)
+	}
 	var have uint64
 	if old != nil {
 		have = old.Size()
@@ -319,10 +402,30 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 			// sorts the keys in place.
 			if list == nil || old == nil {
 				list = &sortedtree.List{}
+				// A key log rebuilt from nothing must hold, as its prefix,
+				// the one the floor was bound to: checkFloor compared only
+				// sizes, and a forked authority's longer log is
+				// consistent in itself.
+				rest := fresh
+				if n := floorLogSize(floor); n > 0 {
+					if n > uint64(len(fresh)) {
+						return nil, fmt.Errorf("prover %s: the feed gave %d keys, fewer than the %d of the key log accepted before", p.cfg.PKIE, len(fresh), n)
+					}
+					list.Append(fresh[:n]...)
+					if r := list.Root(); r != floor.Log.Root {
+						p.mu.Lock()
+						p.refused++
+						p.mu.Unlock()
+						return nil, fmt.Errorf("prover %s: REFUSED: %w: the key log's first %d keys hash to %x…, but the head accepted before (%s) was bound to root %x… at that size; keeping the last good tree",
+							p.cfg.PKIE, ErrRollback, n, r[:8], floor.Time.UTC().Format(time.RFC3339), floor.Log.Root[:8])
+					}
+					rest = fresh[n:]
+				}
+				list.Append(rest...)
 			} else {
 				list = list.Clone()
+				list.Append(fresh...)
 			}
-			list.Append(fresh...)
 		}
 		// Merging the new keys into the held tree costs one linear pass
 		// instead of sorting every key again.
@@ -355,7 +458,7 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 		}
 	}
 	p.mu.Lock()
-	p.tree, p.list, p.cp, p.cpMsg, p.floor = tree, list, cp, msg, cp
+	p.tree, p.list, p.cp, p.cpMsg, p.floor, p.floorMsg = tree, list, cp, msg, cp, msg
 	p.mu.Unlock()
 	return &SyncResult{Size: cp.Size, NewKeys: cp.Size - have, Time: cp.Time}, nil
 }

@@ -165,3 +165,108 @@ func (s *switchFeed) LatestCheckpoint(ctx context.Context) ([]byte, error) {
 func (s *switchFeed) Keys(ctx context.Context, start uint64, n int) ([][32]byte, error) {
 	return s.get().Keys(ctx, start, n)
 }
+
+// TestForkLongerThanFloor: the authority loses its database and, started
+// over under the same key, signs a tree LONGER than before that lacks the
+// revoked key. Sizes alone cannot tell: a prover restarted with its state,
+// and a fresh one that learns the honest head from a peer, each rebuild the
+// key log and refuse it because its prefix is not the log they knew; a
+// fresh prover that must know history and learns none serves nothing; a
+// peer's answer that is not the TTP's head is ignored.
+func TestForkLongerThanFloor(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	raDir, stateDir := filepath.Join(dir, "ra"), filepath.Join(dir, "prover")
+	if _, err := revocation.Init(raDir, "pkie.test/fork"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := revocation.Open(raDir, revocation.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := []byte{0xab, 0xcd}
+	if _, err := a.AddSerials(ctx, kid, []*big.Int{big.NewInt(1), big.NewInt(2), big.NewInt(3)}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	v := a.Verifier()
+	honest := httptest.NewServer(a.Handler())
+	first, err := New(Config{PKIE: Revocation, Verifier: v, StateDir: stateDir, Feed: &feed.Client{Base: honest.URL + "/v1/sorted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, first)
+	honestHead := first.Floor()
+	if len(honestHead) == 0 {
+		t.Fatal("no floor after a sync")
+	}
+	honest.Close()
+	a.Close()
+	for _, s := range []string{"", "-wal", "-shm"} {
+		os.Remove(filepath.Join(raDir, revocation.DBFile+s))
+	}
+	forged, err := revocation.Open(raDir, revocation.Options{AcceptFork: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forged.Close()
+	if _, err := forged.AddSerials(ctx, kid, []*big.Int{big.NewInt(7), big.NewInt(8), big.NewInt(9), big.NewInt(10)}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	evil := httptest.NewServer(forged.Handler())
+	defer evil.Close()
+	evilFeed := &feed.Client{Base: evil.URL + "/v1/sorted"}
+
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		wantErr error
+	}{
+		{"restarted with its state", Config{StateDir: stateDir}, ErrRollback},
+		{"fresh, a peer held the honest head", Config{StateDir: t.TempDir(), RequireFloor: true,
+			Floors: func(context.Context) [][]byte { return [][]byte{[]byte("not a head"), honestHead} }}, ErrRollback},
+		{"fresh, no peer answers", Config{StateDir: t.TempDir(), RequireFloor: true,
+			Floors: func(context.Context) [][]byte { return nil }}, ErrNoFloor},
+		{"fresh, a peer answers with junk", Config{RequireFloor: true,
+			Floors: func(context.Context) [][]byte { return [][]byte{[]byte("junk")} }}, ErrNoFloor},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.PKIE, cfg.Verifier, cfg.Feed = Revocation, v, evilFeed
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Sync(ctx); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("sync against the longer fork: %v, want %v", err, tc.wantErr)
+			}
+			if st := p.Status(); st.Synced {
+				t.Fatalf("serving after the refusal: %+v", st)
+			}
+			if _, err := p.Prove([32]byte{1}); !errors.Is(err, ErrNotSynced) {
+				t.Fatalf("proved after the refusal: %v", err)
+			}
+		})
+	}
+	// The head a peer held is kept as the fresh prover's floor: restarted
+	// without the peer, it still refuses the fork.
+	peerState := t.TempDir()
+	p, _ := New(Config{PKIE: Revocation, Verifier: v, Feed: evilFeed, StateDir: peerState, RequireFloor: true,
+		Floors: func(context.Context) [][]byte { return [][]byte{honestHead} }})
+	p.Sync(ctx)
+	p, _ = New(Config{PKIE: Revocation, Verifier: v, Feed: evilFeed, StateDir: peerState, RequireFloor: true})
+	if _, err := p.Sync(ctx); !errors.Is(err, ErrRollback) {
+		t.Fatalf("restarted after learning the floor from a peer: %v", err)
+	}
+	// Trusting the first head (no RequireFloor, no state) is the hole the
+	// options above close.
+	if _, err := mustSync(t, must(New(Config{PKIE: Revocation, Verifier: v, Feed: evilFeed}))).Prove([32]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -235,17 +235,28 @@ func TestStartCloudNotary(t *testing.T) {
 	}
 }
 
-// TestStartCloudError: a cloud whose provers cannot sync does not start,
-// and what it had started is cleaned up.
+// TestStartCloudError: a cloud whose provers cannot be built does not
+// start, and what it had started is cleaned up; one whose TTPs are
+// unreachable starts, its CT and revocation reported unhealthy.
 func TestStartCloudError(t *testing.T) {
 	ttps, err := StartTTPs(TTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ttps.Close() // unreachable: the provers' first sync fails
-	dir := t.TempDir()
-	if c, err := StartCloud(context.Background(), CloudOptions{TTPs: ttps, DataDir: dir}); err == nil {
+	c, err := StartCloud(context.Background(), CloudOptions{TTPs: ttps, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("a cloud on unreachable TTPs: %v", err)
+	}
+	h := c.Health()
+	c.Close()
+	if h.Status == "ok" || h.PKIEs["ct"] == "ok" || h.PKIEs["revocation"] == "ok" {
+		t.Errorf("a cloud on unreachable TTPs: %+v", h)
+	}
+	bad := *ttps
+	bad.LogKey = "not a key"
+	if c, err := StartCloud(context.Background(), CloudOptions{TTPs: &bad, DataDir: t.TempDir()}); err == nil {
 		c.Close()
-		t.Fatal("a cloud started on unreachable TTPs")
+		t.Fatal("a cloud started with a malformed log key")
 	}
 }

@@ -61,8 +61,13 @@ type Prover struct {
 // NewProver builds the mirror, syncs it once (verifying what it fetched) and
 // returns the prover; keyOf computes the key to prove for a request, scts
 // (CT only, else nil) finds the log's SCT for a certificate absent from the
-// tree. A TTP that cannot be reached or whose tree does not verify is an
-// error, as it is for `pkie prover serve`.
+// tree. A configuration that cannot work (no URL, a malformed key) is an
+// error. A first sync that fails (the TTP unreachable, its tree refused as
+// not extending what it signed before, or no record of that when
+// env.RequireHistory asks for one) is not: the prover is returned without a
+// tree, answers every request with pkie.ErrUnavailable, reports itself
+// unhealthy, and retries at every sync while the host runs it, so that one
+// TTP's trouble does not take the host's other enhancements down with it.
 func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConfig, keyOf func(*pkie.ProveRequest) ([32]byte, error), scts func(base string, hc *http.Client) prover.SCTSource) (*Prover, error) {
 	if c.URL == "" || c.Key == "" {
 		return nil, fmt.Errorf("%s prover: the TTP's URL and its pinned key are both required", c.PKIE)
@@ -96,22 +101,22 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 	}
 	base := strings.TrimSuffix(c.URL, "/")
 	cfg := prover.Config{PKIE: c.PKIE, Verifier: v, MaxAge: c.MaxAge, StateDir: env.DataDir, Now: c.Now,
-		Feed: &feed.Client{Base: base + "/v1/sorted", HTTP: hc}}
+		Feed: &feed.Client{Base: base + "/v1/sorted", HTTP: hc}, Floors: env.Peers, RequireFloor: env.RequireHistory}
 	if c.PKIE == prover.CT {
 		cfg.LogConsistency = prover.LogConsistency(base, hc)
 	}
-	if env.DataDir == "" {
-		log.Warn("no data directory: after a restart this prover accepts whatever tree its TTP signs first", "pkie", c.PKIE)
+	if env.DataDir == "" && !env.RequireHistory {
+		log.Warn("no data directory: after a restart this prover accepts whatever tree its TTP signs first")
 	}
 	p, err := prover.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.Sync(ctx)
-	if err != nil {
-		return nil, err
+	if res, err := p.Sync(ctx); err != nil {
+		log.Error("first sync failed: not serving this enhancement until a sync succeeds", "err", err, "retry_every", c.Interval)
+	} else {
+		log.Info("synced", "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
 	}
-	log.Info("synced", "pkie", c.PKIE, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
 	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.HealthMaxAge, now: c.Now, log: log}
 	if scts != nil {
 		tp.scts = scts(base, hc)
@@ -135,6 +140,9 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 		return nil, err
 	}
 	resp, err := p.p.Prove(key)
+	if errors.Is(err, prover.ErrNotSynced) {
+		return nil, fmt.Errorf("%w: %s prover holds no verified tree of its TTP: %w", pkie.ErrUnavailable, p.p.PKIE(), err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +150,7 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 		if sct, ok, err := p.scts(ctx, key); err == nil && ok {
 			resp.SCT = sct
 		} else if err != nil {
-			p.log.Debug("SCT lookup failed", "pkie", p.p.PKIE(), "err", err)
+			p.log.Debug("SCT lookup failed", "err", err)
 		}
 	}
 	b, err := FromResponse(resp)
@@ -159,9 +167,14 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 // Run syncs with the TTP every interval until ctx ends.
 func (p *Prover) Run(ctx context.Context) {
 	p.p.Run(ctx, p.interval, func(f string, a ...any) {
-		p.log.Error(fmt.Sprintf(f, a...), "pkie", p.p.PKIE())
+		p.log.Error(fmt.Sprintf(f, a...))
 	})
 }
+
+// Head returns the signed head the mirror refuses to go back on (the last it
+// accepted, or one a peer held), as the TTP signed it, or nil: what a
+// fresh replica of the host learns from this one (pkie.ProverEnv.Peers).
+func (p *Prover) Head() []byte { return p.p.Floor() }
 
 // Health reports an unsynced mirror, or one whose head is older than the
 // health maximum age (MirrorConfig.HealthMaxAge): clients with that

@@ -3,6 +3,7 @@ package treeproof_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -116,8 +117,20 @@ func TestHealth(t *testing.T) {
 	if err := p.Health(); err == nil || !strings.Contains(err.Error(), "last sync") {
 		t.Fatalf("stale mirror after a failed sync: %v", err)
 	}
-	if _, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, nil, nil); err == nil {
-		t.Error("a mirror of an unreachable log was built")
+	// An unreachable log does not stop the host: the mirror is built
+	// without a tree, unhealthy, and answers ErrUnavailable, never a proof.
+	down, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, keyOf, nil)
+	if err != nil {
+		t.Fatalf("a mirror of an unreachable log: %v", err)
+	}
+	if err := down.Health(); err == nil || !strings.Contains(err.Error(), "not synced") {
+		t.Errorf("a mirror of an unreachable log: Health %v", err)
+	}
+	if p, err := down.Prove(ctx, &pkie.ProveRequest{Subject: subj}); !errors.Is(err, pkie.ErrUnavailable) {
+		t.Errorf("a mirror of an unreachable log proved: %v %v", p, err)
+	}
+	if _, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: "not a key"}, nil, nil); err == nil {
+		t.Error("a mirror with a malformed TTP key was built")
 	}
 	if _, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: ttp.LogKey, HealthMaxAge: -time.Hour}, nil, nil); err == nil {
 		t.Error("a negative health_max_age was accepted")
