@@ -73,3 +73,15 @@ func unpad(b []byte) ([]byte, error) {
 	}
 	return b[padHeader : padHeader+n : padHeader+n], nil
 }
+
+// envelopeTag is the tag of HPKE's AEAD, AES-128-GCM.
+const envelopeTag = 16
+
+// EnvelopePadded reports whether an HPKE envelope of n bytes holds a
+// plaintext of a size class: what a forwarder can check without opening
+// it, to refuse a client that does not pad (one older than padding, whose
+// envelopes no cloud opens) with a reason instead of relaying it.
+func EnvelopePadded(n int) bool {
+	pt := n - envelopeHeader - envelopeEnc - envelopeTag
+	return pt > 0 && PaddedSize(pt) == pt
+}

@@ -122,6 +122,11 @@ func TestSealedSizesHideContent(t *testing.T) {
 	if len(sizes) != 1 {
 		t.Errorf("envelope sizes by site: %v; want one size", sizes)
 	}
+	for n := range sizes {
+		if !EnvelopePadded(n) || EnvelopePadded(n+1) || EnvelopePadded(n-1) {
+			t.Errorf("EnvelopePadded is wrong about an envelope of %d bytes", n)
+		}
+	}
 	proofSizes := map[int]int{}
 	for i, p := range []*Proof{
 		{ID: pkie.CT, Status: ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: bytes.Repeat([]byte{1}, 300)}},
@@ -140,6 +145,7 @@ func TestSealedSizesHideContent(t *testing.T) {
 	if len(proofSizes) != 1 {
 		t.Errorf("sealed proof sizes: %v; want one size", proofSizes)
 	}
+
 	// The right key, the right identifier, no padding: refused.
 	aead, _ := connAEAD(fuzzConnKey)
 	body, _ := (&Proof{ID: pkie.CT, Status: ProofFailed, Text: "x"}).appendBody(nil)
