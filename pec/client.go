@@ -1350,6 +1350,9 @@ func (c *Client) holdLocked(p *Pending, s *session, m *pecwire.Proof, now time.T
 func (c *Client) bindExpected(p *Pending, sub Submission) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.priv != nil && c.priv.bindLocked(p, sub) {
+		return
+	}
 	if p.done || !p.hold {
 		return
 	}

@@ -57,6 +57,7 @@ type privacy struct {
 	missed    int
 	forged    uint64
 	ignored   uint64
+	foreign   uint64
 	lost      int
 	lastErr   string
 	ready     chan struct{} // closed when the first batch arrives
@@ -71,6 +72,30 @@ type sealedPending struct {
 	// inExtension: the identifier went to a server in the PEC extension,
 	// in the clear (client–server deployment).
 	inExtension bool
+	// digest is the digest of the submission whose outcomes count
+	// (pecwire.Submit.Digest, zero client identifier and nonce): that of
+	// the client's own sealed submission, or for an extension's
+	// identifier, once the handshake has delivered the chain, that of
+	// the chain, name, port and requests the client saw. Until then
+	// (bound false) outcomes are held, not delivered. The identifier and
+	// key of an extension were in the clear: whoever saw them can have a
+	// cloud prove another chain under them, and its outcomes open.
+	digest pecwire.Digest
+	bound  bool
+	held   []heldSealed
+}
+
+// heldSealed is an opened outcome under an extension's identifier that
+// arrived before the chain was known.
+type heldSealed struct {
+	m  *pecwire.Proof
+	at time.Time
+}
+
+// sealedDigest is the digest a cloud puts in the outcomes of a sealed
+// submission of sub.
+func sealedDigest(sub Submission) pecwire.Digest {
+	return (&pecwire.Submit{ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}).Digest()
 }
 
 // PrivacyStatus describes the forwarder session of a client in privacy
@@ -93,6 +118,12 @@ type PrivacyStatus struct {
 	// was in the clear, so it does not end the connection; the client's
 	// own sealed submission after the server grace decides.
 	IgnoredRejects uint64
+	// Foreign counts sealed outcomes that opened but were of another
+	// submission than the connection's (another chain, server name, port
+	// or requests), dropped: under the identifier and key of a PEC
+	// extension, which travel in the clear, anyone who saw the
+	// ClientHello can have a cloud prove another site's chain.
+	Foreign uint64
 	// Reconnects counts new forwarder sessions after one was lost.
 	Reconnects int
 	LastError  string
@@ -111,7 +142,7 @@ func (c *Client) PrivacyStatus() PrivacyStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return PrivacyStatus{Connected: pv.conn != nil, Forwarder: pv.label, IDs: len(pv.pool), Expires: pv.expires,
-		LastPong: pv.lastPong, Forged: pv.forged, IgnoredRejects: pv.ignored, Reconnects: pv.lost, LastError: pv.lastErr}
+		LastPong: pv.lastPong, Forged: pv.forged, IgnoredRejects: pv.ignored, Foreign: pv.foreign, Reconnects: pv.lost, LastError: pv.lastErr}
 }
 
 // dialPrivate starts privacy mode: it registers with the forwarder and
@@ -292,7 +323,8 @@ func (pv *privacy) readLoop(conn *pecwire.Conn) {
 }
 
 // onSealed opens one sealed outcome with its connection's key and
-// delivers it; anything that does not open is counted and dropped.
+// delivers it if it is of the connection's submission; anything that does
+// not open, or is of another submission, is counted and dropped.
 func (pv *privacy) onSealed(m *pecwire.SealedProof) {
 	c := pv.c
 	now := time.Now()
@@ -313,10 +345,75 @@ func (pv *privacy) onSealed(m *pecwire.SealedProof) {
 		c.st.Dropped++
 		return
 	}
+	if !w.bound {
+		pv.holdLocked(w, proof, now)
+		return
+	}
+	if proof.Digest != w.digest {
+		pv.foreignLocked(proof)
+		return
+	}
 	c.deliverLocked(w.p, Outcome{ID: proof.ID, Status: proof.Status, Proof: proof.Proof, Text: proof.Text, Received: now, Cloud: pv.label})
 	if w.p.done {
 		delete(pv.waiting, string(m.EphID))
 	}
+}
+
+// foreignLocked counts and drops an outcome of another submission.
+func (pv *privacy) foreignLocked(proof *pecwire.Proof) {
+	pv.foreign++
+	pv.c.log.Warn("pec: sealed outcome of another submission dropped (another chain, name, port or requests than the connection's)",
+		"forwarder", bundleName(pv.fwd), "pkie", proof.ID, "digest", fmt.Sprintf("%x", proof.Digest[:8]))
+}
+
+// holdLocked keeps an opened outcome under an extension's identifier
+// until the chain is known, within the bounds of an expectation's held
+// outcomes (maxHeldDigests submissions, one outcome per enhancement each).
+func (pv *privacy) holdLocked(w *sealedPending, proof *pecwire.Proof, now time.Time) {
+	digests := map[pecwire.Digest]int{}
+	for _, h := range w.held {
+		digests[h.m.Digest]++
+	}
+	n, seen := digests[proof.Digest]
+	if (!seen && len(digests) >= maxHeldDigests) || n >= len(w.p.ids) {
+		pv.c.st.Dropped++
+		return
+	}
+	w.held = append(w.held, heldSealed{proof, now})
+}
+
+// bindLocked names the submission the outcomes under p's extension
+// identifier must be of, now that the handshake has delivered the chain:
+// held outcomes of it are delivered, the others counted and dropped. It
+// reports false when p is not a privacy extension's.
+func (pv *privacy) bindLocked(p *Pending, sub Submission) bool {
+	c := pv.c
+	for eph, w := range pv.waiting {
+		if w.p != p || !w.inExtension {
+			continue
+		}
+		if w.bound {
+			return true
+		}
+		w.digest, w.bound = sealedDigest(sub), true
+		held := w.held
+		w.held = nil
+		for _, h := range held {
+			switch {
+			case p.done || !p.wants(h.m.ID):
+				c.st.Dropped++
+			case h.m.Digest != w.digest:
+				pv.foreignLocked(h.m)
+			default:
+				c.deliverLocked(p, Outcome{ID: h.m.ID, Status: h.m.Status, Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: pv.label})
+			}
+		}
+		if p.done {
+			delete(pv.waiting, eph)
+		}
+		return true
+	}
+	return false
 }
 
 // onReject delivers a refusal of a connection's submission, by the
@@ -510,7 +607,7 @@ wait:
 	}
 	p.cloud = pv.label
 	c.pending[p.nonce] = p
-	pv.waiting[string(eph)] = &sealedPending{p: p, key: key}
+	pv.waiting[string(eph)] = &sealedPending{p: p, key: key, digest: m.Digest(), bound: true}
 	p.timer = time.AfterFunc(sub.Budget, func() { c.expire(p, sub.Budget) })
 	c.mu.Unlock()
 	deadline := p.deadline
@@ -600,7 +697,7 @@ func (pv *privacy) submitFor(ctx context.Context, p *Pending, sub Submission, ma
 	if mark != nil {
 		mark()
 	}
-	pv.waiting[string(eph)] = &sealedPending{p: p, key: key}
+	pv.waiting[string(eph)] = &sealedPending{p: p, key: key, digest: m.Digest(), bound: true}
 	c.mu.Unlock()
 	go pv.refill()
 	env, err := pecwire.SealEnvelope(pv.cloud.HPKE, eph, key, m)

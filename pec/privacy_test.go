@@ -10,8 +10,11 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,9 +65,17 @@ func (l *captureListener) seen() []string {
 
 // tap records every frame the forwarder receives and sends.
 type tap struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	n   map[string]int
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	n       map[string]int
+	frames  []tapFrame
+	changed chan struct{} // closed, and replaced, at every frame
+}
+
+// tapFrame is one frame the forwarder received ("in") or sent ("out").
+type tapFrame struct {
+	dir   string
+	frame []byte
 }
 
 func (t *tap) record(dir string, frame []byte) {
@@ -75,6 +86,46 @@ func (t *tap) record(dir string, frame []byte) {
 	}
 	t.n[dir]++
 	t.buf.Write(frame)
+	t.frames = append(t.frames, tapFrame{dir, bytes.Clone(frame)})
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+}
+
+// since returns the frames recorded from the i-th on.
+func (t *tap) since(i int) []tapFrame {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]tapFrame(nil), t.frames[i:]...)
+}
+
+// len is the number of frames recorded.
+func (t *tap) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.frames)
+}
+
+// waitFor waits until ok holds of the frames recorded, or ctx ends.
+func (t *tap) waitFor(ctx context.Context, ok func([]tapFrame) bool) error {
+	for {
+		t.mu.Lock()
+		if ok(t.frames) {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.changed == nil {
+			t.changed = make(chan struct{})
+		}
+		ch := t.changed
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (t *tap) bytes() []byte {
@@ -227,6 +278,19 @@ type privTTPWorld struct {
 
 func newPrivTTPWorld(t testing.TB) *privTTPWorld {
 	t.Helper()
+	return newPrivTTPWorldSites(t, privSite{name: "good.test"}, privSite{name: "revoked.test"})
+}
+
+// privSite is a site of a privTTPWorld: deep ones have a chain of three
+// certificates (leaf, a second intermediate, the first), the others two.
+// A site named revoked.test is revoked.
+type privSite struct {
+	name string
+	deep bool
+}
+
+func newPrivTTPWorldSites(t testing.TB, sites ...privSite) *privTTPWorld {
+	t.Helper()
 	ctx := context.Background()
 	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -241,10 +305,18 @@ func newPrivTTPWorld(t testing.TB) *privTTPWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deep, err := ca.NewIntermediate("PEC Privacy Sub-CA", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := map[string]string{}
 	leaves := map[string]*testbed.Leaf{}
-	for _, name := range []string{"good.test", "revoked.test"} {
-		leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{name}})
+	for _, site := range sites {
+		name, issuer := site.name, ca
+		if site.deep {
+			issuer = deep
+		}
+		leaf, err := issuer.Issue(testbed.LeafOptions{DNSNames: []string{name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,8 +330,10 @@ func newPrivTTPWorld(t testing.TB) *privTTPWorld {
 			t.Fatal(err)
 		}
 	}
-	if err := ttp.Revoke(ctx, ca, leaves["revoked.test"].Cert.SerialNumber); err != nil {
-		t.Fatal(err)
+	if l := leaves["revoked.test"]; l != nil {
+		if err := ttp.Revoke(ctx, ca, l.Cert.SerialNumber); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -614,8 +688,11 @@ func TestPrivacyExtensionReject(t *testing.T) {
 	if n := cl.PrivacyStatus().IgnoredRejects; n != 1 {
 		t.Errorf("ignored rejections %d, want 1", n)
 	}
+	// The handshake delivers the chain; the proof is of it.
+	sub := Submission{ServerName: "site.test", Port: 443, Chain: [][]byte{{0x30, 0}}, Requests: []pkie.Request{{ID: pkie.CT}}}
+	cl.bindExpected(p, sub)
 	body := []byte("genuine proof body")
-	sealed, err := pecwire.SealProof(e.Key[:], e.EphID, &pecwire.Proof{ID: pkie.CT, Status: pecwire.ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: body}})
+	sealed, err := pecwire.SealProof(e.Key[:], e.EphID, &pecwire.Proof{Digest: sealedDigest(sub), ID: pkie.CT, Status: pecwire.ProofOK, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: body}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -737,6 +814,12 @@ func TestPrivacyClientServer(t *testing.T) {
 			}
 		})
 	}
+	// The server counts a forward once its write returned, which may be
+	// after the cloud has read it and the client has the proofs.
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Stats().Forwarded < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if st := l.Stats(); st.Forwarded < 2 {
 		t.Errorf("server stats %+v: want both chains forwarded", st)
 	}
@@ -830,4 +913,408 @@ func TestPrivacyForwarderLost(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 	prove()
+}
+
+// recordListener wraps a listener so that the TLS records crossing each
+// connection it accepts are seen as an eavesdropper on the path sees them:
+// their lengths, in each direction.
+type recordListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*recordConn
+}
+
+func (l *recordListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	rc := &recordConn{Conn: c}
+	l.mu.Lock()
+	l.conns = append(l.conns, rc)
+	l.mu.Unlock()
+	return rc, nil
+}
+
+// records returns the lengths of the records every accepted connection
+// has received (in) and sent (out) so far.
+func (l *recordListener) records() (in, out []int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.mu.Lock()
+		in = append(in, c.in.lens...)
+		out = append(out, c.out.lens...)
+		c.mu.Unlock()
+	}
+	return in, out
+}
+
+type recordConn struct {
+	net.Conn
+	mu      sync.Mutex
+	in, out recordStream
+}
+
+func (c *recordConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	c.in.feed(b[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *recordConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.out.feed(b)
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// recordStream splits a byte stream into TLS records.
+type recordStream struct {
+	hdr  []byte
+	left int
+	lens []int
+}
+
+func (r *recordStream) feed(b []byte) {
+	for len(b) > 0 {
+		if r.left > 0 {
+			n := min(r.left, len(b))
+			r.left -= n
+			b = b[n:]
+			continue
+		}
+		n := min(5-len(r.hdr), len(b))
+		r.hdr = append(r.hdr, b[:n]...)
+		b = b[n:]
+		if len(r.hdr) == 5 {
+			r.left = int(r.hdr[3])<<8 | int(r.hdr[4])
+			r.lens = append(r.lens, r.left)
+			r.hdr = r.hdr[:0]
+		}
+	}
+}
+
+// TestPrivacySizesHideSite: the forwarder, and an eavesdropper on the
+// client's path, see sealed submissions and sealed proofs of one size for
+// sites with different names, chains of two and three certificates, and
+// different proofs (a revoked leaf's revocation proof is a presence
+// proof, the others' absence proofs), all within one size class: every
+// frame the forwarder received and sent for a submission, and every TLS
+// record between client and forwarder, has the same length whatever the
+// site. Real sealed submissions, real ct and revocation provers, a real
+// forwarder.
+func TestPrivacySizesHideSite(t *testing.T) {
+	sites := []privSite{{name: "good.test"}, {name: "revoked.test"}, {name: "www.a-much-longer-site-name.test", deep: true}}
+	w := newPrivTTPWorldSites(t, sites...)
+	reg := builtin.Registry()
+	cloudB, _ := startPrivCloud(t, reg, w.provers...)
+	fs := listenForwarder(t)
+	rl := &recordListener{Listener: fs.ln}
+	fs.ln = rl
+	fwdB, _, tp := startForwarderOn(t, fs, forwarder.Config{}, cloudB)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A batch larger than the submissions: no identifier request in
+	// between.
+	cl, err := Dial(ctx, ClientConfig{Clouds: []*Bundle{cloudB}, Forwarder: fwdB, Transport: TransportTCP, EphIDBatch: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	reqs := []pkie.Request{{ID: pkie.CT}, {ID: pkie.Revocation}}
+
+	views := map[string][]string{}
+	plainSubmit, classes := map[int]bool{}, map[int]bool{}
+	plainProof := map[int]bool{}
+	for _, site := range sites {
+		chain := w.leaves[site.name].Chain
+		if want := map[bool]int{false: 2, true: 3}[site.deep]; len(chain) != want {
+			t.Fatalf("%s: chain of %d certificates, want %d", site.name, len(chain), want)
+		}
+		frame, err := pecwire.Marshal(&pecwire.Submit{ServerName: site.name, Port: 443, Requests: reqs, Chain: chain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plainSubmit[len(frame)] = true
+		classes[pecwire.PaddedSize(3+pecwire.ConnKeySize+len(frame)-4)] = true
+
+		i0 := tp.len()
+		in0, out0 := rl.records()
+		p, err := cl.Submit(ctx, Submission{ServerName: site.name, Port: 443, Chain: chain, Requests: reqs, Budget: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := p.Wait(ctx)
+		for _, r := range reqs {
+			o := out[r.ID]
+			if o.Status != pecwire.ProofOK || o.Proof == nil {
+				t.Fatalf("%s: %s outcome %+v", site.name, r.ID, o)
+			}
+			b, err := pecwire.Marshal(&pecwire.Proof{ID: o.ID, Status: o.Status, Proof: o.Proof})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plainProof[len(b)] = true
+			classes[pecwire.PaddedSize(3+len(b)-4)+1<<30] = true // the proofs' class, apart
+		}
+		var view []string
+		for _, f := range tp.since(i0) {
+			if typ := pecwire.Type(f.frame[0]); typ == pecwire.TypeSealedSubmit || typ == pecwire.TypeSealedProof {
+				view = append(view, fmt.Sprintf("forwarder %s type %d: %d bytes", f.dir, typ, len(f.frame)))
+			}
+		}
+		in1, out1 := rl.records()
+		for _, n := range in1[len(in0):] {
+			view = append(view, fmt.Sprintf("record client→forwarder: %d bytes", n))
+		}
+		for _, n := range out1[len(out0):] {
+			view = append(view, fmt.Sprintf("record forwarder→client: %d bytes", n))
+		}
+		slices.Sort(view)
+		views[site.name] = view
+	}
+	// The test means something only if the sites differ in the clear
+	// and share one class (a fixture that grew across a class boundary
+	// would show its class, by design).
+	if len(plainSubmit) < 2 || len(plainProof) < 2 {
+		t.Fatalf("unpadded submissions %v and proofs %v do not differ between sites: the fixture proves nothing", plainSubmit, plainProof)
+	}
+	if len(classes) != 2 {
+		t.Fatalf("the sites' submissions and proofs span classes %v: want one class for each", classes)
+	}
+	first := views[sites[0].name]
+	if len(first) < 2*len(reqs)+3 {
+		t.Fatalf("%s: saw only %q", sites[0].name, first)
+	}
+	for _, site := range sites[1:] {
+		if !slices.Equal(views[site.name], first) {
+			t.Errorf("what the forwarder and the path see depends on the site:\n%s: %q\n%s: %q", sites[0].name, first, site.name, views[site.name])
+		}
+	}
+}
+
+// TestPrivacyEavesdropperForeignChain: in the client–server deployment the
+// ClientHello carries the connection's EphID, key and forwarder in the
+// clear. An eavesdropper on the client's path reads them and, before the
+// ClientHello even reaches the server, has the cloud prove another site's
+// chain under them (a ServerSealed of its own); the cloud's sealed
+// outcomes reach the client through the forwarder and open with the key.
+// They are of another submission than the chain the client saw, so they
+// are dropped and counted, and the connection is decided on the server's
+// genuine proofs: trusted.
+func TestPrivacyEavesdropperForeignChain(t *testing.T) {
+	w := newPrivTTPWorld(t)
+	reg := builtin.Registry()
+	fs := listenForwarder(t)
+	cloudB, _ := startPrivCloudCfg(t, cloud.Config{Forwarders: []*Bundle{fs.bundle}}, reg, w.provers...)
+	fwdB, _, tp := startForwarderOn(t, fs, forwarder.Config{}, cloudB)
+	allowed, err := AllowBundle(cloudB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The path: the client connects to the eavesdropper's relay, which
+	// passes the bytes on to the server.
+	pathLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pathLn.Close()
+	port := pathLn.Addr().(*net.TCPAddr).Port
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{w.leaves["good.test"].TLSCertificate()}}
+	l, err := NewListener(ln, ServerConfig{TLSConfig: tc, Clouds: allowed, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{TLSConfig: tc, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {})}
+	go srv.ServeTLS(l, "", "")
+	t.Cleanup(func() { srv.Close(); l.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	attacked := make(chan error, 1)
+	go func() {
+		attacked <- func() error {
+			c, err := pathLn.Accept()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			raw, hello, err := readClientHello(c, MaxExtension+16<<10)
+			if err != nil {
+				return err
+			}
+			e, err := ParseExtension(hello.PEC)
+			if err != nil || len(e.EphID) == 0 {
+				return fmt.Errorf("no privacy extension in the ClientHello: %v", err)
+			}
+			// Another site's chain under the connection's identifier,
+			// key and forwarder, from a session of the eavesdropper's.
+			pin, _ := cloudB.Pin()
+			conn, err := pecwire.DialTCP(ctx, cloudB.Points[0].TCP, pecwire.ClientTLS(pin))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			forged := &pecwire.ServerSealed{EphID: e.EphID, Key: e.Key, Forwarder: e.Forwarder.String(),
+				Submit: pecwire.Submit{ServerName: "revoked.test", Port: uint16(port), Requests: e.Requests, Chain: w.leaves["revoked.test"].Chain}}
+			if err := conn.Send(forged, time.Now().Add(10*time.Second)); err != nil {
+				return err
+			}
+			// Its outcomes are on their way to the client before the
+			// server has seen the ClientHello.
+			err = tp.waitFor(ctx, func(fr []tapFrame) bool {
+				n := 0
+				for _, f := range fr {
+					if m, err := pecwire.Unmarshal(pecwire.Type(f.frame[0]), f.frame[4:]); err == nil && f.dir == "out" {
+						if sp, ok := m.(*pecwire.SealedProof); ok && bytes.Equal(sp.EphID, e.EphID) {
+							n++
+						}
+					}
+				}
+				return n == len(e.Requests)
+			})
+			if err != nil {
+				return fmt.Errorf("the eavesdropper's outcomes never left the forwarder: %w", err)
+			}
+			s, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if _, err := s.Write(raw); err != nil {
+				return err
+			}
+			go func() { io.Copy(s, c); s.Close() }()
+			io.Copy(c, s)
+			return nil
+		}()
+	}()
+
+	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP)
+	d := &Dialer{Cloud: cl, Verifiers: w.vs, Registry: reg, TLSConfig: &tls.Config{RootCAs: w.root.Pool(), ServerName: "good.test"},
+		ProofTimeout: 20 * time.Second, ServerGrace: time.Minute}
+	c, err := d.Dial(ctx, "tcp", pathLn.Addr().String())
+	if err != nil {
+		var ve *VerdictError
+		if errors.As(err, &ve) {
+			t.Fatalf("verdict %s: %s\n%s", ve.Verdict.Result, ve.Verdict.Headline, strings.Join(ve.Verdict.Reasons, "\n"))
+		}
+		t.Fatal(err)
+	}
+	v, ev := c.Verdict(), c.Evidence()
+	c.Close()
+	if v.Result != check.Trusted {
+		t.Fatalf("verdict %s: %s", v.Result, v.Headline)
+	}
+	if !ev.Extension || ev.Submitted {
+		t.Errorf("evidence %+v: want the extension sent and the server's proofs, nothing submitted by the client", ev)
+	}
+	if st := cl.PrivacyStatus(); st.Foreign != 2 {
+		t.Errorf("foreign outcomes %d, want the eavesdropper's 2 dropped", st.Foreign)
+	}
+	select {
+	case err := <-attacked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the eavesdropper's relay never finished")
+	}
+}
+
+// TestPrivacySealedDigest: a sealed outcome that opens counts only if it
+// is of the connection's submission (chain, name, port, requests):
+// under an extension's identifier, one that arrives before the handshake
+// has delivered the chain is held and judged then, one after is judged
+// at once; under the client's own submission's identifier, at once.
+// Outcomes of another submission are counted as foreign and the
+// connection keeps waiting for its own.
+func TestPrivacySealedDigest(t *testing.T) {
+	reg := builtin.Registry()
+	// The cloud's own outcome of the client's submission is held back,
+	// so that the outcomes this test seals decide.
+	sp := newSignerProver(pkie.CT)
+	sp.gate = make(chan struct{})
+	cloudB, _ := startPrivCloud(t, reg, sp)
+	t.Cleanup(func() { close(sp.gate) })
+	fwdB, _, _ := startForwarder(t, forwarder.Config{}, cloudB)
+	cl := dialPrivateClient(t, cloudB, fwdB, pecwire.TCP)
+	pki := newTestPKI(t)
+	reqs := []pkie.Request{{ID: pkie.CT}}
+	sub := Submission{ServerName: "site.test", Port: 443, Chain: pki.leaf.Chain, Requests: reqs, Budget: 15 * time.Second}
+	other := sub
+	other.ServerName, other.Chain = "other.test", [][]byte{pki.leaf.Chain[len(pki.leaf.Chain)-1]}
+	sealed := func(t *testing.T, key, eph []byte, of Submission, body string) *pecwire.SealedProof {
+		t.Helper()
+		b, err := pecwire.SealProof(key, eph, &pecwire.Proof{Digest: sealedDigest(of), ID: pkie.CT, Status: pecwire.ProofOK,
+			Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: []byte(body)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pecwire.SealedProof{EphID: eph, Sealed: b}
+	}
+	for _, tc := range []struct {
+		name string
+		// extension: the identifier was in a PEC extension; bindFirst:
+		// the handshake delivered the chain before the foreign outcome.
+		extension bool
+		bindFirst bool
+	}{
+		{name: "extension, foreign before the chain is known", extension: true},
+		{name: "extension, foreign after the chain is known", extension: true, bindFirst: true},
+		{name: "own submission"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := cl.PrivacyStatus().Foreign
+			var p *Pending
+			var eph, key []byte
+			if tc.extension {
+				e, pe := cl.privateExtension(reqs, 15*time.Second)
+				if e == nil {
+					t.Fatal("no extension: no identifier at hand")
+				}
+				p, eph, key = pe, e.EphID, e.Key[:]
+				if tc.bindFirst {
+					cl.bindExpected(p, sub)
+				}
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				var err error
+				if p, err = cl.Submit(ctx, sub); err != nil {
+					t.Fatal(err)
+				}
+				cl.mu.Lock()
+				for k, w := range cl.priv.waiting {
+					if w.p == p {
+						eph, key = []byte(k), w.key
+					}
+				}
+				cl.mu.Unlock()
+			}
+			cl.priv.onSealed(sealed(t, key, eph, other, "foreign"))
+			if tc.extension && !tc.bindFirst {
+				cl.bindExpected(p, sub)
+			}
+			if cl.complete(p) {
+				t.Fatal("an outcome of another submission ended the connection")
+			}
+			if n := cl.PrivacyStatus().Foreign - before; n != 1 {
+				t.Errorf("foreign outcomes %d, want 1", n)
+			}
+			cl.priv.onSealed(sealed(t, key, eph, sub, "genuine"))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if o := p.Wait(ctx)[pkie.CT]; o.Status != pecwire.ProofOK || o.Proof == nil || string(o.Proof.Body) != "genuine" {
+				t.Fatalf("outcome %+v, want the connection's own", o)
+			}
+		})
+	}
 }

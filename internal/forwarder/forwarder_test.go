@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,5 +238,74 @@ func testCloudAuthentication(t *testing.T, transport string) {
 		t.Fatal("no answer to a client's EphIDReject")
 	} else if e, ok := m.(*pecwire.Error); !ok || e.Code != pecwire.RejectInvalid {
 		t.Fatalf("a client's EphIDReject answered %v", m)
+	}
+}
+
+// TestUnpaddedSubmission: a sealed submission whose envelope is not of a
+// size class (a client older than padding) is refused as invalid, with
+// the reason, before its identifier is spent; one of a class is relayed
+// (here to a cloud that cannot be reached: refused busy).
+func TestUnpaddedSubmission(t *testing.T) {
+	cloudCert := selfSigned(t, "pad-cloud")
+	cb := bundleFor("pad-cloud", cloudCert, "127.0.0.1:1")
+	fw, err := New(Config{Certificate: selfSigned(t, "pad-forwarder"), EphIDKey: testKey(), Clouds: []*pecwire.Bundle{cb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { fw.ServeTCP(ctx, ln) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		fw.Wait()
+	})
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	c, err := pecwire.DialTCP(dctx, ln.Addr().String(), pecwire.ClientTLS(pecwire.SPKIHash(fw.cfg.Certificate.Leaf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exchange := func(m pecwire.Message) pecwire.Message {
+		t.Helper()
+		dl := time.Now().Add(10 * time.Second)
+		if err := c.Send(m, dl); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Recv(dl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if m := exchange(&pecwire.Register{Version: pecwire.Version}); m.Type() != pecwire.TypeRegistered {
+		t.Fatalf("Register answered %+v", m)
+	}
+	ids, ok := exchange(&pecwire.EphIDRequest{Count: 1}).(*pecwire.EphIDs)
+	if !ok {
+		t.Fatal("no identifiers")
+	}
+	pin, _ := cb.Pin()
+	const overhead = 7 + 32 + 16 // HPKE header, encapsulated key, tag
+	for _, tc := range []struct {
+		name string
+		size int
+		want pecwire.RejectCode
+		text string
+	}{
+		{"unpadded", 1054, pecwire.RejectInvalid, "not padded"},
+		{"one byte short of a class", overhead + 2048 - 1, pecwire.RejectInvalid, "not padded"},
+		{"a class", overhead + 2048, pecwire.RejectBusy, "unreachable"},
+	} {
+		m := exchange(&pecwire.SealedSubmit{Cloud: pin, EphID: ids.IDs[0], Envelope: make([]byte, tc.size)})
+		r, ok := m.(*pecwire.EphIDReject)
+		if !ok || r.Code != tc.want || !strings.Contains(r.Text, tc.text) {
+			t.Errorf("%s: got %+v, want EphIDReject %s saying %q", tc.name, m, tc.want, tc.text)
+		}
 	}
 }

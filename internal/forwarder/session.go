@@ -190,6 +190,12 @@ func (s *session) submit(m *pecwire.SealedSubmit) bool {
 	if u == nil {
 		return refuse(pecwire.RejectInvalid, "this forwarder relays to no such cloud")
 	}
+	if !pecwire.EnvelopePadded(len(m.Envelope)) {
+		// Its length has told the path what it holds already; relayed,
+		// the cloud would only say that it does not open. Refused
+		// before its use, so the identifier is not spent.
+		return refuse(pecwire.RejectInvalid, fmt.Sprintf("a sealed submission of %d bytes is not padded to a size class: this client predates padding and must be updated", len(m.Envelope)))
+	}
 	if err := f.used.open(m.EphID, exp, time.Now()); err != nil {
 		code := pecwire.RejectReused
 		if errors.Is(err, errFull) {

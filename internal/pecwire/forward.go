@@ -288,19 +288,23 @@ func (m *EphIDReject) decodeBody(r *reader) error {
 
 // Sealed proofs. A cloud seals each outcome (a Proof message's body, with
 // zero client identifier and nonce: the ephemeral identifier replaces
-// both) to the connection's key with AES-256-GCM under a fresh random
-// nonce. The associated data binds the ephemeral identifier and the
-// enhancement, so that a proof cannot be moved to another connection or
-// passed off as another enhancement's:
+// both), padded to its size class (pad.go), to the connection's key with
+// AES-256-GCM under a fresh random nonce. The associated data binds the
+// ephemeral identifier and the enhancement, so that a proof cannot be
+// moved to another connection or passed off as another enhancement's:
 //
-//	sealed = id (uint16) ‖ nonce (12 bytes) ‖ AES-256-GCM(key, nonce, body, ad)
-//	ad     = "pkie pec sealed proof v1" ‖ len(EphID) (uint8) ‖ EphID ‖ id (uint16)
+//	sealed = id (uint16) ‖ nonce (12 bytes) ‖ AES-256-GCM(key, nonce, pad(body), ad)
+//	ad     = "pkie pec sealed proof v2" ‖ len(EphID) (uint8) ‖ EphID ‖ id (uint16)
+//
+// The outcome's digest is the submission's, so the client takes only
+// outcomes of the chain it saw (the identifier and the key may have been
+// seen by others: they travel in the clear in a PEC extension).
 //
 // The enhancement identifier travels in the clear: the client needs it to
 // rebuild the associated data, and which enhancements a client asks for is
 // its policy, the same for every connection, not the site it connects to.
 
-const sealedProofLabel = "pkie pec sealed proof v1"
+const sealedProofLabel = "pkie pec sealed proof v2"
 
 func sealedProofAD(ephID []byte, id pkie.ID) []byte {
 	ad := append([]byte(sealedProofLabel), byte(len(ephID)))
@@ -332,6 +336,9 @@ func SealProof(key, ephID []byte, p *Proof) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if body, err = pad(body); err != nil {
+		return nil, err
+	}
 	out := binary.BigEndian.AppendUint16(nil, uint16(p.ID))
 	nonce := make([]byte, aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
@@ -354,9 +361,13 @@ func OpenProof(key, ephID, sealed []byte) (*Proof, error) {
 	}
 	id := pkie.ID(binary.BigEndian.Uint16(sealed))
 	nonce := sealed[2 : 2+aead.NonceSize()]
-	body, err := aead.Open(nil, nonce, sealed[2+aead.NonceSize():], sealedProofAD(ephID, id))
+	padded, err := aead.Open(nil, nonce, sealed[2+aead.NonceSize():], sealedProofAD(ephID, id))
 	if err != nil {
 		return nil, errors.New("pecwire: sealed proof does not open with this connection's key")
+	}
+	body, err := unpad(padded)
+	if err != nil {
+		return nil, fmt.Errorf("pecwire: sealed proof: %w", err)
 	}
 	m, err := Unmarshal(TypeProof, body)
 	if err != nil {
@@ -375,10 +386,11 @@ func OpenProof(key, ephID, sealed []byte) (*Proof, error) {
 // HTTP, a header names the key and the suite, and the HPKE info binds it:
 //
 //	envelope  = key id (uint8) ‖ kem (uint16) ‖ kdf (uint16) ‖ aead (uint16) ‖ enc (32) ‖ ciphertext
-//	info      = "pkie pec sealed submit v1" ‖ 0x00 ‖ header ‖ len(EphID) (uint8) ‖ EphID
-//	plaintext = connection key (32) ‖ Submit body
+//	info      = "pkie pec sealed submit v2" ‖ 0x00 ‖ header ‖ len(EphID) (uint8) ‖ EphID
+//	plaintext = pad(connection key (32) ‖ Submit body)
 //
-// The Submit inside has a zero client identifier and nonce: the ephemeral
+// pad (pad.go) brings every plaintext to a size class, so that the
+// envelope's length does not name the site. The Submit inside has a zero client identifier and nonce: the ephemeral
 // identifier names the connection.
 const (
 	HPKEKEM  = 0x0020 // DHKEM(X25519, HKDF-SHA256)
@@ -387,7 +399,7 @@ const (
 
 	envelopeHeader = 7
 	envelopeEnc    = 32
-	hpkeLabel      = "pkie pec sealed submit v1"
+	hpkeLabel      = "pkie pec sealed submit v2"
 )
 
 // HPKEKey is a cloud's published HPKE key, in its bundle.
@@ -456,6 +468,9 @@ func SealEnvelope(k *HPKEKey, ephID, connKey []byte, m *Submit) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	if pt, err = pad(pt); err != nil {
+		return nil, err
+	}
 	hdr := k.header()
 	ct, err := hpke.Seal(pk, hpke.HKDFSHA256(), hpke.AES128GCM(), hpkeInfo(hdr, ephID), pt)
 	if err != nil {
@@ -478,9 +493,13 @@ func OpenEnvelope(id uint8, priv hpke.PrivateKey, ephID, env []byte) ([]byte, *S
 	if binary.BigEndian.Uint16(hdr[1:]) != HPKEKEM || binary.BigEndian.Uint16(hdr[3:]) != HPKEKDF || binary.BigEndian.Uint16(hdr[5:]) != HPKEAEAD {
 		return nil, nil, errors.New("pecwire: envelope of an unknown HPKE suite")
 	}
-	pt, err := hpke.Open(priv, hpke.HKDFSHA256(), hpke.AES128GCM(), hpkeInfo(hdr, ephID), env[envelopeHeader:])
+	padded, err := hpke.Open(priv, hpke.HKDFSHA256(), hpke.AES128GCM(), hpkeInfo(hdr, ephID), env[envelopeHeader:])
 	if err != nil {
 		return nil, nil, errors.New("pecwire: envelope does not open with this cloud's key")
+	}
+	pt, err := unpad(padded)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pecwire: envelope: %w", err)
 	}
 	if len(pt) < ConnKeySize {
 		return nil, nil, errors.New("pecwire: envelope holds no connection key")
