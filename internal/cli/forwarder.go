@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/forwarder"
+	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -88,6 +89,7 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	keepalive := fs.Duration("keepalive", forwarder.DefaultKeepalive, "ping interval announced to clients")
 	missed := fs.Int("missed-pings", forwarder.DefaultMissedPings, "intervals a session may stay silent before it is dropped")
 	maxClients := fs.Int("max-clients", forwarder.DefaultMaxClients, "registered clients at most")
+	maxSessions := fs.Int("max-sessions", 0, fmt.Sprintf("sessions at most, registered or not (default max-clients + max(max-clients/4, 64), at most the open-file limit less %d)", forwarder.FileReserve))
 	perAddr := fs.Int("max-sessions-per-addr", forwarder.DefaultMaxSessionsAddr, "sessions per address (IPv6: per /64)")
 	maxFrame := fs.Int("max-frame", pecwire.DefaultMaxFrame, "largest message body accepted, bytes")
 	maxPending := fs.Int("max-pending", forwarder.DefaultMaxPending, "messages queued for a session at most")
@@ -108,6 +110,13 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	if *missed <= 0 || *maxClients <= 0 || *perAddr <= 0 || *maxPending <= 0 || *maxUsed <= 0 || *rate <= 0 ||
 		*keepalive <= 0 || *lifetime <= 0 || *window <= 0 {
 		return usageError("limits, durations and rates must be positive")
+	}
+	if *maxSessions < 0 {
+		return usageError("--max-sessions must not be negative")
+	}
+	if lim := httplimit.FileLimit(); *maxSessions > forwarder.SessionsFor(lim) || forwarder.SessionsFor(lim) < 1 {
+		return usageError("an open-file limit of %d allows %d sessions (%d descriptors are kept for /healthz, /metrics and the sessions to clouds), --max-sessions asks for %d: raise the limit (ulimit -n) or lower --max-sessions",
+			lim, max(0, forwarder.SessionsFor(lim)), forwarder.FileReserve, *maxSessions)
 	}
 	if *maxFrame > pecwire.MaxFrameLimit || *maxFrame < 16<<10 {
 		return usageError("--max-frame must be between %d and %d", 16<<10, pecwire.MaxFrameLimit)
@@ -153,7 +162,7 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	f, err := forwarder.New(forwarder.Config{
 		Certificate: d.Certificate, EphIDKey: d.EphIDKey, Clouds: clouds, Logger: logger,
-		Keepalive: *keepalive, MissedPings: *missed, MaxClients: *maxClients, MaxSessionsPerAddr: *perAddr,
+		Keepalive: *keepalive, MissedPings: *missed, MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddr,
 		MaxFrame: *maxFrame, MaxPending: *maxPending, EphIDLifetime: *lifetime, UseWindow: *window,
 		MaxUsed: *maxUsed, SubmitRate: *rate, UpstreamBind: bindIP,
 	})
@@ -181,7 +190,7 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 		context.AfterFunc(ctx, func() { srv.Close() })
 		n++
 		go func() {
-			err := srv.Serve(hl)
+			err := srv.Serve(httplimit.Listen(srv, hl, httplimit.Options{MaxConns: forwarder.MaxHTTPConns, MaxConnsPerClient: forwarder.MaxHTTPConnsPerAddr}))
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}

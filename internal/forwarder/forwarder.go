@@ -66,6 +66,24 @@ const (
 	DefaultUpstreamPing    = 5 * time.Second
 )
 
+// FileReserve is how many of the process's file descriptors sessions may
+// never take. A TCP session holds one; the forwarder must still find one
+// for its listeners, /healthz and /metrics (at most MaxHTTPConns) and its
+// sessions to the clouds it relays to, when client sessions are at their
+// bound.
+const FileReserve = 128
+
+// MaxHTTPConns and MaxHTTPConnsPerAddr cap the plain-HTTP listener of
+// /metrics and /healthz, so that scrapes stay within FileReserve.
+const (
+	MaxHTTPConns        = 32
+	MaxHTTPConnsPerAddr = 8
+)
+
+// SessionsFor returns how many sessions an open-file limit allows: the
+// limit less FileReserve (zero or less: none).
+func SessionsFor(fileLimit int) int { return fileLimit - FileReserve }
+
 // Config configures a Forwarder. Zero values take the defaults.
 type Config struct {
 	// Certificate is the forwarder's TLS certificate; clients pin its key
@@ -85,8 +103,14 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	WriteTimeout     time.Duration
 	MaxClients       int
-	// MaxSessions bounds all sessions (default MaxClients plus a quarter).
-	MaxSessions        int
+	// MaxSessions bounds all sessions: by default MaxClients plus a
+	// quarter, at most what FileLimit allows (SessionsFor). New refuses
+	// more than that: a session past the open-file limit would take the
+	// descriptor /healthz or a session to a cloud needs.
+	MaxSessions int
+	// FileLimit is the process's open-file limit; zero: read it
+	// (httplimit.FileLimit).
+	FileLimit          int
 	MaxSessionsPerAddr int
 	MaxFrame           int
 	MaxPending         int
@@ -129,7 +153,8 @@ func (c *Config) setDefaults() {
 	defD(&c.HandshakeTimeout, DefaultHandshake)
 	defD(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxClients, DefaultMaxClients)
-	def(&c.MaxSessions, c.MaxClients+max(c.MaxClients/4, 64))
+	def(&c.FileLimit, httplimit.FileLimit())
+	def(&c.MaxSessions, max(1, min(c.MaxClients+max(c.MaxClients/4, 64), SessionsFor(c.FileLimit))))
 	def(&c.MaxSessionsPerAddr, DefaultMaxSessionsAddr)
 	def(&c.MaxFrame, pecwire.DefaultMaxFrame)
 	def(&c.MaxPending, DefaultMaxPending)
@@ -170,6 +195,10 @@ func New(cfg Config) (*Forwarder, error) {
 	cfg.setDefaults()
 	if len(cfg.Certificate.Certificate) == 0 || cfg.Certificate.PrivateKey == nil {
 		return nil, errors.New("forwarder: no TLS certificate")
+	}
+	if n := SessionsFor(cfg.FileLimit); cfg.MaxSessions > n || len(cfg.Clouds) > n {
+		return nil, fmt.Errorf("forwarder: %d sessions at most, but an open-file limit of %d allows %d (%d descriptors are kept for /healthz, /metrics and the sessions to clouds): raise the limit (ulimit -n) or lower the sessions",
+			cfg.MaxSessions, cfg.FileLimit, max(n, 0), FileReserve)
 	}
 	ids, err := newEphIDs(cfg.EphIDKey)
 	if err != nil {
