@@ -9,8 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +23,7 @@ import (
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/pec"
+	"github.com/pkie/pkie/probe"
 )
 
 func runPEC(ctx context.Context, env *Env, args []string) error {
@@ -66,35 +70,53 @@ func addCloudFlags(fs *flag.FlagSet) *cloudFlags {
 // dial reads the bundles and opens the session with the first reachable
 // cloud.
 func (c *cloudFlags) dial(ctx context.Context) (*pec.Client, []*pec.Bundle, error) {
+	cfg, err := c.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.connect(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, cfg.Clouds, nil
+}
+
+// load checks the flags and reads the bundles: everything that can be
+// wrong without the network, so that it is reported before any I/O.
+func (c *cloudFlags) load() (pec.ClientConfig, error) {
 	if *c.budget <= 0 {
-		return nil, nil, usageError("--proof-timeout must be positive")
+		return pec.ClientConfig{}, usageError("--proof-timeout must be positive")
 	}
 	switch *c.transport {
 	case "auto", "quic", "tcp":
 	default:
-		return nil, nil, usageError("--transport %q: want auto, quic or tcp", *c.transport)
+		return pec.ClientConfig{}, usageError("--transport %q: want auto, quic or tcp", *c.transport)
 	}
-	var bundles []*pec.Bundle
+	cfg := pec.ClientConfig{Transport: *c.transport}
 	for _, path := range c.clouds {
 		b, err := pec.ReadBundle(path)
 		if err != nil {
-			return nil, nil, usageError("--cloud: %v", err)
+			return pec.ClientConfig{}, usageError("--cloud: %v", err)
 		}
-		bundles = append(bundles, b)
+		cfg.Clouds = append(cfg.Clouds, b)
 	}
-	cfg := pec.ClientConfig{Clouds: bundles, Transport: *c.transport}
 	if *c.forwarder != "" {
 		fb, err := pec.ReadBundle(*c.forwarder)
 		if err != nil {
-			return nil, nil, usageError("--forwarder: %v", err)
+			return pec.ClientConfig{}, usageError("--forwarder: %v", err)
 		}
 		cfg.Forwarder = fb
 	}
+	return cfg, nil
+}
+
+// connect opens the session with the first reachable cloud of cfg.
+func (c *cloudFlags) connect(ctx context.Context, cfg pec.ClientConfig) (*pec.Client, error) {
 	cl, err := pec.Dial(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reaching the cloud: %w", err)
+		return nil, fmt.Errorf("reaching the cloud: %w", err)
 	}
-	return cl, bundles, nil
+	return cl, nil
 }
 
 // cloudVerifiers builds the verifiers of the enhancements the client
@@ -163,6 +185,10 @@ type pecResult struct {
 	Proto    string         `json:"proto,omitempty"`
 	Body     int64          `json:"body_bytes"`
 	Error    string         `json:"error,omitempty"`
+	// Warnings are set, and ExitStatus is ExitFetchedWithWarnings, when
+	// --warn let the fetch through without a trusted verdict.
+	Warnings   []string `json:"warnings,omitempty"`
+	ExitStatus int      `json:"exit_status"`
 }
 
 type pecTimings struct {
@@ -178,8 +204,10 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 		"submitted to the cloud the moment it arrives in the handshake; the request is sent only\n"+
 		"after every required proof arrived and verified. Prints the verdict, the timings and the\n"+
 		"response status, then the body (or writes it to -o FILE). Exit status: 0 fetched,\n"+
-		"1 the connection was refused (untrusted, or inconclusive without --warn), 2 usage or\n"+
-		"operational error.")
+		"trusted; 1 the connection was refused (untrusted, or inconclusive without --warn);\n"+
+		"2 usage or operational error; 3 fetched WITH WARNINGS: --warn let an inconclusive\n"+
+		"verdict through (required evidence missing, each named on standard error first).\n"+
+		"Loopback, private and other non-public addresses are refused without --allow-private.")
 	cf := addCloudFlags(fs)
 	require := fs.String("require", "", "comma-separated evidence that must pass: ca, ct, revocation, notary (default: ca and every enhancement configured)")
 	ctKey := fs.String("ct-key", "", "the CT log's pinned verifier key (or @FILE): enables the ct enhancement")
@@ -194,6 +222,7 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	maxTime := fs.Duration("max-time", 30*time.Second, "overall time limit")
 	output := fs.String("o", "", "write the body to `FILE` instead of stdout")
 	resolve := addResolveFlags(fs, "the URL's host", true)
+	allowPrivate := fs.Bool("allow-private", false, "allow connecting to a site on a loopback, private or other non-public address (as pkie check)")
 	asJSON := fs.Bool("json", false, "print the verdict, timings and status as JSON (the body only with -o)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -218,32 +247,42 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *maxTime)
 	defer cancel()
 
+	// Everything the flags and files can get wrong is reported before
+	// any network I/O: the cloud is reached only for a request that can
+	// be made.
 	reg := builtin.Registry()
 	d := &pec.Dialer{Registry: reg, TrustAgility: *agility, Warn: *warn, ProofTimeout: *cf.budget,
-		TLSConfig: &tls.Config{}, Mode: *mode, ServerGrace: *grace}
+		TLSConfig: &tls.Config{}, Mode: *mode, ServerGrace: *grace, NetDial: siteDialer(resolve, *allowPrivate)}
 	if *roots != "" {
 		if d.TLSConfig.RootCAs, err = loadRoots(*roots); err != nil {
 			return usageError("--roots: %v", err)
 		}
 	}
-	if *require != "" {
-		d.Require = splitList(*require)
+	if err := guardMapped(resolve, u, *allowPrivate); err != nil {
+		return err
 	}
-	if !resolve.empty() {
-		d.NetDial = resolve.dial
-	}
-	cl, bundles, err := cf.dial(ctx)
+	ccfg, err := cf.load()
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	d.Cloud = cl
-	if d.Verifiers, err = cloudVerifiers(env.Stderr, reg, bundles, *ctKey, *revKey, *maxAge, *mmd); err != nil {
+	if d.Verifiers, err = cloudVerifiers(env.Stderr, reg, ccfg.Clouds, *ctKey, *revKey, *maxAge, *mmd); err != nil {
 		return err
 	}
 	if len(d.Verifiers) == 0 {
 		return usageError("no enhancement to check: pin --ct-key or --revocation-key, or use a cloud bundle with a notary key")
 	}
+	if *require != "" {
+		d.Require = splitList(*require)
+		if err := checkRequire(reg, d.Verifiers, d.Require); err != nil {
+			return err
+		}
+	}
+	cl, err := cf.connect(ctx, ccfg)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	d.Cloud = cl
 	if err := d.Init(); err != nil {
 		return usageError("%v", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pec: "), "check: "))
 	}
@@ -281,6 +320,7 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 	case errors.As(err, &ve):
 		res.Verdict, res.Missing, res.Timings.Timings = ve.Verdict, ve.Missing, ve.Timings
 		res.Error = ve.Error()
+		res.ExitStatus = ExitNegative
 		if *asJSON {
 			if err := writeJSON(env.Stdout, res); err != nil {
 				return err
@@ -290,7 +330,7 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 		}
 		return negative()
 	case err != nil:
-		return fmt.Errorf("%v", err)
+		return fmt.Errorf("%v%s", err, forbiddenHint(err))
 	}
 	defer resp.Body.Close()
 	res.Timings.Response = time.Since(start)
@@ -302,6 +342,18 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 		res.Evidence, res.Missing = &ev, ev.Missing
 	}
 	mu.Unlock()
+	// Only --warn lets a connection without a trusted verdict through.
+	// Whoever fetched a revoked site that way must not mistake it for a
+	// clean fetch: the warning comes first on standard error, before the
+	// verdict and the body, again after the body, in --json, and in the
+	// exit status.
+	if res.Verdict == nil || res.Verdict.Result != check.Trusted {
+		res.Warnings = fetchWarnings(&res)
+		res.ExitStatus = ExitFetchedWithWarnings
+		for _, w := range res.Warnings {
+			fmt.Fprintf(env.Stderr, "pkie pec get: WARNING: %s\n", termtext.Escape(w))
+		}
+	}
 
 	var body io.Writer = env.Stdout
 	if *output != "" {
@@ -335,8 +387,170 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
-	if res.Verdict != nil && res.Verdict.Result != check.Trusted {
-		fmt.Fprintf(env.Stderr, "pkie pec get: %s, fetched anyway because of --warn\n", res.Verdict.Result)
+	if res.ExitStatus == ExitFetchedWithWarnings {
+		// The body may have scrolled the first warning away.
+		fmt.Fprintf(env.Stderr, "pkie pec get: WARNING: fetched WITHOUT the required evidence (%s); exit status %d\n",
+			termtext.Escape(strings.Join(lacking(res.Verdict, res.Missing), ", ")), ExitFetchedWithWarnings)
+		return &exitError{code: ExitFetchedWithWarnings}
+	}
+	return nil
+}
+
+// ExitFetchedWithWarnings is pkie pec get's exit status when --warn let a
+// fetch through without a trusted verdict: not 0, so that no script takes
+// it for a clean fetch, and not 1, which means nothing was fetched.
+const ExitFetchedWithWarnings = 3
+
+// fetchWarnings says, one line each, that the fetch went ahead without a
+// trusted verdict and which required evidence was missing and why.
+func fetchWarnings(r *pecResult) []string {
+	v := r.Verdict
+	if v == nil {
+		return []string{"fetched anyway because of --warn, and no verdict was recorded"}
+	}
+	out := []string{fmt.Sprintf("the verdict is %s, not trusted: fetched anyway because of --warn; what was fetched is not vouched for (a revoked or misissued certificate would look the same)",
+		strings.ToUpper(string(v.Result)))}
+	seen := map[string]bool{}
+	for _, a := range v.Sources {
+		if !a.Required || a.Status == check.Pass {
+			continue
+		}
+		seen[a.Source] = true
+		why := a.Detail
+		if slices.Contains(r.Missing, a.Source) {
+			why = "no answer from the cloud by the deadline (--proof-timeout): " + why
+		}
+		out = append(out, fmt.Sprintf("missing %s evidence (%s): %s", a.Source, a.Status, why))
+	}
+	for _, m := range r.Missing {
+		if !seen[m] {
+			out = append(out, fmt.Sprintf("missing %s evidence: no answer from the cloud by the deadline (--proof-timeout)", m))
+		}
+	}
+	return out
+}
+
+// lacking names the required evidence that did not pass, and the
+// enhancements the cloud had not answered.
+func lacking(v *check.Verdict, missing []string) []string {
+	var out []string
+	if v != nil {
+		for _, a := range v.Sources {
+			if a.Required && a.Status != check.Pass {
+				out = append(out, a.Source)
+			}
+		}
+	}
+	for _, m := range missing {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "no verdict")
+	}
+	return out
+}
+
+// checkRequire refuses a --require naming evidence that is not
+// configured, as the dialer would, but before the cloud is reached.
+func checkRequire(reg *pkie.Registry, vs []pkie.Verifier, require []string) error {
+	have := []string{"ca"}
+	for _, v := range vs {
+		have = append(have, reg.Name(v.ID()))
+	}
+	slices.Sort(have)
+	enhancement := false
+	for _, r := range require {
+		if !slices.Contains(have, r) {
+			return usageError("--require: required source %q is not configured (have %s)", r, strings.Join(have, ", "))
+		}
+		enhancement = enhancement || r != "ca"
+	}
+	if !enhancement {
+		return usageError("--require names no enhancement: a CA signature alone is what PEC adds evidence to (have %s)", strings.Join(have, ", "))
+	}
+	return nil
+}
+
+// siteDialer connects to the site as pkie check's probe does: a name
+// mapped by --resolve to its addresses, any other by DNS, and, without
+// allowPrivate, never to a loopback, private or other non-public
+// address. The addresses are judged after resolution and dialled as
+// judged, so a name cannot resolve to one address for the guard and to
+// another for the connection.
+func siteDialer(r *resolves, allowPrivate bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("port %q of %s: %w", p, addr, err)
+		}
+		as, err := r.lookup(ctx, host, port)
+		if err != nil {
+			return nil, fmt.Errorf("%w %s: %w", probe.ErrResolve, host, err)
+		}
+		var d net.Dialer
+		var errs []error
+		for _, a := range as {
+			if why := probe.NonPublic(a.Addr()); why != "" && !allowPrivate {
+				errs = append(errs, &probe.ForbiddenAddressError{Addr: a.Addr(), Reason: why})
+				continue
+			}
+			c, err := d.DialContext(ctx, network, a.String())
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
+		}
+		if len(errs) == 0 {
+			return nil, fmt.Errorf("%w %s: no address", probe.ErrResolve, host)
+		}
+		return nil, dialErrors(errs)
+	}
+}
+
+// dialErrors are the failures of each address of a site, on one line;
+// errors.Is and errors.As see each.
+type dialErrors []error
+
+func (e dialErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e dialErrors) Unwrap() []error { return e }
+
+// guardMapped refuses, before any I/O, a URL whose host is a non-public
+// IP literal or is mapped by --resolve to a non-public address, unless
+// allowPrivate; names resolved by DNS are judged when dialled.
+func guardMapped(r *resolves, u *url.URL, allowPrivate bool) error {
+	if allowPrivate {
+		return nil
+	}
+	port := 443
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return usageError("%q: port %q is not 1-65535", clipArg(u.String()), p)
+		}
+		port = n
+	}
+	host := u.Hostname()
+	as, ok := r.find(host, port)
+	if ip, err := netip.ParseAddr(host); !ok && err == nil {
+		as = []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(port))}
+	}
+	for _, a := range as {
+		if why := probe.NonPublic(a.Addr()); why != "" {
+			return usageError("%s is %s (%s), which pkie pec get refuses to connect to without --allow-private", clipArg(host), a.Addr(), why)
+		}
 	}
 	return nil
 }
@@ -348,6 +562,10 @@ func pecGet(ctx context.Context, env *Env, args []string) error {
 func printPECResult(w io.Writer, r *pecResult) {
 	if v := r.Verdict; v != nil {
 		fmt.Fprintf(w, "%s  %s\n", termtext.Escape(r.URL), strings.ToUpper(string(v.Result)))
+		if r.ExitStatus == ExitFetchedWithWarnings {
+			fmt.Fprintf(w, "  WARNING  fetched anyway because of --warn, WITHOUT the required evidence (%s)\n",
+				termtext.Escape(strings.Join(lacking(v, r.Missing), ", ")))
+		}
 		fmt.Fprintf(w, "  %s\n", termtext.Escape(v.Headline))
 		if v.SHA256 != "" {
 			fmt.Fprintf(w, "  sha256   %s\n", v.SHA256)

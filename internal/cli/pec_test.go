@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/internal/testbed"
@@ -102,7 +104,7 @@ func newPECWorld(t *testing.T) *pecWorld {
 
 func (w *pecWorld) flags(extra ...string) []string {
 	return append([]string{"--cloud", w.bundle, "--ct-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
-		"--roots", w.roots, "--resolve", "good.test=127.0.0.1", "--resolve", "revoked.test=127.0.0.1", "--resolve", "evil.test=127.0.0.1"}, extra...)
+		"--roots", w.roots, "--allow-private", "--resolve", "good.test=127.0.0.1", "--resolve", "revoked.test=127.0.0.1", "--resolve", "evil.test=127.0.0.1"}, extra...)
 }
 
 func (w *pecWorld) url(site string) string { return "https://" + site + ":" + w.port[site] + "/" }
@@ -245,8 +247,195 @@ func TestPECGetDeadline(t *testing.T) {
 		t.Fatalf("pec get with no time for proofs: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", "--warn", w.url("good.test"))...)...)
-	if code != 0 || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") || !strings.Contains(errs, "fetched anyway because of --warn") {
+	if code != ExitFetchedWithWarnings || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") ||
+		!strings.HasPrefix(errs, "pkie pec get: WARNING: the verdict is INCONCLUSIVE") {
 		t.Fatalf("pec get --warn: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, name := range []string{"ct", "revocation", "notary"} {
+		if !strings.Contains(errs, "missing "+name+" evidence (unknown): no answer from the cloud by the deadline") {
+			t.Errorf("stderr does not say %s was missing at the deadline:\n%s", name, errs)
+		}
+	}
+}
+
+// A cloud that withholds evidence (here one that hosts only the notary:
+// asked for ct and revocation proofs, it gives none) lets pkie pec get
+// --warn fetch a revoked site. That fetch must not pass for a clean one:
+// standard error leads with a warning naming each missing enhancement and
+// why, the text output and --json say so, and the exit status is 3.
+// Without --warn nothing is fetched.
+func TestPECGetWarnWithholdingCloud(t *testing.T) {
+	w := newPECWorld(t)
+	c, err := testbed.StartCloud(context.Background(), testbed.CloudOptions{Name: "withholding.test", Notary: true,
+		Resolve: map[string]string{"revoked.test": "127.0.0.1:" + w.port["revoked.test"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	b, err := json.Marshal(c.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "withholding.bundle")
+	if err := os.WriteFile(bundle, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := func(extra ...string) []string {
+		return append([]string{"pec", "get", "--cloud", bundle, "--ct-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
+			"--roots", w.roots, "--allow-private", "--resolve", "revoked.test=127.0.0.1"}, append(extra, w.url("revoked.test"))...)
+	}
+
+	code, out, errs := runCLI(t, args()...)
+	if code != ExitNegative || strings.Contains(out, "HTTP/1.1") {
+		t.Fatalf("without --warn: exit %d\n%s\n%s", code, out, errs)
+	}
+
+	code, out, errs = runCLI(t, args("--warn")...)
+	if code != ExitFetchedWithWarnings {
+		t.Errorf("--warn: exit %d, want %d\n%s\n%s", code, ExitFetchedWithWarnings, out, errs)
+	}
+	lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+	if !strings.HasPrefix(lines[0], "pkie pec get: WARNING: the verdict is INCONCLUSIVE, not trusted: fetched anyway because of --warn") {
+		t.Errorf("stderr does not lead with the warning:\n%s", errs)
+	}
+	for _, name := range []string{"ct", "revocation"} {
+		if !strings.Contains(errs, "WARNING: missing "+name+" evidence (unknown): ") || !strings.Contains(errs, "does not host enhancement "+name) {
+			t.Errorf("stderr does not name the missing %s evidence and why:\n%s", name, errs)
+		}
+	}
+	if last := lines[len(lines)-1]; last != "pkie pec get: WARNING: fetched WITHOUT the required evidence (ct, revocation); exit status 3" {
+		t.Errorf("last stderr line %q", last)
+	}
+	if !strings.Contains(out, "WARNING  fetched anyway because of --warn, WITHOUT the required evidence (ct, revocation)") ||
+		!strings.Contains(out, "HTTP/1.1 200 OK") || !strings.Contains(out, "<h1>revoked.test</h1>") {
+		t.Errorf("stdout:\n%s", out)
+	}
+
+	code, out, errs = runCLI(t, args("--warn", "--json")...)
+	var res struct {
+		Verdict struct {
+			Result string `json:"verdict"`
+		} `json:"verdict"`
+		Warnings   []string `json:"warnings"`
+		ExitStatus int      `json:"exit_status"`
+		Status     int      `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if code != ExitFetchedWithWarnings || res.ExitStatus != ExitFetchedWithWarnings || res.Status != 200 || res.Verdict.Result != "inconclusive" ||
+		len(res.Warnings) != 3 || !strings.Contains(res.Warnings[2], "missing revocation evidence") {
+		t.Errorf("--json: exit %d, %+v\n%s", code, res, errs)
+	}
+}
+
+// pkie pec get checks what it can without the network (the pinned keys,
+// --require) before it reaches the cloud: the cloud here is a pair of
+// sockets that count what arrives, and nothing may.
+func TestPECGetValidatesBeforeNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	var mu sync.Mutex
+	reached := 0
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			reached++
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			mu.Lock()
+			reached++
+			mu.Unlock()
+		}
+	}()
+	b, err := json.Marshal(pecwire.Bundle{Version: 1, Name: "counting", Points: []pecwire.Point{{QUIC: pc.LocalAddr().String(), TCP: ln.Addr().String()}},
+		SPKISHA256: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "counting.bundle")
+	if err := os.WriteFile(bundle, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := checkpoint.GenerateKey("log.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad ct key", []string{"--ct-key", "not a key"}, "--ct-key: "},
+		{"missing ct key file", []string{"--ct-key", "@/nonexistent/log.pub"}, "--ct-key: "},
+		{"require unconfigured", []string{"--revocation-key", key, "--require", "ca,ct"}, `required source "ct" is not configured (have ca, revocation)`},
+		{"require unknown", []string{"--ct-key", key, "--require", "ct,nosuch"}, `required source "nosuch" is not configured`},
+		{"require only ca", []string{"--ct-key", key, "--require", "ca"}, "--require names no enhancement"},
+		{"no enhancement", nil, "no enhancement to check"},
+		{"loopback site", []string{"--ct-key", key, "--resolve", "site.test=127.0.0.1"}, "site.test is 127.0.0.1 (Loopback), which pkie pec get refuses to connect to without --allow-private"},
+		{"private IP literal", []string{"--ct-key", key, "--url", "https://10.1.2.3/"}, "10.1.2.3 is 10.1.2.3 (Private-Use)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			url := "https://site.test/"
+			args := []string{"pec", "get", "--cloud", bundle, "--transport", "tcp", "--max-time", "20s"}
+			for i := 0; i < len(tt.args); i++ {
+				if tt.args[i] == "--url" {
+					url = tt.args[i+1]
+					i++
+					continue
+				}
+				args = append(args, tt.args[i])
+			}
+			code, out, errs := runCLI(t, append(args, url)...)
+			mu.Lock()
+			n := reached
+			reached = 0
+			mu.Unlock()
+			if code != ExitUsage || out != "" || !strings.Contains(errs, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errs, tt.want)
+			}
+			if n != 0 {
+				t.Errorf("the cloud was reached %d times before the usage error", n)
+			}
+		})
+	}
+}
+
+// Without --allow-private, pkie pec get refuses a site on a non-public
+// address as pkie check does: one mapped by --resolve before any I/O
+// (TestPECGetValidatesBeforeNetwork), one found by DNS when dialled.
+func TestPECGetRefusesLoopback(t *testing.T) {
+	w := newPECWorld(t)
+	code, out, errs := runCLI(t, "pec", "get", "--cloud", w.bundle, "--ct-key", "@"+w.logKey, "--revocation-key", "@"+w.revKey,
+		"--roots", w.roots, "https://localhost:"+w.port["good.test"]+"/")
+	if code != ExitUsage || strings.Contains(out, "HTTP/1.1") || !strings.Contains(errs, "address is not public (Loopback): refusing to connect") ||
+		!strings.Contains(errs, "--allow-private allows it") {
+		t.Fatalf("localhost without --allow-private: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "pec", "get", "--cloud", w.bundle, "--ct-key", "@"+w.logKey, "--revocation-key", "@"+w.revKey,
+		"--roots", w.roots, "--resolve", "good.test=127.0.0.1", w.url("good.test"))
+	if code != ExitUsage || out != "" || !strings.Contains(errs, "without --allow-private") {
+		t.Fatalf("good.test mapped to loopback without --allow-private: exit %d\n%s\n%s", code, out, errs)
 	}
 }
 
@@ -255,6 +444,10 @@ func TestPECGetDeadline(t *testing.T) {
 // 2, the operational-error status; pkie check --cloud does the same.
 // What the bundle's operator named it is shown escaped.
 func TestPECGetCloudUnreachable(t *testing.T) {
+	_, key, err := checkpoint.GenerateKey("log.test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Two points, each a port that was just bound and released, so
 	// nothing listens on it over TCP or UDP.
 	var points []pecwire.Point
@@ -278,7 +471,7 @@ func TestPECGetCloudUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"pec", "get", "--cloud", bundle, "https://good.test:1/"},
+		{"pec", "get", "--cloud", bundle, "--ct-key", key, "https://good.test:1/"},
 		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", strings.Repeat("A", 44), "good.test:1"},
 	} {
 		code, out, errs := runCLI(t, args...)

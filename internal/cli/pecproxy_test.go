@@ -152,7 +152,7 @@ func TestPECProxy(t *testing.T) {
 	get := func(name, addr string, extra ...string) (int, string, string) {
 		_, port, _ := net.SplitHostPort(addr)
 		args := []string{"pec", "get", "--json", "-o", body, "--cloud", bundle, "--ct-key", "@" + logKey, "--revocation-key", "@" + revKey,
-			"--roots", roots, "--resolve", name + "=127.0.0.1", "--transport", "tcp"}
+			"--roots", roots, "--allow-private", "--resolve", name + "=127.0.0.1", "--transport", "tcp"}
 		return runCLI(t, append(append(args, extra...), "https://"+name+":"+port+"/hello")...)
 	}
 	type result struct {

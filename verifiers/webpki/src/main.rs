@@ -4,6 +4,7 @@
 
 mod codes;
 mod request;
+mod work;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -249,14 +250,59 @@ fn verify(req: &Request) -> Verdict {
             return v.fail("malformed", "empty chain".to_owned());
         }
     };
-    let leaf = EndEntityCert::try_from(leaf_der);
-    v.chain_ns = start.elapsed().as_nanos();
-    let leaf = match leaf {
+    let leaf = match EndEntityCert::try_from(leaf_der) {
         Ok(l) => l,
         Err(e) => {
+            v.chain_ns = start.elapsed().as_nanos();
             return v.fail(codes::code_for(&e), format!("leaf certificate: {e:?}"));
         }
     };
+    // The candidates are parsed here once, with webpki's own parser, only
+    // to bound the path search below (work.rs); webpki parses them again
+    // while it builds paths.
+    let parsed: Vec<Option<EndEntityCert<'_>>> = intermediates
+        .iter()
+        .map(|c| EndEntityCert::try_from(c).ok())
+        .collect();
+    let spkis: Vec<Option<_>> = parsed
+        .iter()
+        .map(|c| c.as_ref().map(|c| c.subject_public_key_info()))
+        .collect();
+    let nodes: Vec<Option<work::Node<'_>>> = parsed
+        .iter()
+        .zip(&spkis)
+        .map(|(c, spki)| match (c, spki) {
+            (Some(c), Some(spki)) => Some(work::Node {
+                subject: c.subject(),
+                issuer: c.issuer(),
+                spki: spki.as_ref(),
+            }),
+            _ => None,
+        })
+        .collect();
+    let leaf_spki = leaf.subject_public_key_info();
+    let leaf_node = work::Node {
+        subject: leaf.subject(),
+        issuer: leaf.issuer(),
+        spki: leaf_spki.as_ref(),
+    };
+    let candidate_bytes: u64 = intermediates.iter().map(|c| c.as_ref().len() as u64).sum();
+    let estimate = work::estimate(
+        &leaf_node,
+        &nodes,
+        candidate_bytes,
+        anchors.iter().map(|a| a.subject.as_ref().len()),
+    );
+    v.chain_ns = start.elapsed().as_nanos();
+    if estimate.work > work::MAX_WORK {
+        return v.fail(
+            "limits",
+            format!(
+                "path building refused by the helper before webpki ran: up to {} paths by name, each re-reading {} units of candidates and anchors, is more than its bound of {} units of work",
+                estimate.calls, estimate.per_call, work::MAX_WORK
+            ),
+        );
+    }
 
     // Path building, signatures, validity and EKU.
     let usage = match req.purpose {

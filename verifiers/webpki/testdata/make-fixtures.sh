@@ -144,3 +144,25 @@ done
 issue limits-leaf '/CN=www.example.com' junk-A $EE_START $EE_END "$SERVER\n$SAN"
 cat limits-a?.pem limits-b?.pem limits-c?.pem >limits-intermediates.pem
 rm -f limits-a?.pem limits-b?.pem limits-c?.pem junk-*.pem
+
+# Mesh: 62 CAs all named "pkie mesh" and issued by that name (signed by a
+# key none of them holds), under a leaf issued by "pkie mesh"; about 28 KB
+# of DER. No path reaches a root by name, so webpki checks no signature
+# and its own budget allows 200,000 build-chain calls, each re-parsing
+# every candidate (seconds of CPU). The helper refuses the request before
+# path building (src/work.rs).
+issue junk-mesh '/CN=pkie mesh' self $CA_START $CA_END "$CA"
+rm -f mesh-*.pem
+i=0
+while [ $i -lt 62 ]; do
+	issue "mesh-$i" '/CN=pkie mesh' junk-mesh $CA_START $CA_END "$CA"
+	i=$((i + 1))
+done
+issue mesh-leaf '/CN=www.example.com' junk-mesh $EE_START $EE_END "$SERVER\n$SAN"
+i=0
+while [ $i -lt 62 ]; do
+	cat "mesh-$i.pem"
+	rm "mesh-$i.pem"
+	i=$((i + 1))
+done >mesh-intermediates.pem
+rm -f junk-mesh.pem

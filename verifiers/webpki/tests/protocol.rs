@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -430,6 +431,13 @@ fn verdicts() {
             "www.example.com",
             "limits",
         ),
+        case(
+            "mesh refused before path building",
+            &["root"],
+            &["mesh-leaf", "mesh-intermediates"],
+            "www.example.com",
+            "limits",
+        ),
     ];
     let (mut h, _) = Helper::start();
     let mut table = String::new();
@@ -463,6 +471,64 @@ fn verdicts() {
         }
     }
     println!("{table}");
+    let (status, _) = h.finish();
+    assert!(status.success());
+}
+
+/// The mesh (62 CAs of one name issuing one another, no path to a root) is
+/// refused by the helper's own bound before webpki runs, while the layered
+/// fixture, within that bound, still meets webpki's own signature budget,
+/// and an ordinary chain still verifies after both.
+#[test]
+fn mesh_is_refused_before_path_building() {
+    let (mut h, _) = Helper::start();
+    let mut mesh = pem("mesh-leaf");
+    mesh.extend(pem("mesh-intermediates"));
+    assert_eq!(mesh.len(), 63);
+    let start = Instant::now();
+    let a = h.send(&request(
+        1,
+        &pem("root"),
+        &mesh,
+        "www.example.com",
+        T,
+        "server",
+    ));
+    let took = start.elapsed();
+    assert_eq!(a["code"], "limits", "{a}");
+    assert_eq!(a["valid"], false, "{a}");
+    let reason = a["reason"].as_str().expect("reason");
+    assert!(
+        reason.starts_with("path building refused by the helper before webpki ran"),
+        "{reason}"
+    );
+    assert_eq!(a["phases"]["verify_ns"], 0, "webpki was called: {a}");
+    // The refusal takes well under a millisecond; the bound only guards
+    // against path building having run (seconds in this debug build).
+    assert!(took < Duration::from_secs(2), "answered in {took:?}");
+
+    let mut layered = pem("limits-leaf");
+    layered.extend(pem("limits-intermediates"));
+    let a = h.send(&request(
+        2,
+        &pem("root"),
+        &layered,
+        "www.example.com",
+        T,
+        "server",
+    ));
+    assert_eq!(a["code"], "limits", "{a}");
+    assert_eq!(a["reason"], "MaximumSignatureChecksExceeded", "{a}");
+
+    let a = h.send(&request(
+        3,
+        &pem("root"),
+        &[one("leaf"), one("int")],
+        "www.example.com",
+        T,
+        "server",
+    ));
+    assert_eq!(a["code"], "ok", "{a}");
     let (status, _) = h.finish();
     assert!(status.success());
 }
