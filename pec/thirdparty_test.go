@@ -63,6 +63,8 @@ type thirdPartyWorld struct {
 	server *pecServer
 	pki    *testPKI
 	dialer *Dialer
+	// metrics reads the cloud's /metrics.
+	metrics *csWorld
 }
 
 func newThirdPartyWorld(t *testing.T, observe func(hello []byte)) *thirdPartyWorld {
@@ -92,6 +94,7 @@ func newThirdPartyWorld(t *testing.T, observe func(hello []byte)) *thirdPartyWor
 		SPKISHA256: hex.EncodeToString(w.pin[:])}
 	w.client = dialCloud(t, bundle, TransportTCP)
 	cs := &csWorld{client: w.client, cloud: &testbed.Cloud{HTTP: metrics.URL}}
+	w.metrics = cs
 	allow, _ := AllowBundle(bundle)
 	w.server = cs.startServer(t, ServerConfig{Clouds: allow, TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.pki.leaf.TLSCertificate()}}})
 	w.dialer = &Dialer{Cloud: w.client, Verifiers: []pkie.Verifier{gateVerifier{pub: g.key.Public().(ed25519.PublicKey)}}, Registry: reg,
@@ -225,5 +228,14 @@ func TestDialerCopiedTicket(t *testing.T) {
 	w.dialSite(t, 6)
 	if copies != 6 {
 		t.Fatalf("the observer copied %d ClientHellos, want 6", copies)
+	}
+	// Of the three uses of each ticket (the copy, the copy with another
+	// chain, the server's) one was taken; the copy, mostly first at the
+	// cloud, ran out of its 1 ms unheard by the client.
+	if got := w.metrics.metric(t, `pkie_cloud_submissions_total{outcome="replayed_ticket"}`); got != 12 {
+		t.Errorf("%d uses of a used ticket refused, want 12", got)
+	}
+	if got := w.metrics.metric(t, `pkie_cloud_proofs_total{pkie="gate",status="timeout_unsent"}`); got < 1 {
+		t.Errorf("no copy ran out of its budget: the test did not test it")
 	}
 }
