@@ -202,10 +202,17 @@ type session struct {
 	started   time.Time // start of the race that opened it
 	at        time.Time // Registered
 
+	// ticketKey mints the PEC extension's tickets (pecwire.Ticket); nil
+	// if the connection exports none, and then no extension names this
+	// session.
+	ticketKey []byte
+
 	// guarded by Client.mu
 	aux  bool
 	refs int
 	dead bool
+	// tickets counts the tickets minted on this session.
+	tickets uint32
 
 	// answered is set once the cloud answered a ping or delivered an
 	// outcome on this session.
@@ -599,6 +606,11 @@ func (c *Client) register(ctx context.Context, t target, transport, addr string,
 		id:      r.ClientID,
 		started: start, at: now, rtt: now.Sub(sent),
 		maxFrame: int(r.MaxFrame),
+	}
+	if key, err := conn.TicketKey(); err == nil {
+		s.ticketKey = key
+	} else {
+		c.log.Warn("pec: no ticket key for the PEC extension; connections go client-only", "cloud", s.label, "err", err)
 	}
 	if s.maxFrame <= 0 || s.maxFrame > pecwire.MaxFrameLimit {
 		s.maxFrame = pecwire.DefaultMaxFrame

@@ -2,9 +2,12 @@ package pec
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -23,6 +26,31 @@ func (c *Client) Presence() (id pecwire.ClientID, at Addr, rtt time.Duration, ok
 	rtt = s.rtt
 	s.pmu.Unlock()
 	return s.id, Addr{Transport: s.transport, HostPort: s.addr}, rtt, true
+}
+
+// NewExtension returns the PEC extension for one connection to the server
+// named serverName (the ClientHello's SNI) at port, asking for requests:
+// the client's identifier at its point of presence, a fresh nonce and a
+// ticket for exactly that nonce, name, port and requests, which lets a
+// PEC server submit for the client once. ok is false when the client has
+// no registered session (during a failover) or has run out of tickets on
+// it: the connection then goes without the extension, client-only.
+func (c *Client) NewExtension(serverName string, port int, requests []pkie.Request) (e *Extension, ok bool) {
+	if port < 0 || port > 65535 || len(requests) == 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.cur
+	if s == nil || c.closed || s.dead || s.ticketKey == nil || s.tickets == math.MaxUint32 {
+		return nil, false
+	}
+	e = &Extension{ClientID: s.id, Requests: requests, Cloud: Addr{Transport: s.transport, HostPort: s.addr}}
+	rand.Read(e.Nonce[:])
+	e.Ticket = pecwire.MintTicket(s.ticketKey, s.tickets, &pecwire.Submit{
+		ClientID: s.id, Nonce: e.Nonce, ServerName: serverName, Port: uint16(port), Requests: requests})
+	s.tickets++
+	return e, true
 }
 
 // SubmitExpected turns p, an expectation from Expect that has not yet

@@ -3,7 +3,6 @@ package pec
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"net"
 	"strconv"
@@ -90,7 +89,6 @@ func (st *dialState) handshake(ctx context.Context, raw net.Conn, conf *tls.Conf
 	if key == "" {
 		key = raw.RemoteAddr().String()
 	}
-	id, at, _, ok := d.Cloud.Presence()
 	if d.Cloud.Private() && !st.reusable(key) {
 		// Privacy mode: an identifier from the forwarder, a key for
 		// this connection, and the forwarder's address (privacy.go).
@@ -101,16 +99,19 @@ func (st *dialState) handshake(ctx context.Context, raw net.Conn, conf *tls.Conf
 				d.Cloud.Forget(p, "the PEC extension could not be built")
 			}
 		}
-	} else if ok && !st.reusable(key) {
-		e := &Extension{ClientID: id, Requests: d.requests, Cloud: at}
-		rand.Read(e.Nonce[:])
-		if body, err := e.Marshal(); err == nil {
-			ids := make([]pkie.ID, len(d.requests))
-			for i, r := range d.requests {
-				ids[i] = r.ID
+	} else if !st.reusable(key) {
+		// The ticket binds what the server will submit: the SNI as
+		// sent (empty for an IP address), the port dialled, the
+		// requests. No registered session: no extension, client-only.
+		if e, ok := d.Cloud.NewExtension(conf.ServerName, st.port, d.requests); ok {
+			if body, err := e.Marshal(); err == nil {
+				ids := make([]pkie.ID, len(d.requests))
+				for i, r := range d.requests {
+					ids[i] = r.ID
+				}
+				cs.ext = body
+				cs.pending = d.Cloud.expectHeld(e.Nonce, ids, d.handshakeTimeout()+d.proofTimeout())
 			}
-			cs.ext = body
-			cs.pending = d.Cloud.expectHeld(e.Nonce, ids, d.handshakeTimeout()+d.proofTimeout())
 		}
 	}
 	uc := utls.UClient(raw, st.utlsConfig(conf), utls.HelloCustom)

@@ -49,6 +49,7 @@ const (
 	fieldEphID     = 5
 	fieldKey       = 6
 	fieldForwarder = 7
+	fieldTicket    = 8
 )
 
 // Transport codes of an address field.
@@ -77,6 +78,11 @@ type Extension struct {
 	// Cloud is the point of presence the client is registered with: only
 	// there does its identifier name it.
 	Cloud Addr
+	// Ticket, beside ClientID, is what lets a PEC server submit for the
+	// client once (pecwire.Ticket): minted by the client under a key it
+	// shares with the cloud, for this nonce, server name, port and
+	// requests. Client.NewExtension makes one.
+	Ticket pecwire.Ticket
 
 	// The privacy fields (PEC paper §7, the privacy forwarder). All
 	// optional.
@@ -190,6 +196,9 @@ func (e *Extension) Marshal() ([]byte, error) {
 	if !e.Forwarder.IsZero() {
 		field(fieldForwarder, appendAddr(nil, e.Forwarder))
 	}
+	if len(e.EphID) == 0 {
+		field(fieldTicket, append(binary.BigEndian.AppendUint32(nil, e.Ticket.Counter), e.Ticket.Tag[:]...))
+	}
 	if len(b) > MaxExtension {
 		return nil, fmt.Errorf("pec: extension of %d bytes exceeds %d", len(b), MaxExtension)
 	}
@@ -203,8 +212,8 @@ func (e *Extension) check() error {
 	if len(e.EphID) > MaxEphID {
 		return fmt.Errorf("pec: extension: EphID of %d bytes, at most %d", len(e.EphID), MaxEphID)
 	}
-	if len(e.EphID) > 0 && e.ClientID != (pecwire.ClientID{}) {
-		return errors.New("pec: extension: an EphID replaces the client identifier; set one, not both")
+	if len(e.EphID) > 0 && (e.ClientID != (pecwire.ClientID{}) || e.Ticket != (pecwire.Ticket{})) {
+		return errors.New("pec: extension: an EphID replaces the client identifier and its ticket; set one, not both")
 	}
 	if err := e.Cloud.Check(); err != nil {
 		return fmt.Errorf("pec: extension: cloud %w", err)
@@ -274,6 +283,13 @@ func ParseExtension(b []byte) (*Extension, error) {
 			e.HasKey = true
 		case fieldForwarder:
 			e.Forwarder, err = parseAddr(v)
+		case fieldTicket:
+			if len(v) != pecwire.TicketSize {
+				err = fmt.Errorf("%d bytes, want %d", len(v), pecwire.TicketSize)
+				break
+			}
+			e.Ticket.Counter = binary.BigEndian.Uint32(v)
+			copy(e.Ticket.Tag[:], v[4:])
 		default:
 			// A later version's optional field.
 		}
@@ -290,6 +306,8 @@ func ParseExtension(b []byte) (*Extension, error) {
 		return nil, errors.New("pec: extension names no cloud")
 	case seen[fieldClientID] == seen[fieldEphID]:
 		return nil, errors.New("pec: extension needs exactly one of a client identifier and an EphID")
+	case seen[fieldClientID] != seen[fieldTicket]:
+		return nil, errors.New("pec: extension needs a ticket with a client identifier, and none with an EphID")
 	}
 	return e, nil
 }

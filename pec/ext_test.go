@@ -22,12 +22,13 @@ func sampleExtension() *Extension {
 		Nonce:    pecwire.Nonce{9, 8, 7, 6, 5, 4, 3, 2},
 		Requests: []pkie.Request{{ID: pkie.CT}, {ID: pkie.Revocation}, {ID: pkie.Notary, Params: []byte{1}}},
 		Cloud:    Addr{Transport: pecwire.QUIC, HostPort: "127.0.0.1:4433"},
+		Ticket:   pecwire.Ticket{Counter: 7, Tag: [pecwire.TicketTagSize]byte{0xa1, 15: 0x5e}},
 	}
 }
 
 func TestExtensionRoundTrip(t *testing.T) {
 	priv := sampleExtension()
-	priv.ClientID = pecwire.ClientID{}
+	priv.ClientID, priv.Ticket = pecwire.ClientID{}, pecwire.Ticket{}
 	priv.EphID = bytes.Repeat([]byte{0xEE}, MaxEphID)
 	priv.Key, priv.HasKey = [32]byte{1, 2, 3}, true
 	priv.Forwarder = Addr{Transport: pecwire.TCP, HostPort: "[::1]:8443"}
@@ -44,11 +45,11 @@ func TestExtensionRoundTrip(t *testing.T) {
 			t.Errorf("round trip:\n got %+v\nwant %+v", got, e)
 		}
 	}
-	// The size the documentation states: 53 bytes of body for the three
+	// The size the documentation states: 76 bytes of body for the three
 	// built-in enhancements and a 14-byte address.
 	b, _ := sampleExtension().Marshal()
-	if len(b) != 53 {
-		t.Errorf("extension body is %d bytes, docs/formats-pec.md says 53", len(b))
+	if len(b) != 76 {
+		t.Errorf("extension body is %d bytes, docs/formats-pec.md says 76", len(b))
 	}
 }
 
@@ -68,10 +69,11 @@ func TestParseExtensionRejects(t *testing.T) {
 	}
 	id, nonce := field(fieldClientID, []byte{1, 2, 3, 4}), field(fieldNonce, make([]byte, 8))
 	rq, cl := field(fieldRequests, reqs), field(fieldCloud, cloud)
-	if _, err := ParseExtension(base(id, nonce, rq, cl)); err != nil {
+	tk := field(fieldTicket, make([]byte, pecwire.TicketSize))
+	if _, err := ParseExtension(base(id, nonce, rq, cl, tk)); err != nil {
 		t.Fatalf("minimal extension refused: %v", err)
 	}
-	if _, err := ParseExtension(base(id, nonce, rq, cl, field(200, []byte("later")))); err != nil {
+	if _, err := ParseExtension(base(id, nonce, rq, cl, tk, field(200, []byte("later")))); err != nil {
 		t.Fatalf("unknown later field refused: %v", err)
 	}
 	for _, tc := range []struct {
@@ -83,23 +85,26 @@ func TestParseExtensionRejects(t *testing.T) {
 		{"version", append([]byte{2}, good[1:]...), "version 2"},
 		{"truncated", good[:len(good)-1], "remain"},
 		{"trailing header", append(append([]byte{}, good...), 9), "truncated field header"},
-		{"no nonce", base(id, rq, cl), "no nonce"},
-		{"no requests", base(id, nonce, cl), "no enhancement"},
-		{"no cloud", base(id, nonce, rq), "no cloud"},
-		{"no identity", base(nonce, rq, cl), "exactly one"},
-		{"both identities", base(id, nonce, rq, cl, field(fieldEphID, []byte{1})), "exactly one"},
-		{"out of order", base(nonce, id, rq, cl), "increasing order"},
-		{"repeated", base(id, nonce, nonce, rq, cl), "increasing order"},
-		{"short id", base(field(fieldClientID, []byte{1, 2, 3}), nonce, rq, cl), "want 4"},
-		{"long nonce", base(id, field(fieldNonce, make([]byte, 9)), rq, cl), "want 8"},
-		{"bad requests", base(id, nonce, field(fieldRequests, []byte{0, 1, 0}), cl), "truncated request"},
-		{"duplicate request", base(id, nonce, field(fieldRequests, append(reqs, reqs...)), cl), "twice"},
-		{"bad transport", base(id, nonce, rq, field(fieldCloud, append([]byte{3}, "a:1"...))), "transport"},
-		{"no port", base(id, nonce, rq, field(fieldCloud, append([]byte{addrQUIC}, "host"...))), "host:port"},
-		{"port 0", base(id, nonce, rq, field(fieldCloud, append([]byte{addrQUIC}, "h:0"...))), "port"},
-		{"control byte", base(id, nonce, rq, field(fieldCloud, append([]byte{addrQUIC}, "h\x00:1"...))), "byte 0x00"},
+		{"no nonce", base(id, rq, cl, tk), "no nonce"},
+		{"no requests", base(id, nonce, cl, tk), "no enhancement"},
+		{"no cloud", base(id, nonce, rq, tk), "no cloud"},
+		{"no identity", base(nonce, rq, cl, tk), "exactly one"},
+		{"both identities", base(id, nonce, rq, cl, field(fieldEphID, []byte{1}), tk), "exactly one"},
+		{"no ticket", base(id, nonce, rq, cl), "ticket"},
+		{"ticket with an EphID", base(nonce, rq, cl, field(fieldEphID, []byte{1}), tk), "ticket"},
+		{"short ticket", base(id, nonce, rq, cl, field(fieldTicket, make([]byte, pecwire.TicketSize-1))), "want 20"},
+		{"out of order", base(nonce, id, rq, cl, tk), "increasing order"},
+		{"repeated", base(id, nonce, nonce, rq, cl, tk), "increasing order"},
+		{"short id", base(field(fieldClientID, []byte{1, 2, 3}), nonce, rq, cl, tk), "want 4"},
+		{"long nonce", base(id, field(fieldNonce, make([]byte, 9)), rq, cl, tk), "want 8"},
+		{"bad requests", base(id, nonce, field(fieldRequests, []byte{0, 1, 0}), cl, tk), "truncated request"},
+		{"duplicate request", base(id, nonce, field(fieldRequests, append(reqs, reqs...)), cl, tk), "twice"},
+		{"bad transport", base(id, nonce, rq, field(fieldCloud, append([]byte{3}, "a:1"...)), tk), "transport"},
+		{"no port", base(id, nonce, rq, field(fieldCloud, append([]byte{addrQUIC}, "host"...)), tk), "host:port"},
+		{"port 0", base(id, nonce, rq, field(fieldCloud, append([]byte{addrQUIC}, "h:0"...)), tk), "port"},
+		{"control byte", base(id, nonce, rq, field(fieldCloud, append([]byte{addrQUIC}, "h\x00:1"...)), tk), "byte 0x00"},
 		{"long ephid", base(nonce, rq, cl, field(fieldEphID, make([]byte, MaxEphID+1))), "want 1-64"},
-		{"short key", base(id, nonce, rq, cl, field(fieldKey, make([]byte, 31))), "want 32"},
+		{"short key", base(id, nonce, rq, cl, field(fieldKey, make([]byte, 31)), tk), "want 32"},
 		{"oversize", make([]byte, MaxExtension+1), "exceeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +179,7 @@ func FuzzParseExtension(f *testing.F) {
 	b, _ := sampleExtension().Marshal()
 	f.Add(b)
 	e := sampleExtension()
-	e.ClientID, e.EphID, e.HasKey = pecwire.ClientID{}, []byte{1, 2}, true
+	e.ClientID, e.Ticket, e.EphID, e.HasKey = pecwire.ClientID{}, pecwire.Ticket{}, []byte{1, 2}, true
 	e.Forwarder = Addr{Transport: pecwire.TCP, HostPort: "fw.example:443"}
 	b, _ = e.Marshal()
 	f.Add(b)

@@ -372,10 +372,10 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		l.st.noChain.Add(1)
 		return
 	}
-	var m pecwire.Message = &pecwire.Submit{
+	var m pecwire.Message = &pecwire.ServerSubmit{Ticket: ext.Ticket, Submit: pecwire.Submit{
 		ClientID: ext.ClientID, Nonce: ext.Nonce, Budget: l.cfg.Budget,
 		ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain,
-	}
+	}}
 	if len(ext.EphID) > 0 {
 		// A client in privacy mode (privacy.go): the cloud seals the
 		// proofs to the client's key and sends them to its forwarder.

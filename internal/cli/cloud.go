@@ -292,7 +292,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	maxPending := fs.Int("max-pending", cloud.DefaultMaxPending, "messages queued for a session at most; a session that falls further behind is dropped")
 	maxJobs := fs.Int("max-jobs", cloud.DefaultMaxJobs, "submissions being proved at once; beyond it submissions are refused with busy at once")
 	perAddrJobs := fs.Int("max-jobs-per-addr", 0, "one submitter address's share of --max-jobs (default max-jobs/8)")
-	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client, whoever submits them")
+	perClientJobs := fs.Int("max-jobs-per-client", cloud.DefaultMaxJobsPerClient, "submissions being proved for one registered client: this many of its own, as many more by others for it (a quarter per submitter address)")
 	maxCalls := fs.Int("max-prover-calls", cloud.DefaultMaxProverCalls, "calls in flight to each prover; beyond it that enhancement answers busy")
 	maxBudget := fs.Duration("max-budget", cloud.DefaultMaxBudget, "longest a submission may wait for its proofs; also the budget of a submission that names none")
 	submitRate := fs.Float64("submit-rate", cloud.DefaultSubmitRate, "submissions a second from one address (IPv6: per /64), refused or not, with twice that as burst; negative: no limit")

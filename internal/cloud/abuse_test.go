@@ -13,7 +13,8 @@ import (
 
 // TestThirdPartyCannotEvictClient is the reviewer's reproduction: a
 // registered client, and a second session (over TCP) that sends 64
-// submissions for the client's identifier, each requesting 32
+// submissions for the client's identifier, with the tickets of 64 of its
+// ClientHellos (so the strongest third party), each requesting 32
 // enhancements the cloud does not host, every outcome pushed at once.
 // Before the fix, 2,048 outcomes met a queue of 256 and the cloud dropped
 // the client as a slow reader. The client's QUIC flow-control window is
@@ -45,10 +46,12 @@ func TestThirdPartyCannotEvictClient(t *testing.T) {
 	for i := range 32 {
 		reqs = append(reqs, pkie.Request{ID: pkie.ID(0x7000 + i)})
 	}
+	// The attacker holds the tickets of 64 of the client's ClientHellos.
+	mt := newMinter(t, victim)
 	for i := range 64 {
 		m := submitFor(vid, pecwire.Nonce{byte(i)}, chain, 5*time.Second)
 		m.Requests = reqs
-		send(t, attacker, m)
+		send(t, attacker, mt.forward(m))
 	}
 	// Every submission is handled before the Pong; the attacker was told
 	// nothing.
@@ -105,9 +108,10 @@ func TestOwnSubmissionsKeepTheirRoom(t *testing.T) {
 	victim, vid := tc.register(t, pecwire.QUIC)
 	server := tc.dial(t, pecwire.TCP)
 	chain := testChain(t, "example.com")
+	mt := newMinter(t, victim)
 	// (16 - 16/8) / 2 = 7 places for others: 7 slow jobs hold them.
 	for range 8 {
-		send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow))
+		send(t, server, mt.forward(submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow)))
 	}
 	expectNothing(t, server)
 	if a, r := counterValue(t, tc.m.submissions.WithLabelValues("accepted")), counterValue(t, tc.m.submissions.WithLabelValues("client_full")); a != 7 || r != 1 {
@@ -128,31 +132,31 @@ func TestSubmitRateLimited(t *testing.T) {
 	t.Run("session", func(t *testing.T) {
 		tc := startCloud(t, Config{Provers: []pkie.Prover{newSigner(idFast)}, SessionSubmitRate: 1e-3, SessionSubmitBurst: 3})
 		c := tc.dial(t, pecwire.TCP)
-		send(t, c, submitFor(unknown, randomNonce(t), chain, time.Second, idFast))
-		send(t, c, submitFor(unknown, randomNonce(t), [][]byte{[]byte("not DER")}, time.Second, idFast))
+		send(t, c, unticketed(submitFor(unknown, randomNonce(t), chain, time.Second, idFast)))
+		send(t, c, unticketed(submitFor(unknown, randomNonce(t), [][]byte{[]byte("not DER")}, time.Second, idFast)))
 		if r := recvAs[*pecwire.Reject](t, c); r.Code != pecwire.RejectInvalid {
 			t.Fatal(r.Code)
 		}
-		send(t, c, submitFor(unknown, randomNonce(t), chain, time.Second, idFast))
+		send(t, c, unticketed(submitFor(unknown, randomNonce(t), chain, time.Second, idFast)))
 		expectNothing(t, c)
 		fourth := submitFor(unknown, randomNonce(t), chain, time.Second, idFast)
-		send(t, c, fourth)
+		send(t, c, unticketed(fourth))
 		if r := recvAs[*pecwire.Reject](t, c); r.Code != pecwire.RejectLimited || r.Nonce != fourth.Nonce {
 			t.Fatalf("fourth submission: %v", r.Code)
 		}
 		// Another session has its own rate.
 		c2 := tc.dial(t, pecwire.QUIC)
-		send(t, c2, submitFor(unknown, randomNonce(t), chain, time.Second, idFast))
+		send(t, c2, unticketed(submitFor(unknown, randomNonce(t), chain, time.Second, idFast)))
 		expectNothing(t, c2)
 	})
 	t.Run("address", func(t *testing.T) {
 		tc := startCloud(t, Config{Provers: []pkie.Prover{newSigner(idFast)}, SubmitRate: 1e-3, SubmitBurst: 3})
 		a, b := tc.dial(t, pecwire.TCP), tc.dial(t, pecwire.QUIC)
 		for _, c := range []*pecwire.Conn{a, b, a} {
-			send(t, c, submitFor(unknown, randomNonce(t), chain, time.Second, idFast))
+			send(t, c, unticketed(submitFor(unknown, randomNonce(t), chain, time.Second, idFast)))
 			expectNothing(t, c)
 		}
-		send(t, b, submitFor(unknown, randomNonce(t), chain, time.Second, idFast))
+		send(t, b, unticketed(submitFor(unknown, randomNonce(t), chain, time.Second, idFast)))
 		if r := recvAs[*pecwire.Reject](t, b); r.Code != pecwire.RejectLimited {
 			t.Fatalf("fourth submission from one address: %v", r.Code)
 		}

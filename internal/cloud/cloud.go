@@ -151,9 +151,11 @@ type Config struct {
 	// (default MaxJobs/8).
 	MaxJobsPerAddr int
 	// MaxJobsPerClient bounds the submissions being proved for one
-	// registered client, whoever submits them: enough for a browser's
-	// burst of connections, and a bound on what submitters that know a
-	// client's identifier can push at it.
+	// registered client that it submitted itself (enough for a browser's
+	// burst of connections), and apart from those the ones other
+	// sessions submitted for it with its tickets, one submitter address
+	// holding at most a quarter: others' submissions never take the
+	// client's own room.
 	MaxJobsPerClient int
 	// MaxProverCalls bounds the calls in flight to each prover; past it
 	// the enhancement's outcome is ProofBusy at once.

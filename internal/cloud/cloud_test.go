@@ -90,6 +90,7 @@ func TestManyClients(t *testing.T) {
 	for i := range clients {
 		tr := transports[i%2]
 		c, id := tc.register(t, tr)
+		mt := newMinter(t, c)
 		chains := map[pecwire.Nonce][][]byte{}
 		for j := range each {
 			chains[pecwire.Nonce{byte(i), byte(j), 1}] = testChain(t, "example.com")
@@ -105,7 +106,7 @@ func TestManyClients(t *testing.T) {
 						}
 					} else {
 						smu.Lock()
-						err := server.Send(m, time.Now().Add(10*time.Second))
+						err := server.Send(mt.forward(m), time.Now().Add(10*time.Second))
 						smu.Unlock()
 						if err != nil {
 							return err

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -139,18 +138,8 @@ func (c *Cloud) submitSealed(from *session, m *pecwire.SealedSubmit) bool {
 		c.releaseJob(from.addr)
 		return reject(pecwire.RejectLimited, "the forwarder's session has no room for more outcomes: read them first")
 	}
-	budget := sub.Budget
-	if budget <= 0 || budget > c.cfg.MaxBudget {
-		budget = c.cfg.MaxBudget
-	}
-	name := strings.ToLower(sub.ServerName)
-	j := &job{
-		target: from, own: true, submitter: from.addr, key: sub.Digest(),
-		subject:  pkie.Subject{ServerName: name, Port: int(sub.Port), Chain: sub.Chain, Certs: certs},
-		reqs:     sub.Requests,
-		received: received, deadline: received.Add(budget),
-		seal: c.sealFor(key, m.EphID),
-	}
+	j := c.newJob(from, true, from.addr, sub, certs, received)
+	j.seal = c.sealFor(key, m.EphID)
 	c.m.submissions.WithLabelValues("sealed").Inc()
 	c.wg.Go(func() { c.run(j) })
 	return true

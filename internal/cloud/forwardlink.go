@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -106,7 +105,7 @@ func (c *Cloud) link(addr string) (*session, error) {
 	s := &session{
 		c: c, conn: conn, addr: addr, transport: conn.Transport(),
 		out: make(chan pecwire.Message, c.cfg.MaxPending), ctx: sctx, cancel: scancel,
-		inflight: map[dupKey]bool{}, done: map[dupKey]time.Time{},
+		inflight: map[dupKey]*job{}, done: map[dupKey]time.Time{}, otherBy: map[string]int{},
 	}
 	l.links[addr] = s
 	stop := context.AfterFunc(sctx, func() { conn.Close() })
@@ -195,18 +194,8 @@ func (c *Cloud) submitServerSealed(from *session, m *pecwire.ServerSealed) bool 
 			c.log.Warn("the session to a forwarder has no room for more outcomes", "forwarder", m.Forwarder)
 			return
 		}
-		budget := sub.Budget
-		if budget <= 0 || budget > c.cfg.MaxBudget {
-			budget = c.cfg.MaxBudget
-		}
-		name := strings.ToLower(sub.ServerName)
-		j := &job{
-			target: target, own: true, submitter: from.addr, key: sub.Digest(),
-			subject:  pkie.Subject{ServerName: name, Port: int(sub.Port), Chain: sub.Chain, Certs: certs},
-			reqs:     sub.Requests,
-			received: received, deadline: received.Add(budget),
-			seal: c.sealFor(key[:], eph),
-		}
+		j := c.newJob(target, true, from.addr, sub, certs, received)
+		j.seal = c.sealFor(key[:], eph)
 		c.m.submissions.WithLabelValues("server_sealed").Inc()
 		c.run(j)
 	})

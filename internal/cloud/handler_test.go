@@ -210,7 +210,8 @@ func TestServerSubmitsForClient(t *testing.T) {
 	server := tc.dial(t, pecwire.TCP)
 	nonce := randomNonce(t)
 	chain := testChain(t, "example.com")
-	send(t, server, submitFor(id, nonce, chain, 5*time.Second, idFast))
+	mt := newMinter(t, client)
+	send(t, server, mt.forward(submitFor(id, nonce, chain, 5*time.Second, idFast)))
 	p := recvAs[*pecwire.Proof](t, client)
 	if p.Nonce != nonce || p.Digest != submitFor(id, nonce, chain, 0, idFast).Digest() || p.Status != pecwire.ProofOK {
 		t.Fatalf("client got %+v", p)
@@ -220,8 +221,16 @@ func TestServerSubmitsForClient(t *testing.T) {
 	}
 	// A server submitting for an unknown client hears what it hears for
 	// a known one: nothing.
-	send(t, server, submitFor(pecwire.ClientID{1, 1, 1, 1}, nonce, chain, time.Second, idFast))
+	send(t, server, unticketed(submitFor(pecwire.ClientID{1, 1, 1, 1}, nonce, chain, time.Second, idFast)))
 	expectNothing(t, server)
+	// A submission for another client without a ticket is malformed,
+	// whoever the client: the identifier alone gives nothing.
+	for _, who := range []pecwire.ClientID{id, {1, 1, 1, 1}} {
+		send(t, server, submitFor(who, randomNonce(t), chain, time.Second, idFast))
+		if r := recvAs[*pecwire.Reject](t, server); r.Code != pecwire.RejectInvalid {
+			t.Fatalf("plain Submit for another client: %v", r.Code)
+		}
+	}
 	// A submitter keeps its session with pings, and may not register
 	// after submitting.
 	send(t, server, &pecwire.Ping{Seq: 7})
@@ -248,12 +257,13 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	tc := startCloud(t, Config{Provers: []pkie.Prover{s}})
 	client, id := tc.register(t, pecwire.QUIC)
 	server := tc.dial(t, pecwire.TCP)
+	mt := newMinter(t, client)
 	nonce := randomNonce(t)
 	chain := testChain(t, "example.com")
 	m := submitFor(id, nonce, chain, 10*time.Second, idSlow)
 	send(t, client, m)
 	<-s.started
-	send(t, server, m)
+	send(t, server, mt.forward(m))
 	dupe := *m
 	dupe.ServerName = "EXAMPLE.com" // one name, however spelled
 	send(t, client, &dupe)
@@ -266,7 +276,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	}
 	// After completion a copy is still a duplicate; the Pong queued after
 	// it is processed must be the next message.
-	send(t, server, m)
+	send(t, server, mt.forward(m))
 	send(t, client, m)
 	send(t, client, &pecwire.Ping{Seq: 1})
 	if pong := recvAs[*pecwire.Pong](t, client); pong.Seq != 1 {
@@ -281,7 +291,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	for other.Chain = testChain(t, "example.com"); len(other.Chain[0]) != len(chain[0]); {
 		other.Chain = testChain(t, "example.com")
 	}
-	send(t, server, &other)
+	send(t, server, mt.forward(&other))
 	p = recvAs[*pecwire.Proof](t, client)
 	if p.Status != pecwire.ProofOK || p.Digest != other.Digest() || s.calls.Load() != 2 {
 		t.Fatalf("other chain: %v after %d calls", p.Status, s.calls.Load())
@@ -292,7 +302,7 @@ func TestDuplicatesProvedOnce(t *testing.T) {
 	// Same nonce and chain, another name: also its own.
 	renamed := *m
 	renamed.ServerName = "evilxyz.com" // the same length as the original
-	send(t, server, &renamed)
+	send(t, server, mt.forward(&renamed))
 	if p := recvAs[*pecwire.Proof](t, client); p.Status != pecwire.ProofOK || s.calls.Load() != 3 {
 		t.Fatalf("other name: %v after %d calls", p.Status, s.calls.Load())
 	}
@@ -372,6 +382,7 @@ func TestSessionResourcesFreed(t *testing.T) {
 			slow.started = make(chan struct{}, 1)
 			tc := startCloud(t, Config{Provers: []pkie.Prover{slow}})
 			c, id := tc.register(t, tr)
+			mt := newMinter(t, c)
 			send(t, c, submitFor(id, randomNonce(t), testChain(t, "example.com"), 10*time.Second, idSlow))
 			<-slow.started
 			if s, j := tc.Load(); s != 1 || j != 1 || tc.Clients() != 1 {
@@ -384,7 +395,7 @@ func TestSessionResourcesFreed(t *testing.T) {
 			})
 			// The identifier is free: a submission for it goes nowhere.
 			c2, _ := tc.register(t, tr)
-			send(t, c2, submitFor(id, randomNonce(t), testChain(t, "example.com"), time.Second, idSlow))
+			send(t, c2, mt.forward(submitFor(id, randomNonce(t), testChain(t, "example.com"), time.Second, idSlow)))
 			expectNothing(t, c2)
 			if got := counterValue(t, tc.m.submissions.WithLabelValues("unknown")); got != 1 {
 				t.Fatalf("submissions for unknown clients: %v", got)
@@ -562,7 +573,7 @@ func TestHTTP(t *testing.T) {
 	c, id := tc.register(t, pecwire.QUIC)
 	send(t, c, submitFor(id, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast))
 	recvAs[*pecwire.Proof](t, c)
-	send(t, c, submitFor(pecwire.ClientID{7, 7, 7, 7}, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast))
+	send(t, c, unticketed(submitFor(pecwire.ClientID{7, 7, 7, 7}, randomNonce(t), testChain(t, "example.com"), 5*time.Second, idFast)))
 	expectNothing(t, c)
 	send(t, c, submitFor(id, randomNonce(t), [][]byte{[]byte("not DER")}, 5*time.Second, idFast))
 	recvAs[*pecwire.Reject](t, c)
@@ -624,40 +635,56 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// TestSharesPerClient: submissions for one client beyond its share are
-// refused (limited), whoever submits them, and another client is served
-// at once all the same.
+// TestSharesPerClient: a client's own submissions and others'
+// submissions for it have a share each (MaxJobsPerClient), one submitter
+// address holds at most a quarter of the others' share, and beyond a
+// share submissions are refused: silently to a third party (it is not
+// told that the client is full, nor that it exists), with rate limited to
+// the client itself. Another client is served at once all the same.
 func TestSharesPerClient(t *testing.T) {
 	slow, fast := newSigner(idSlow), newSigner(idFast)
 	slow.gate = make(chan struct{})
-	slow.started = make(chan struct{}, 8)
-	tc := startCloud(t, Config{Provers: []pkie.Prover{slow, fast}, MaxJobsPerClient: 2})
+	slow.started = make(chan struct{}, 16)
+	tc := startCloud(t, Config{Provers: []pkie.Prover{slow, fast}, MaxJobsPerClient: 4})
 	victim, vid := tc.register(t, pecwire.QUIC)
-	server := tc.dial(t, pecwire.TCP)
+	mt := newMinter(t, victim)
 	chain := testChain(t, "example.com")
-	for range 2 {
-		send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow))
+	full := tc.m.submissions.WithLabelValues("client_full")
+	// Others: one job per submitter address (4/4), up to 4 addresses.
+	var servers []*rawTLS
+	for i := range 5 {
+		s := dialFrom(t, tc, fmt.Sprintf("127.0.0.%d", 2+i))
+		servers = append(servers, s)
+		s.send(t, mt.forward(submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow)))
+		if i < 4 {
+			<-slow.started
+		}
+	}
+	servers[0].send(t, mt.forward(submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow)))
+	eventually(t, "two of others' submissions refused", func() bool { return counterValue(t, full) == 2 })
+	for _, s := range servers {
+		s.send(t, &pecwire.Ping{Seq: 3})
+		if p, ok := s.recv(t).(*pecwire.Pong); !ok || p.Seq != 3 {
+			t.Fatalf("a third party was told something: %+v", p)
+		}
+	}
+	// The client's own: a share of its own, untouched by the others'.
+	for range 4 {
+		send(t, victim, submitFor(vid, randomNonce(t), chain, 10*time.Second, idSlow))
 		<-slow.started
 	}
-	// A third party is not told that the client is full (nor that it
-	// exists); the client itself is.
-	send(t, server, submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast))
-	expectNothing(t, server)
-	if got := counterValue(t, tc.m.submissions.WithLabelValues("client_full")); got != 1 {
-		t.Fatalf("submissions refused for a full client: %v", got)
-	}
-	third := submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast)
-	send(t, victim, third)
-	if r := recvAs[*pecwire.Reject](t, victim); r.Code != pecwire.RejectLimited || r.Nonce != third.Nonce {
-		t.Fatalf("third submission for one client, by the client: %v", r.Code)
+	fifth := submitFor(vid, randomNonce(t), chain, 10*time.Second, idFast)
+	send(t, victim, fifth)
+	if r := recvAs[*pecwire.Reject](t, victim); r.Code != pecwire.RejectLimited || r.Nonce != fifth.Nonce {
+		t.Fatalf("fifth submission for one client, by the client: %v", r.Code)
 	}
 	other, oid := tc.register(t, pecwire.QUIC)
-	send(t, server, submitFor(oid, randomNonce(t), chain, 10*time.Second, idFast))
+	servers[0].send(t, newMinter(t, other).forward(submitFor(oid, randomNonce(t), chain, 10*time.Second, idFast)))
 	if p := recvAs[*pecwire.Proof](t, other); p.Status != pecwire.ProofOK {
 		t.Fatalf("other client: %v", p.Status)
 	}
 	close(slow.gate)
-	for range 2 {
+	for range 8 {
 		if p := recvAs[*pecwire.Proof](t, victim); p.Status != pecwire.ProofOK {
 			t.Fatal(p.Status)
 		}

@@ -34,6 +34,7 @@ func TestProversSeeRequester(t *testing.T) {
 	b := dialFrom(t, tc, "127.0.0.3")
 	b.send(t, &pecwire.Register{Version: pecwire.Version})
 	bid := b.recv(t).(*pecwire.Registered).ClientID
+	am := newRawMinter(t, a)
 	for _, c := range []struct {
 		name     string
 		from     *rawTLS
@@ -45,7 +46,11 @@ func TestProversSeeRequester(t *testing.T) {
 		{"b for itself", b, bid, b, "127.0.0.3"},
 		{"b for a", b, aid, a, "127.0.0.3"},
 	} {
-		c.from.send(t, submitFor(c.client, randomNonce(t), chain, 10*time.Second, idFast))
+		var m pecwire.Message = submitFor(c.client, randomNonce(t), chain, 10*time.Second, idFast)
+		if c.from != c.to {
+			m = am.forward(m.(*pecwire.Submit))
+		}
+		c.from.send(t, m)
 		p, ok := c.to.recv(t).(*pecwire.Proof)
 		if !ok || p.Status != pecwire.ProofOK || p.Proof == nil {
 			t.Fatalf("%s: %+v", c.name, p)

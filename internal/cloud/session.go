@@ -29,10 +29,24 @@ type session struct {
 	submitted  bool
 	final      pecwire.Message // the Error that ends the session, if any
 
+	// ticketKey is the key the client mints its PEC extension's tickets
+	// under (pecwire.Conn.TicketKey); set before the session is
+	// registered, read by other sessions' submissions for this client.
+	ticketKey []byte
+
 	mu       sync.Mutex
-	inflight map[dupKey]bool      // submissions for this client being proved
+	inflight map[dupKey]*job      // submissions for this client being proved
 	done     map[dupKey]time.Time // recently proved ones, for duplicates
 	doneFIFO []doneEntry          // done's keys, oldest first
+	// ownJobs counts the jobs being proved for this client that it
+	// submitted itself, otherJobs those other sessions submitted, and
+	// otherBy the latter per submitter address: two shares, so that
+	// submissions by others never take the room of the client's own, and
+	// one submitter never takes all of the others' share.
+	ownJobs, otherJobs int
+	otherBy            map[string]int
+	// tickets are the ticket counters used by others' submissions.
+	tickets ticketWindow
 	// reserved counts the places in out promised to outcomes of jobs
 	// being proved for this client, reservedOthers those of jobs that
 	// other sessions submitted. Guarded by mu, like every send on out,
@@ -71,7 +85,7 @@ func (c *Cloud) serveSession(ctx context.Context, conn *pecwire.Conn, addr strin
 	s := &session{
 		c: c, conn: conn, addr: addr, transport: conn.Transport(),
 		out: make(chan pecwire.Message, c.cfg.MaxPending), ctx: sctx, cancel: cancel,
-		inflight: map[dupKey]bool{}, done: map[dupKey]time.Time{},
+		inflight: map[dupKey]*job{}, done: map[dupKey]time.Time{}, otherBy: map[string]int{},
 		bucket: tokenBucket{rate: c.cfg.SessionSubmitRate, burst: float64(c.cfg.SessionSubmitBurst)},
 	}
 	c.m.sessionsOpened.WithLabelValues(s.transport).Inc()
@@ -141,6 +155,14 @@ func (s *session) readLoop() error {
 			if m.Version != pecwire.Version {
 				return s.fail(pecwire.RejectInvalid, fmt.Sprintf("protocol version %d, this cloud speaks %d", m.Version, pecwire.Version), errProtocol)
 			}
+			// The key exists before the identifier is published: a
+			// submission for the client may arrive at once.
+			key, err := s.conn.TicketKey()
+			if err != nil {
+				c.log.Error("exporting a session's ticket key", "err", err)
+				return s.fail(pecwire.RejectInvalid, "the session's TLS connection exports no keying material", errProtocol)
+			}
+			s.ticketKey = key
 			id, err := c.register(s)
 			if err != nil {
 				c.m.rejects.WithLabelValues(pecwire.RejectBusy.String()).Inc()
@@ -160,7 +182,12 @@ func (s *session) readLoop() error {
 			}
 		case *pecwire.Submit:
 			s.submitted = true
-			if !c.submit(s, m) {
+			if !c.submit(s, m, nil) {
+				return errSlowReader
+			}
+		case *pecwire.ServerSubmit:
+			s.submitted = true
+			if !c.submit(s, &m.Submit, &m.Ticket) {
 				return errSlowReader
 			}
 		case *pecwire.SealedSubmit:

@@ -44,6 +44,9 @@ type Conn struct {
 	transport string
 	remote    net.Addr
 	maxFrame  int
+	// export is the TLS keying-material exporter of the session's
+	// connection (TicketKey).
+	export func(label string, context []byte, n int) ([]byte, error)
 
 	wmu sync.Mutex
 }
@@ -203,7 +206,7 @@ func DialQUIC(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config)
 	return newConn(st, func() error {
 		st.Close()
 		return qconn.CloseWithError(0, "")
-	}, st.Close, QUIC, qconn.RemoteAddr(), 0), nil
+	}, st.Close, QUIC, qconn.RemoteAddr(), 0).withExporter(quicExporter(qconn)), nil
 }
 
 // AcceptQUIC waits for the session stream a client opens on an accepted
@@ -217,7 +220,7 @@ func AcceptQUIC(ctx context.Context, qconn *quic.Conn, maxFrame int) (*Conn, err
 	return newConn(st, func() error {
 		st.Close()
 		return qconn.CloseWithError(0, "")
-	}, st.Close, QUIC, qconn.RemoteAddr(), maxFrame), nil
+	}, st.Close, QUIC, qconn.RemoteAddr(), maxFrame).withExporter(quicExporter(qconn)), nil
 }
 
 // DialTCP opens a session over TLS on TCP.
@@ -228,7 +231,7 @@ func DialTCP(ctx context.Context, addr string, tc *tls.Config) (*Conn, error) {
 		return nil, fmt.Errorf("pecwire: tcp %s: %w", addr, err)
 	}
 	tcp := c.(*tls.Conn)
-	return newConn(tcp, tcp.Close, tcp.CloseWrite, TCP, tcp.RemoteAddr(), 0), nil
+	return newConn(tcp, tcp.Close, tcp.CloseWrite, TCP, tcp.RemoteAddr(), 0).withExporter(tlsExporter(tcp)), nil
 }
 
 // AcceptTCP completes the TLS handshake of an accepted TCP connection
@@ -239,5 +242,24 @@ func AcceptTCP(ctx context.Context, c net.Conn, tc *tls.Config, maxFrame int) (*
 		c.Close()
 		return nil, fmt.Errorf("pecwire: tcp %s: handshake: %w", c.RemoteAddr(), err)
 	}
-	return newConn(t, t.Close, t.CloseWrite, TCP, c.RemoteAddr(), maxFrame), nil
+	return newConn(t, t.Close, t.CloseWrite, TCP, c.RemoteAddr(), maxFrame).withExporter(tlsExporter(t)), nil
+}
+
+func (c *Conn) withExporter(f func(string, []byte, int) ([]byte, error)) *Conn {
+	c.export = f
+	return c
+}
+
+func quicExporter(qc *quic.Conn) func(string, []byte, int) ([]byte, error) {
+	return func(label string, context []byte, n int) ([]byte, error) {
+		cs := qc.ConnectionState().TLS
+		return cs.ExportKeyingMaterial(label, context, n)
+	}
+}
+
+func tlsExporter(tc *tls.Conn) func(string, []byte, int) ([]byte, error) {
+	return func(label string, context []byte, n int) ([]byte, error) {
+		cs := tc.ConnectionState()
+		return cs.ExportKeyingMaterial(label, context, n)
+	}
 }

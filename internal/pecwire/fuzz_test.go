@@ -29,6 +29,9 @@ func seedMessages() []Message {
 		&Proof{ClientID: ClientID{1}, Nonce: Nonce{2}, ID: pkie.Revocation, Status: ProofTimeout, Text: "no proof within 2s"},
 		&Reject{Nonce: Nonce{3}, Digest: Digest{0xd2, 31: 0x01}, Code: RejectBusy, Text: "try another point of presence"},
 		&Error{Code: RejectTooLarge, Text: "frame of 70000 bytes"},
+		&ServerSubmit{Ticket: Ticket{Counter: 7, Tag: [TicketTagSize]byte{0xa1, 15: 0x5e}},
+			Submit: Submit{ClientID: ClientID{1, 2, 3, 4}, Nonce: Nonce{9}, ServerName: "example.com", Port: 443,
+				Requests: []pkie.Request{{ID: pkie.CT}}, Chain: [][]byte{{0x30, 0}}}},
 	}
 }
 

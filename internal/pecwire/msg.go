@@ -433,6 +433,8 @@ func Unmarshal(t Type, body []byte) (Message, error) {
 		m = new(Reject)
 	case TypeError:
 		m = new(Error)
+	case TypeServerSubmit:
+		m = new(ServerSubmit)
 	default:
 		if m = forwardMessage(t); m == nil {
 			return nil, fmt.Errorf("pecwire: unknown message type %d", t)
