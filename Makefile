@@ -1,4 +1,5 @@
 # pkie: two commands do all the set-up on a fresh machine.
+#   make deps   (as root, Debian/Ubuntu) the system packages make test needs
 #   make demo   build pkie and run its main job offline (MitM caught)
 #   make test   vet, every test (race detector on), short fuzz runs
 #   make bench  the Go benchmarks, then a 3-minute soak under attack
@@ -6,7 +7,7 @@ GO        ?= go
 FUZZTIME  ?= 5s
 BIN       := bin/pkie
 
-.PHONY: all build demo test vet unit fuzz bench fmt clean verifiers verifiers-test
+.PHONY: all build deps demo test vet unit fuzz bench fmt clean verifiers verifiers-test
 
 all: build verifiers
 
@@ -36,6 +37,11 @@ verifiers-test: verifiers
 
 demo: build
 	./$(BIN) demo
+
+# The system packages make test needs (Debian names, as .ci/run installs
+# them); refuses, saying what to run, without root or apt-get.
+deps:
+	./scripts/deps.sh
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -22,8 +22,9 @@ func BuiltinRegistry() *pkie.Registry { return builtin.Registry() }
 // carries the log's SCT within its maximum merge delay. Its JSON method
 // gives the configuration NewVerifiers takes under the name "ct".
 type CTVerifierConfig struct {
-	// Key is the log's note verifier key (pkie log key). The client pins
-	// it itself: a proof is trusted on this key only, whoever relayed it.
+	// Key is the log's note verifier key, as "pkie log init" prints it
+	// and leaves it in the log directory's log.pub. The client pins it
+	// itself: a proof is trusted on this key only, whoever relayed it.
 	Key string
 	// MaxAge is the oldest signed tree head accepted. If zero, 1 hour.
 	MaxAge time.Duration
@@ -43,8 +44,9 @@ func (c CTVerifierConfig) JSON() json.RawMessage {
 // JSON method gives the configuration NewVerifiers takes under the name
 // "revocation".
 type RevocationVerifierConfig struct {
-	// Key is the revocation authority's note verifier key, pinned by the
-	// client.
+	// Key is the revocation authority's note verifier key, as
+	// "pkie revocation init" prints it and leaves it in revocation.pub;
+	// pinned by the client.
 	Key string
 	// MaxAge is the oldest signed tree head accepted. If zero, 1 hour.
 	MaxAge time.Duration

@@ -158,7 +158,11 @@ func DefaultCachePath() (string, error) { return consensus.DefaultCachePath() }
 
 // Config configures a Checker.
 type Config struct {
-	// Notaries are the logical notaries to ask; at least one.
+	// Notaries are the logical notaries to ask. None is accepted only
+	// with Verifiers and a Require naming a source other than "ca": the
+	// verdict then rests on the required sources alone, no notary is
+	// asked, and the local cache is neither read nor written (it holds
+	// what notaries vouched for). New refuses zero notaries otherwise.
 	Notaries []*Bundle
 	// Policy decides from the answers; the zero value is majority.
 	Policy Policy

@@ -3,8 +3,6 @@ package chart
 import (
 	"fmt"
 	"math"
-	"path/filepath"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -32,14 +30,17 @@ type BarGroup struct {
 
 // Save writes b to path; the extension (.svg, .png, .pdf) picks the format.
 func (b *Bars) Save(path string) error {
-	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
-	switch ext {
-	case "svg", "png", "pdf":
-	default:
-		return fmt.Errorf("chart: %s: unsupported image format %q (use .svg, .png or .pdf)", path, ext)
+	pl, names, err := b.build()
+	if err != nil {
+		return fmt.Errorf("chart: %s: %w", path, err)
 	}
+	return save(pl, names, false, path)
+}
+
+// build turns b into a gonum plot and its legend's entries.
+func (b *Bars) build() (*plot.Plot, []string, error) {
 	if len(b.Groups) == 0 || len(b.Labels) == 0 {
-		return fmt.Errorf("chart: %s: no bars", path)
+		return nil, nil, fmt.Errorf("no bars")
 	}
 	pl := plot.New()
 	pl.Title.Text = b.Title
@@ -49,14 +50,15 @@ func (b *Bars) Save(path string) error {
 	// Bars fill 80% of each category's width, split among the groups.
 	width := vg.Points(math.Max(4, 320/float64(len(b.Labels)*len(b.Groups))))
 	var labels plotter.XYLabels
+	var names []string
 	top := 0.0
 	for i, g := range b.Groups {
 		if len(g.Values) != len(b.Labels) {
-			return fmt.Errorf("chart: bar group %q has %d values for %d labels", g.Name, len(g.Values), len(b.Labels))
+			return nil, nil, fmt.Errorf("bar group %q has %d values for %d labels", g.Name, len(g.Values), len(b.Labels))
 		}
 		bc, err := plotter.NewBarChart(plotter.Values(g.Values), width)
 		if err != nil {
-			return fmt.Errorf("chart: bar group %q: %w", g.Name, err)
+			return nil, nil, fmt.Errorf("bar group %q: %w", g.Name, err)
 		}
 		bc.Color = palette[i%len(palette)]
 		bc.LineStyle.Width = 0
@@ -65,6 +67,7 @@ func (b *Bars) Save(path string) error {
 		pl.Add(bc)
 		if g.Name != "" && len(b.Groups) > 1 {
 			pl.Legend.Add(g.Name, bc)
+			names = append(names, g.Name)
 		}
 		for j, v := range g.Values {
 			top = math.Max(top, v)
@@ -77,7 +80,7 @@ func (b *Bars) Save(path string) error {
 	if len(labels.XYs) > 0 {
 		l, err := plotter.NewLabels(labels)
 		if err != nil {
-			return fmt.Errorf("chart: bar labels: %w", err)
+			return nil, nil, fmt.Errorf("bar labels: %w", err)
 		}
 		for i := range l.TextStyle {
 			l.TextStyle[i].XAlign = -0.5 // centred on the bar
@@ -89,14 +92,11 @@ func (b *Bars) Save(path string) error {
 	// Half a category of margin each side, so the outer groups' bars
 	// are not cut at the axes.
 	pl.X.Min, pl.X.Max = -0.5, float64(len(b.Labels))-0.5
-	pl.Legend.Top = true
 	pl.Y.Min = 0
 	if top > 0 {
-		// Room for the value labels, or for the legend.
+		// Room for the value labels above the bars; the legend is
+		// beside the plot, not over it.
 		pl.Y.Max = top * 1.12
-		if len(b.Groups) > 1 {
-			pl.Y.Max = top * (1 + 0.08*float64(len(b.Groups)+1))
-		}
 	}
 	if b.YMin != nil {
 		pl.Y.Min = *b.YMin
@@ -104,10 +104,7 @@ func (b *Bars) Save(path string) error {
 	if b.YMax != nil {
 		pl.Y.Max = *b.YMax
 	}
-	if err := pl.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
-		return fmt.Errorf("chart: writing %s: %w", path, err)
-	}
-	return nil
+	return pl, names, nil
 }
 
 // SaveAll writes b once per path (e.g. the same chart as SVG and PNG).

@@ -5,9 +5,7 @@ package chart
 import (
 	"fmt"
 	"image/color"
-	"path/filepath"
 	"sort"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -32,8 +30,9 @@ type Plot struct {
 	// XMin and XMax fix the X range when set; lines beyond it are cut
 	// at the axis (a CDF with a long tail keeps its body readable).
 	XMin, XMax *float64
-	// LegendBottom puts the legend at the bottom right, where a CDF's
-	// curves are not.
+	// LegendBottom aligns the legend, which is always drawn beside the
+	// axes rather than over the data, with the bottom of the plot
+	// instead of its top.
 	LegendBottom bool
 }
 
@@ -46,12 +45,15 @@ var palette = []color.Color{
 
 // Save writes p to path; the extension (.svg, .png, .pdf) picks the format.
 func (p *Plot) Save(path string) error {
-	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
-	switch ext {
-	case "svg", "png", "pdf":
-	default:
-		return fmt.Errorf("chart: %s: unsupported image format %q (use .svg, .png or .pdf)", path, ext)
+	pl, names, err := p.build()
+	if err != nil {
+		return err
 	}
+	return save(pl, names, p.LegendBottom, path)
+}
+
+// build turns p into a gonum plot and its legend's entries.
+func (p *Plot) build() (*plot.Plot, []string, error) {
 	pl := plot.New()
 	pl.Title.Text = p.Title
 	pl.X.Label.Text = p.XLabel
@@ -61,9 +63,10 @@ func (p *Plot) Save(path string) error {
 		pl.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	pl.Add(plotter.NewGrid())
+	var names []string
 	for i, s := range p.Series {
 		if len(s.X) != len(s.Y) {
-			return fmt.Errorf("chart: series %q has %d x values and %d y values", s.Name, len(s.X), len(s.Y))
+			return nil, nil, fmt.Errorf("chart: series %q has %d x values and %d y values", s.Name, len(s.X), len(s.Y))
 		}
 		pts := make(plotter.XYs, 0, len(s.X))
 		for j := range s.X {
@@ -75,31 +78,31 @@ func (p *Plot) Save(path string) error {
 		if len(pts) == 0 {
 			continue
 		}
+		var thumb plot.Thumbnailer
 		if s.Points {
 			sc, err := plotter.NewScatter(pts)
 			if err != nil {
-				return fmt.Errorf("chart: series %q: %w", s.Name, err)
+				return nil, nil, fmt.Errorf("chart: series %q: %w", s.Name, err)
 			}
 			sc.GlyphStyle.Color = palette[i%len(palette)]
 			sc.GlyphStyle.Radius = vg.Points(2.5)
 			pl.Add(sc)
-			if s.Name != "" {
-				pl.Legend.Add(s.Name, sc)
+			thumb = sc
+		} else {
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return nil, nil, fmt.Errorf("chart: series %q: %w", s.Name, err)
 			}
-			continue
+			l.Color = palette[i%len(palette)]
+			l.Width = vg.Points(1.5)
+			pl.Add(l)
+			thumb = l
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
-			return fmt.Errorf("chart: series %q: %w", s.Name, err)
-		}
-		l.Color = palette[i%len(palette)]
-		l.Width = vg.Points(1.5)
-		pl.Add(l)
 		if s.Name != "" {
-			pl.Legend.Add(s.Name, l)
+			pl.Legend.Add(s.Name, thumb)
+			names = append(names, s.Name)
 		}
 	}
-	pl.Legend.Top = !p.LegendBottom
 	if p.XMin != nil {
 		pl.X.Min = *p.XMin
 	}
@@ -112,10 +115,7 @@ func (p *Plot) Save(path string) error {
 	if p.YMax != nil {
 		pl.Y.Max = *p.YMax
 	}
-	if err := pl.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
-		return fmt.Errorf("chart: writing %s: %w", path, err)
-	}
-	return nil
+	return pl, names, nil
 }
 
 // SaveAll writes p once per path (e.g. the same chart as SVG and PNG).

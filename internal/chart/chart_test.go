@@ -5,6 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 func TestCDF(t *testing.T) {
@@ -107,4 +113,112 @@ func TestBarsSave(t *testing.T) {
 	if err := (&Bars{}).Save(filepath.Join(dir, "e.svg")); err == nil {
 		t.Error("an empty chart was drawn")
 	}
+}
+
+// TestLegendClearOfData draws representative charts (a CDF of several
+// latency series whose curves reach the top right, where gonum puts its
+// legend, a latency series over time and grouped bars) and checks, from
+// the geometry Save draws with, that the legend's box covers no plotted
+// point and lies beside the data area, within the canvas.
+func TestLegendClearOfData(t *testing.T) {
+	var near, far, lossy []float64
+	for i := range 200 {
+		near = append(near, 2+float64(i%17))
+		far = append(far, 150+float64(i%41))
+		lossy = append(lossy, 150+float64(i*i%997))
+	}
+	var ts, lat []float64
+	for i := range 300 {
+		ts = append(ts, float64(i))
+		lat = append(lat, 20+float64(i*7%50))
+	}
+	tests := []struct {
+		name string
+		p    interface {
+			build() (*plot.Plot, []string, error)
+		}
+		bottom bool
+	}{
+		{"cdf, legend top", &Plot{Title: "notary round trip", XLabel: "ms", YLabel: "CDF", LogX: true,
+			Series: []Series{CDF("notary-near", near), CDF("notary-global", far), CDF("notary-global, 2% loss", lossy)}}, false},
+		{"cdf, legend bottom", &Plot{XLabel: "ms", YLabel: "CDF",
+			Series: []Series{CDF("near", near), CDF("far", far)}}, true},
+		{"series over time", &Plot{XLabel: "s", YLabel: "ms",
+			Series: []Series{{Name: "p50", X: ts, Y: lat}, {Name: "requests", X: ts, Y: lat, Points: true}}}, false},
+		{"grouped bars", &Bars{Labels: []string{"rsa-2048", "ecdsa-p256", "ed25519"},
+			Groups: []BarGroup{{"go", []float64{3, 1, 0.5}}, {"openssl", []float64{2.9, 1.1, 0.4}}, {"webpki", []float64{2.5, 0.9, 0.6}}}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pl, names, err := tc.p.build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(names) == 0 {
+				t.Fatal("the chart has no legend to place")
+			}
+			c := draw.New(vgimg.New(width, height))
+			f := render(pl, names, tc.bottom, c)
+			if f.legend.Size().X <= 0 || f.legend.Size().Y <= 0 {
+				t.Fatalf("empty legend box %+v", f.legend)
+			}
+			if !within(f.legend, c.Rectangle) {
+				t.Errorf("legend %+v leaves the canvas %+v", f.legend, c.Rectangle)
+			}
+			if overlaps(f.legend, f.data) {
+				t.Errorf("legend %+v overlaps the data area %+v", f.legend, f.data)
+			}
+			dc := draw.Canvas{Canvas: c.Canvas, Rectangle: f.data}
+			x, y := pl.Transforms(&dc)
+			n := 0
+			for _, pt := range points(tc.p) {
+				if pt.X < pl.X.Min || pt.X > pl.X.Max || pt.Y < pl.Y.Min || pt.Y > pl.Y.Max {
+					continue
+				}
+				n++
+				at := vg.Point{X: x(pt.X), Y: y(pt.Y)}
+				if inside(at, f.legend) {
+					t.Fatalf("point (%v, %v), drawn at %v, is under the legend %+v", pt.X, pt.Y, at, f.legend)
+				}
+			}
+			if n == 0 {
+				t.Fatal("no point checked")
+			}
+		})
+	}
+}
+
+// points are the data values a chart draws: every series' points, and
+// for bars each bar's top, its base and every tenth of its height.
+func points(p any) []plotter.XY {
+	var out []plotter.XY
+	switch p := p.(type) {
+	case *Plot:
+		for _, s := range p.Series {
+			for i := range s.X {
+				out = append(out, plotter.XY{X: s.X[i], Y: s.Y[i]})
+			}
+		}
+	case *Bars:
+		for _, g := range p.Groups {
+			for i, v := range g.Values {
+				for k := range 11 {
+					out = append(out, plotter.XY{X: float64(i), Y: v * float64(k) / 10})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func inside(p vg.Point, r vg.Rectangle) bool {
+	return p.X >= r.Min.X && p.X <= r.Max.X && p.Y >= r.Min.Y && p.Y <= r.Max.Y
+}
+
+func within(in, out vg.Rectangle) bool {
+	return in.Min.X >= out.Min.X && in.Max.X <= out.Max.X && in.Min.Y >= out.Min.Y && in.Max.Y <= out.Max.Y
+}
+
+func overlaps(a, b vg.Rectangle) bool {
+	return a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y
 }

@@ -87,12 +87,14 @@ func runBenchProofs(ctx context.Context, env *Env, args []string) error {
 		c := cfg
 		c.Leaves = *revoked
 		c.Origin = "pkie.example/revocation"
+		c.Paper = proofbench.PaperRevocation()
 		if rep.Revocation, err = proofbench.Run(ctx, c); err != nil {
 			return err
 		}
 	}
 	cfg.Leaves = *leaves
 	cfg.Origin = "pkie.example/log"
+	cfg.Paper = proofbench.PaperCT()
 	if rep.Result, err = proofbench.Run(ctx, cfg); err != nil {
 		return err
 	}
@@ -122,27 +124,43 @@ func printProofs(env *Env, name string, r *proofbench.Result) {
 	fmt.Fprintf(w, "%s: %d leaves (depth %d), %d present + %d absent random keys\n", name, r.Leaves, r.Depth, r.Samples, r.Samples)
 	fmt.Fprintf(w, "  build %.2f s, write %.2f s, open %.3f s (+%.2f s background fill); file %.1f MB; tree %.1f MB; peak RSS %.1f MB\n",
 		r.BuildSeconds, r.WriteSeconds, r.OpenSeconds, r.WarmSeconds, float64(r.FileBytes)/1e6, float64(r.TreeBytes)/1e6, float64(r.PeakRSSBytes)/1e6)
-	fmt.Fprintf(w, "  %-28s %10s %10s %10s\n", "", "p50", "avg", "max")
-	row := func(label string, p50, avg, max float64) {
-		fmt.Fprintf(w, "  %-28s %10.1f %10.1f %10.1f\n", label, p50, avg, max)
+	p := r.Paper
+	if p != nil {
+		fmt.Fprintf(w, "  paper: %s, %s leaves on an i7-4790: tree %.1f MB in memory, %.1f MB stored; averages (min-max) of 1,000 keys\n",
+			p.Source, thousands(p.Leaves), p.TreeMemoryMB, p.StorageMB)
 	}
-	row("generate presence (us)", r.GenPresenceUsP50, r.GenPresenceUsAvg, r.GenPresenceUsMax)
-	row("generate absence (us)", r.GenAbsenceUsP50, r.GenAbsenceUsAvg, r.GenAbsenceUsMax)
-	row("verify presence (us)", r.VerifyPresenceUsP50, r.VerifyPresenceUsAvg, r.VerifyPresenceUsMax)
-	row("verify absence (us)", r.VerifyAbsenceUsP50, r.VerifyAbsenceUsAvg, r.VerifyAbsenceUsMax)
-	row("verify presence + sig (us)", r.VerifyPresenceSigUsP50, r.VerifyPresenceSigUsAvg, r.VerifyPresenceSigUsMax)
-	row("verify absence + sig (us)", r.VerifyAbsenceSigUsP50, r.VerifyAbsenceSigUsAvg, r.VerifyAbsenceSigUsMax)
-	row("verify presence + head (us)", r.VerifyPresenceHeadUsP50, r.VerifyPresenceHeadUsAvg, r.VerifyPresenceHeadUsMax)
-	row("verify absence + head (us)", r.VerifyAbsenceHeadUsP50, r.VerifyAbsenceHeadUsAvg, r.VerifyAbsenceHeadUsMax)
-	row("verify presence + det. (us)", r.VerifyPresenceDetachedUsP50, r.VerifyPresenceDetachedUsAvg, r.VerifyPresenceDetachedUsMax)
-	row("verify absence + det. (us)", r.VerifyAbsenceDetachedUsP50, r.VerifyAbsenceDetachedUsAvg, r.VerifyAbsenceDetachedUsMax)
-	fmt.Fprintf(w, "  %-28s %10s %10s %10s\n", "", "min", "avg", "max")
+	paper := func(f func(*proofbench.Paper) proofbench.PaperFigure) string {
+		if p == nil {
+			return ""
+		}
+		v := f(p)
+		return fmt.Sprintf("%.0f (%.0f-%.0f)", v.Avg, v.Min, v.Max)
+	}
+	fmt.Fprintf(w, "  %-28s %10s %10s %10s  %s\n", "", "p50", "avg", "max", "paper avg (min-max)")
+	row := func(label string, p50, avg, max float64, paperCell string) {
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-28s %10.1f %10.1f %10.1f  %s", label, p50, avg, max, paperCell), " "))
+	}
+	row("generate presence (us)", r.GenPresenceUsP50, r.GenPresenceUsAvg, r.GenPresenceUsMax, paper(func(p *proofbench.Paper) proofbench.PaperFigure { return p.GenPresenceUs }))
+	row("generate absence (us)", r.GenAbsenceUsP50, r.GenAbsenceUsAvg, r.GenAbsenceUsMax, paper(func(p *proofbench.Paper) proofbench.PaperFigure { return p.GenAbsenceUs }))
+	row("verify presence (us)", r.VerifyPresenceUsP50, r.VerifyPresenceUsAvg, r.VerifyPresenceUsMax, "")
+	row("verify absence (us)", r.VerifyAbsenceUsP50, r.VerifyAbsenceUsAvg, r.VerifyAbsenceUsMax, "")
+	row("verify presence + sig (us)", r.VerifyPresenceSigUsP50, r.VerifyPresenceSigUsAvg, r.VerifyPresenceSigUsMax, paper(func(p *proofbench.Paper) proofbench.PaperFigure { return p.VerifyPresenceUs }))
+	row("verify absence + sig (us)", r.VerifyAbsenceSigUsP50, r.VerifyAbsenceSigUsAvg, r.VerifyAbsenceSigUsMax, paper(func(p *proofbench.Paper) proofbench.PaperFigure { return p.VerifyAbsenceUs }))
+	row("verify presence + head (us)", r.VerifyPresenceHeadUsP50, r.VerifyPresenceHeadUsAvg, r.VerifyPresenceHeadUsMax, "")
+	row("verify absence + head (us)", r.VerifyAbsenceHeadUsP50, r.VerifyAbsenceHeadUsAvg, r.VerifyAbsenceHeadUsMax, "")
+	row("verify presence + det. (us)", r.VerifyPresenceDetachedUsP50, r.VerifyPresenceDetachedUsAvg, r.VerifyPresenceDetachedUsMax, "")
+	row("verify absence + det. (us)", r.VerifyAbsenceDetachedUsP50, r.VerifyAbsenceDetachedUsAvg, r.VerifyAbsenceDetachedUsMax, "")
+	fmt.Fprintf(w, "  %-28s %10s %10s %10s  %s\n", "", "min", "avg", "max", "paper avg (min-max)")
 	fmt.Fprintf(w, "  %-28s %10d %10.1f %10d\n", "presence proof (bytes)", r.PresenceBytesMin, r.PresenceBytesAvg, r.PresenceBytesMax)
 	fmt.Fprintf(w, "  %-28s %10d %10.1f %10d\n", "absence proof (bytes)", r.AbsenceBytesMin, r.AbsenceBytesAvg, r.AbsenceBytesMax)
-	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d\n", "presence + det. sig (bytes)", "", r.PresenceSignedBytesAvg, r.PresenceSignedBytesMax)
-	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d\n", "absence + det. sig (bytes)", "", r.AbsenceSignedBytesAvg, r.AbsenceSignedBytesMax)
+	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d  %s\n", "presence + det. sig (bytes)", "", r.PresenceSignedBytesAvg, r.PresenceSignedBytesMax, paper(func(p *proofbench.Paper) proofbench.PaperFigure { return p.PresenceBytes }))
+	fmt.Fprintf(w, "  %-28s %10s %10.1f %10d  %s\n", "absence + det. sig (bytes)", "", r.AbsenceSignedBytesAvg, r.AbsenceSignedBytesMax, paper(func(p *proofbench.Paper) proofbench.PaperFigure { return p.AbsenceBytes }))
 	fmt.Fprintf(w, "  signed checkpoint note: %d bytes; signed sorted-tree head, as provers serve it: %d bytes (fetched once per root)\n", r.CheckpointBytes, r.HeadBytes)
 	fmt.Fprintf(w, "  ceilings: SHA-256 path of %d hashes %.2f us, Ed25519 verify %.1f us (p50)\n", r.Depth, r.CeilingPathUsP50, r.CeilingEd25519UsP50)
+	if p != nil {
+		fmt.Fprintln(w, "  the paper's verification opens one signed root, as the + sig rows do; its sizes appear to include the signed root,")
+		fmt.Fprintln(w, "  as + det. sig does (docs/benchmarks.md, \"Proofs: sorted Merkle trees\")")
+	}
 }
 
 // benchReport is a benchmark's result that prints itself and draws its
@@ -173,4 +191,14 @@ func writeBenchReport(env *Env, cmd, flag string, r benchReport, asJSON bool, de
 		return fmt.Errorf("%s: %w (the results above are complete)", flag, err)
 	}
 	return nil
+}
+
+// thousands renders n with thousands separators, as the papers print key
+// counts (2,129,920).
+func thousands(n uint64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

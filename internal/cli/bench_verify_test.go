@@ -109,6 +109,28 @@ func TestBenchVerifyJSON(t *testing.T) {
 			if !site && conn != nil {
 				t.Errorf("%s %s: a shape has no connection, got %v", where, name, conn)
 			}
+			// The Servo experiment's row for the site and the method
+			// this back end stands in for; go has none, nor do shapes.
+			var paper struct {
+				Site       string  `json:"site"`
+				Method     string  `json:"method"`
+				Roots      float64 `json:"roots_creation_ms"`
+				VerifyCall float64 `json:"verify_call_ms"`
+				Connection float64 `json:"total_connection_ms"`
+			}
+			has := m["paper"] != nil
+			if has {
+				json.Unmarshal(m["paper"], &paper)
+			}
+			counterpart := map[string]string{"go-parallel": "rustls parallel", "openssl": "openssl", "webpki": "rustls serial"}[name]
+			switch {
+			case !site || counterpart == "":
+				if has {
+					t.Errorf("%s %s: paper figures %s where the experiment has none", where, name, m["paper"])
+				}
+			case !has || paper.Site != where || paper.Method != counterpart || paper.Roots <= 0 || paper.VerifyCall <= 0 || paper.Connection <= 0:
+				t.Errorf("%s %s: paper %s, want the Servo experiment's %s row for %s", where, name, m["paper"], counterpart, where)
+			}
 		}
 	}
 	if len(r.Sites) != 2 || r.Sites[0].Site != "google" || r.Sites[1].Site != "washingtonpost" {
@@ -150,7 +172,8 @@ func TestBenchVerifyJSON(t *testing.T) {
 	if code := Main(context.Background(), env, []string{"bench", "verify", "--from", saved}); code != ExitOK {
 		t.Fatalf("--from: exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"Over the 2 sites", "washingtonpost", "none (ceiling)", "p256-3", "signatures, parallel"} {
+	for _, want := range []string{"Over the 2 sites", "washingtonpost", "none (ceiling)", "p256-3", "signatures, parallel",
+		"Servo experiment", "rustls parallel: 0.327 / 0.525 / 0.532 / 6.21", "Servo experiment, of 12 sites"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("--from: no %q in\n%s", want, text.String())
 		}

@@ -37,6 +37,9 @@ type Config struct {
 	Level   int       // the file's stored level; sortedtree.DefaultFileLevel if 0
 	Origin  string    // checkpoint origin; "pkie.example/bench" if empty
 	Log     io.Writer // progress lines; nil for none
+	// Paper, if set, is the paper's figures for the tree this run
+	// stands in for; Run returns it in the Result, beside the measured.
+	Paper *Paper
 }
 
 // Result is one tree's measurements. Times are microseconds; "sig" times
@@ -125,6 +128,9 @@ type Result struct {
 	// Ceilings measured in the same run.
 	CeilingPathUsP50    float64 `json:"ceiling_sha256_path_us_p50"`
 	CeilingEd25519UsP50 float64 `json:"ceiling_ed25519_verify_us_p50"`
+
+	// Paper is the paper's figures for the same kind of tree (Config.Paper).
+	Paper *Paper `json:"paper,omitempty"`
 }
 
 func (c *Config) logf(format string, a ...any) {
@@ -150,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Origin == "" {
 		cfg.Origin = "pkie.example/bench"
 	}
-	res := &Result{Leaves: cfg.Leaves, Samples: cfg.Samples}
+	res := &Result{Leaves: cfg.Leaves, Samples: cfg.Samples, Paper: cfg.Paper}
 	rng := rand.New(rand.NewChaCha8(seedBytes(cfg.Seed)))
 
 	runtime.GC()

@@ -134,6 +134,9 @@ type Method struct {
 	// back end verifying the chain inside the handshake: the Servo
 	// experiment's "total connection time". Sites only.
 	Connect *Summary `json:"connect,omitempty"`
+	// Paper is the Servo experiment's figures for the same site and the
+	// method this back end stands in for; nil for go and for shapes.
+	Paper *Servo `json:"paper,omitempty"`
 }
 
 // SiteResult is one site.
@@ -204,6 +207,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		r.RootCount = len(c.Roots.DER) + 1
 	}
 	r.compare()
+	r.addPaper()
 	r.LoadEnd = loadAverage()
 	r.Seconds = time.Since(r.Started).Seconds()
 	return r, nil

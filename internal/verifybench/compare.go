@@ -18,6 +18,22 @@ type Comparison struct {
 	Fastest map[string]map[string]int `json:"fastest"`
 	// Backends are each back end's figures averaged over the sites.
 	Backends []BackendComparison `json:"backends"`
+	// ServoFastest is the Servo experiment's own count, per criterion
+	// ("connect", "total"), of the sites at which each of its methods
+	// was the fastest, out of twelve (hackernews left out).
+	ServoFastest map[string]map[string]int `json:"servo_fastest,omitempty"`
+}
+
+// servoFastest is the experiment's summary: "For total connection time,
+// openssl was fastest for 5/12 (excluding hackernews) sites, rustlsserial
+// was fastest for 4, and rustlsparallel for the remaining 3. For overall
+// verification time, openssl was fastest for 11 sites, and rustlsparallel
+// was fastest on washingtonpost.com."
+func servoFastest() map[string]map[string]int {
+	return map[string]map[string]int{
+		"connect": {"openssl": 5, "rustls serial": 4, "rustls parallel": 3},
+		"total":   {"openssl": 11, "rustls serial": 0, "rustls parallel": 1},
+	}
 }
 
 // BackendComparison is one back end's figures, each the mean over the
@@ -114,4 +130,10 @@ func (c *Comparison) writeText(w io.Writer, nSites int) {
 			c.Fastest["verify"][b.Backend], c.Fastest["total"][b.Backend], c.Fastest["connect"][b.Backend])
 	}
 	tw.Flush()
+	if f := c.ServoFastest; f != nil {
+		fmt.Fprintf(w, "Servo experiment, of 12 sites: fastest total verification openssl %d, rustls serial %d, rustls parallel %d;"+
+			" fastest connection openssl %d, rustls serial %d, rustls parallel %d\n",
+			f["total"]["openssl"], f["total"]["rustls serial"], f["total"]["rustls parallel"],
+			f["connect"]["openssl"], f["connect"]["rustls serial"], f["connect"]["rustls parallel"])
+	}
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the system packages `make test` needs on Debian or Ubuntu, the
+# same ones .ci/run installs: only those missing, with apt-get, as root.
+#   scripts/deps.sh          install what is missing
+#   scripts/deps.sh --list   print every package make test needs, one a line
+set -euo pipefail
+
+# Every package, for --list and the README.
+all=(openssl curl nfdump libssl-dev libjansson-dev pkg-config gcc libc6-dev postgresql cargo)
+
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${all[@]}"
+  exit 0
+fi
+if [ $# -gt 0 ]; then
+  echo "usage: $0 [--list]" >&2
+  exit 2
+fi
+
+need=()
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+# internal/replay runs the real nfpcapd and nfdump on a trace it writes.
+command -v nfpcapd >/dev/null 2>&1 || need+=(nfdump)
+# pkie verify's OpenSSL back end is C against libcrypto, with jansson for JSON.
+[ -f /usr/include/openssl/x509_vfy.h ] || need+=(libssl-dev)
+[ -f /usr/include/jansson.h ] || need+=(libjansson-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# The tests of notary replicas sharing one history start a throwaway
+# PostgreSQL of their own.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  need+=(postgresql)
+fi
+# pkie verify's webpki back end is Rust; its crates come from crates.io.
+# rustup's cargo does as well as Debian's.
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  need+=(cargo)
+fi
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "deps: nothing to install: every package make test needs is here"
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: this machine has no apt-get, so I will not install anything." >&2
+  echo "deps: make test needs these (Debian names; install your system's equivalents): ${need[*]}" >&2
+  exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: installing needs root, so I will not install anything. Run:" >&2
+  echo "  sudo apt-get install --no-install-recommends ${need[*]}" >&2
+  echo "or: sudo make deps" >&2
+  exit 1
+fi
+echo "deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}"
+# Debian starts a cluster on install; tests run their own on free ports.
+if [[ " ${need[*]} " == *" postgresql "* ]]; then
+  command -v service >/dev/null 2>&1 && service postgresql stop >/dev/null 2>&1 || true
+fi
