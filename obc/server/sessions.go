@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,7 +96,9 @@ func (s *Sessions) Start(id obc.Identity, client, user string) (Session, error) 
 	if s.order.Len() >= s.lim.Max {
 		return Session{}, ErrSessionsFull
 	}
-	sess := &Session{ID: s.newID(), User: user, Identity: id, Client: client, Start: now, Expires: now.Add(s.lim.TTL)}
+	// Cloned: a caller's string may be a slice of a whole request body,
+	// which the table would otherwise keep alive with it.
+	sess := &Session{ID: s.newID(), User: strings.Clone(user), Identity: id, Client: strings.Clone(client), Start: now, Expires: now.Add(s.lim.TTL)}
 	el := s.order.PushBack(sess)
 	s.byID[sess.ID] = el
 	s.perClient[client]++
