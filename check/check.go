@@ -181,8 +181,9 @@ type Config struct {
 	// notary whose bundle pins a v1 key over pkie's v1 API (SHA-256, SNI,
 	// Ed25519-signed, dated answers) and the others over Convergence.
 	API API
-	// AnswerMaxAge bounds how old a v1 answer's observation may be; 0
-	// means DefaultAnswerMaxAge.
+	// AnswerMaxAge bounds how old a notary answer may be (a v1 answer's
+	// observation and signature, a Convergence answer's newest
+	// observation); 0 means DefaultAnswerMaxAge.
 	AnswerMaxAge time.Duration
 
 	// Lookup resolves target names on the client's own path; nil means DNS.

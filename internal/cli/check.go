@@ -47,7 +47,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	ip := fs.String("ip", "", "connect to this IP instead of resolving the host")
 	fingerprint := fs.String("fingerprint", "", "check this fingerprint instead of probing: a SHA-1 (AA:BB:… or 40 hex digits; Forced Perspectives' converge(host, port, sha1)) or a SHA-256 (64 hex digits, asked of v1 notaries only)")
 	api := fs.String("api", "auto", "notary API: auto (v1 for bundles that pin a pkie_v1_ed25519 key, Convergence otherwise) | convergence | v1")
-	answerMaxAge := fs.Duration("answer-max-age", check.DefaultAnswerMaxAge, "a v1 notary answer whose observation or signature is older than this does not vote")
+	answerMaxAge := fs.Duration("answer-max-age", check.DefaultAnswerMaxAge, "a notary answer older than this does not vote: a v1 answer by its observation or signature, a Convergence answer by its newest observation")
 	bounceVia := fs.String("bounce-via", "", "relay notary queries through this notary bundle's CONNECT listener (privacy)")
 	allowPrivate := fs.Bool("allow-private", false, "allow probing loopback, private and other non-public addresses")
 	resolve := addResolveFlags(fs, "a site or a notary host", true)

@@ -118,7 +118,16 @@ type obcGetResult struct {
 	FromPool bool       `json:"from_pool,omitempty"`
 	Timings  obcTimings `json:"timings"`
 	Body     int64      `json:"body_bytes"`
+	// Method is the request's method; Redirects the same-origin URLs
+	// followed, in order; NotFollowed a redirect that was not (to
+	// another origin, or past the limit).
+	Method      string   `json:"method"`
+	Redirects   []string `json:"redirects,omitempty"`
+	NotFollowed string   `json:"redirect_not_followed,omitempty"`
 }
+
+// obcMaxRedirects bounds the same-origin redirects "obc get" follows.
+const obcMaxRedirects = 10
 
 // obcTimings are a fetch's phases. The TLS handshake includes Key and
 // Cert when the certificate was made during it (a first visit).
@@ -138,7 +147,9 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 		"first use and stored) when the server asks for a client certificate. Prints the\n"+
 		"status, the scope, the identity the server sees (SHA-256 of the key), whether the\n"+
 		"certificate was made now, and the timings; then the body (or writes it to -o FILE).\n"+
-		"Redirects are not followed. Exit status: 0 fetched, 2 usage or operational error.")
+		"Redirects within the origin are followed (at most 10), others not. With\n"+
+		"--cookie-jar, cookies are kept per origin in FILE and sent back to their origin.\n"+
+		"Exit status: 0 a 2xx answer, 1 any other answer, 2 usage or operational error.")
 	sf := addOBCStoreFlags(fs.String)
 	alg := fs.String("alg", string(obc.DefaultAlg), "algorithm of a new key: ecdsa-p256 | ed25519 | rsa-2048 | rsa-1024 (existing keys keep theirs)")
 	poolSize := fs.Int("pool", 0, "precompute `N` keys before fetching, as a long-running client does in the background, so that a first visit only signs a certificate")
@@ -147,6 +158,14 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 	maxTime := fs.Duration("max-time", 30*time.Second, "overall time limit")
 	output := fs.String("o", "", "write the body to `FILE` instead of stdout")
 	asJSON := fs.Bool("json", false, "print the result as JSON (the body only with -o)")
+	var method, data string
+	dataSet := false
+	fs.StringVar(&method, "X", "", "request `METHOD` (default GET, or POST with -d)")
+	fs.StringVar(&method, "method", "", "same as -X")
+	dataFlag := func(s string) error { data, dataSet = s, true; return nil }
+	fs.Func("d", "send `DATA` as the body, as an HTML form does (application/x-www-form-urlencoded), e.g. user=alice", dataFlag)
+	fs.Func("data", "same as -d", dataFlag)
+	jarPath := fs.String("cookie-jar", "", "keep cookies in `FILE` (JSON, 0600), per origin: read before the request, written after it")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -171,6 +190,21 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 	}
 	if *maxTime <= 0 {
 		return usageError("--max-time must be positive")
+	}
+	if method == "" {
+		method = http.MethodGet
+		if dataSet {
+			method = http.MethodPost
+		}
+	}
+	if !validMethod(method) {
+		return usageError("-X %q is not an HTTP method (upper-case letters, at most 16)", clipArg(method))
+	}
+	var jar *obcJar
+	if *jarPath != "" {
+		if jar, err = openOBCJar(*jarPath, time.Now); err != nil {
+			return usageError("--cookie-jar: %v", err)
+		}
 	}
 	tlsCfg := &tls.Config{}
 	if *cacert != "" {
@@ -219,7 +253,25 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 		tr.DialContext = resolve.dial
 	}
 	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var redirects []string
+	notFollowed := ""
+	hc := &http.Client{Transport: tr, CheckRedirect: func(next *http.Request, via []*http.Request) error {
+		// Another origin would see this origin's cookies' effects and get
+		// its own key presented; the user asked for this origin.
+		if o, err := obc.OriginOf(next.URL); err != nil || o != origin {
+			notFollowed = next.URL.Redacted() + " (another origin)"
+			return http.ErrUseLastResponse
+		}
+		if len(via) > obcMaxRedirects {
+			notFollowed = next.URL.Redacted() + fmt.Sprintf(" (more than %d redirects)", obcMaxRedirects)
+			return http.ErrUseLastResponse
+		}
+		redirects = append(redirects, next.URL.Redacted())
+		return nil
+	}}
+	if jar != nil {
+		hc.Jar = jar
+	}
 
 	var tm obcTimings
 	var dnsStart, connStart, tlsStart time.Time
@@ -231,11 +283,18 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 		TLSHandshakeStart: func() { tlsStart = time.Now() },
 		TLSHandshakeDone:  func(tls.ConnectionState, error) { tm.TLS = time.Since(tlsStart) },
 	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, u.String(), nil)
+	var reqBody io.Reader
+	if dataSet {
+		reqBody = strings.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, u.String(), reqBody)
 	if err != nil {
 		return usageError("%v", err)
 	}
 	req.Header.Set("User-Agent", "pkie-obc-get")
+	if dataSet {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	start := time.Now()
 	trace.GotFirstResponseByte = func() { tm.FirstByte = time.Since(start) }
 	resp, err := hc.Do(req)
@@ -244,7 +303,14 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 	}
 	defer resp.Body.Close()
 
-	res := obcGetResult{URL: u.Redacted(), Status: resp.StatusCode, Proto: resp.Proto, Scope: scope, Mode: st.Mode().String()}
+	if jar != nil {
+		// The cookies are the user's session even if the body fails.
+		if err := jar.save(); err != nil {
+			return err
+		}
+	}
+	res := obcGetResult{URL: u.Redacted(), Status: resp.StatusCode, Proto: resp.Proto, Scope: scope, Mode: st.Mode().String(),
+		Method: method, Redirects: redirects, NotFollowed: notFollowed}
 	mu.Lock()
 	if p := presented; p != nil {
 		res.Presented, res.Identity, res.Alg = true, p.Identity.String(), string(p.Alg)
@@ -278,17 +344,47 @@ func obcGet(ctx context.Context, env *Env, args []string) error {
 	// The body went first (unless -o): a person reads the summary last,
 	// at the prompt.
 	if *asJSON {
-		return writeJSON(env.Stdout, res)
+		if err := writeJSON(env.Stdout, res); err != nil {
+			return err
+		}
+	} else {
+		if *output == "" && n > 0 {
+			fmt.Fprintln(env.Stdout)
+		}
+		printOBCGet(env.Stdout, &res)
 	}
-	if *output == "" && n > 0 {
-		fmt.Fprintln(env.Stdout)
+	if res.Status < 200 || res.Status > 299 {
+		msg := fmt.Sprintf("%s answered %d %s", res.URL, res.Status, http.StatusText(res.Status))
+		if res.NotFollowed != "" {
+			msg += "; redirect to " + res.NotFollowed + " not followed"
+		}
+		return &exitError{code: ExitNegative, msg: termtext.Escape(msg)}
 	}
-	printOBCGet(env.Stdout, &res)
 	return nil
 }
 
+// validMethod reports whether m is a method obc get sends: an HTTP token
+// of upper-case letters, as every registered method is.
+func validMethod(m string) bool {
+	if m == "" || len(m) > 16 {
+		return false
+	}
+	for _, c := range m {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
 func printOBCGet(w io.Writer, r *obcGetResult) {
-	fmt.Fprintf(w, "%s  %d %s  (%s)\n", termtext.Escape(r.URL), r.Status, http.StatusText(r.Status), r.Proto)
+	fmt.Fprintf(w, "%s %s  %d %s  (%s)\n", r.Method, termtext.Escape(r.URL), r.Status, http.StatusText(r.Status), r.Proto)
+	for _, to := range r.Redirects {
+		fmt.Fprintf(w, "  redirected to %s\n", termtext.Escape(to))
+	}
+	if r.NotFollowed != "" {
+		fmt.Fprintf(w, "  redirect to %s not followed\n", termtext.Escape(r.NotFollowed))
+	}
 	fmt.Fprintf(w, "  scope     %s (%s mode)\n", termtext.Escape(r.Scope), r.Mode)
 	if !r.Presented {
 		fmt.Fprintln(w, "  no client certificate presented: the server did not ask for one")

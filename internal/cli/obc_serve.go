@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -55,10 +54,12 @@ func obcServe(ctx context.Context, env *Env, args []string) error {
 		return nil
 	})
 	writeCert := fs.String("write-cert", "", "write the generated certificate, PEM, to `FILE` (for \"pkie obc get --cacert FILE\")")
-	binderKey := fs.String("key-file", "", "the cookie-binding key `FILE`, created (0600) if absent; a file others may read is refused (default: a key for this run only: its cookies die with the server)")
+	binderKey := fs.String("key-file", "", "the cookie-binding key `FILE`, created (0600) if absent; a file others may read is refused (default: a key for this run only). Sessions live in memory and end with the server either way; with the key kept, a cookie from an earlier run is told its session ended rather than refused as forged")
 	modeName := fs.String("mode", "strict", "strict: host-only cookies, for clients with a key per origin; legacy: cookies for the registrable domain, for clients with a key per domain (the paper's §7.1)")
 	requireCert := fs.Bool("require-cert", false, "fail the TLS handshake of a client without a certificate (default: serve it a page saying what it lacks)")
-	ttl := fs.Duration("session-ttl", 24*time.Hour, "how long a session cookie is valid")
+	ttl := fs.Duration("session-ttl", 24*time.Hour, "how long a session lives after login")
+	maxSessions := fs.Int("max-sessions", 65536, "sessions held at most (in memory); a login beyond is refused with 503")
+	sessionsPerIP := fs.Int("max-sessions-per-ip", 256, "sessions held at most for one client address; a login beyond is refused with 429")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on one request")
 	maxInFlight := fs.Int("max-in-flight", 256, "requests being handled at once at most")
 	perIP := fs.Int("max-in-flight-per-ip", 32, "requests being handled at once at most for one client address")
@@ -88,6 +89,8 @@ func obcServe(ctx context.Context, env *Env, args []string) error {
 		return usageError("--timeout must be positive")
 	case *maxInFlight <= 0 || *perIP <= 0:
 		return usageError("--max-in-flight and --max-in-flight-per-ip must be positive")
+	case *maxSessions <= 0 || *sessionsPerIP <= 0:
+		return usageError("--max-sessions and --max-sessions-per-ip must be positive")
 	}
 	if err := checkOutput("--write-cert", *writeCert); err != nil {
 		return err
@@ -140,9 +143,13 @@ func obcServe(ctx context.Context, env *Env, args []string) error {
 	spki := sha256.Sum256(cert.Leaf.RawSubjectPublicKeyInfo)
 	pin := "sha256/" + base64.StdEncoding.EncodeToString(spki[:])
 
+	sessions, err := server.NewSessions(server.SessionLimits{TTL: *ttl, Max: *maxSessions, PerClient: *sessionsPerIP, PerIdentity: obcSessionsPerKey}, nil)
+	if err != nil {
+		return usageError("%v", err)
+	}
 	site := &obcSite{
-		binder: &server.Binder{Key: key, Mode: mode, Logger: logger},
-		mode:   mode, ttl: *ttl, logger: logger, now: time.Now,
+		binder:   &server.Binder{Key: key, Mode: mode, Logger: logger},
+		sessions: sessions, mode: mode, ttl: *ttl, logger: logger,
 	}
 	var opts []server.Option
 	if *requireCert {
@@ -178,7 +185,10 @@ func obcServe(ctx context.Context, env *Env, args []string) error {
 		if generated {
 			fmt.Fprintf(env.Stdout, "server certificate: generated, self-signed for %s; SPKI pin %s\n", strings.Join(cert.Leaf.DNSNames, ", ")+obcIPs(cert.Leaf), pin)
 			if *writeCert != "" {
-				fmt.Fprintf(env.Stdout, "  saved to %s: pkie obc get --cacert %s %s/whoami\n", *writeCert, *writeCert, url)
+				get := fmt.Sprintf("pkie obc get --cacert %s --cookie-jar obc-cookies.json", *writeCert)
+				fmt.Fprintf(env.Stdout, "  saved to %s; log in, see who you are, log out:\n"+
+					"    %s -X POST -d user=alice %s/login\n    %s %s/whoami\n    %s -X POST %s/logout\n",
+					*writeCert, get, url, get, url, get, url)
 			}
 		} else {
 			fmt.Fprintf(env.Stdout, "server certificate: %s; SPKI pin %s\n", *certFile, pin)
@@ -258,13 +268,17 @@ func obcServerCert(names []string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
 
+// obcSessionsPerKey bounds the sessions one client key holds: logging in
+// again beyond it ends that key's oldest session.
+const obcSessionsPerKey = 16
+
 // obcSite is the demonstration site.
 type obcSite struct {
-	binder *server.Binder
-	mode   obc.Mode
-	ttl    time.Duration
-	logger *slog.Logger
-	now    func() time.Time
+	binder   *server.Binder
+	sessions *server.Sessions
+	mode     obc.Mode
+	ttl      time.Duration
+	logger   *slog.Logger
 }
 
 func (s *obcSite) handler() http.Handler {
@@ -333,34 +347,30 @@ func (s *obcSite) render(w http.ResponseWriter, r *http.Request, code int, p obc
 
 func (s *obcSite) home(w http.ResponseWriter, r *http.Request) {
 	p := obcPage{Title: "Who you are", Form: true}
-	if u, since, err := s.session(r); err == nil {
-		p.User, p.Since, p.Form = u, since, false
+	if sess, err := s.session(r); err == nil {
+		p.User, p.Since, p.Form = sess.User, sess.Start.UTC().Format(time.RFC3339), false
 	}
 	s.render(w, r, http.StatusOK, p)
 }
 
-// session reads the bound session cookie: the user and when they logged in.
-func (s *obcSite) session(r *http.Request) (user, since string, err error) {
-	v, err := s.binder.Cookie(r, obcSessionCookie)
+// session reads the bound session cookie, which carries a session id, and
+// returns the live session it names.
+func (s *obcSite) session(r *http.Request) (server.Session, error) {
+	sid, err := s.binder.Cookie(r, obcSessionCookie)
 	if err != nil {
-		return "", "", err
+		return server.Session{}, err
 	}
-	ts, user, ok := strings.Cut(v, " ")
-	sec, perr := strconv.ParseInt(ts, 10, 64)
-	if !ok || perr != nil {
-		// The MAC verified: only this server's key made it. A value
-		// this code did not write means the key is shared with
-		// something else.
-		return "", "", fmt.Errorf("session cookie value is not this site's")
+	id, _ := server.Identity(r) // Cookie verified the channel has one
+	sess, ok := s.sessions.Lookup(sid, id)
+	if !ok {
+		return server.Session{}, errSessionEnded
 	}
-	t := time.Unix(sec, 0)
-	if s.now().Sub(t) > s.ttl {
-		return "", "", errSessionExpired
-	}
-	return user, t.UTC().Format(time.RFC3339), nil
+	return sess, nil
 }
 
-var errSessionExpired = errors.New("session expired")
+// errSessionEnded: the cookie is this server's and bound to this channel,
+// but its session was logged out, expired, or began before a restart.
+var errSessionEnded = errors.New("session ended")
 
 func (s *obcSite) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, obcMaxForm)
@@ -378,17 +388,28 @@ func (s *obcSite) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, obcPage{Title: "Log in", Error: msg, Form: true})
 		return
 	}
-	value := strconv.FormatInt(s.now().Unix(), 10) + " " + user
-	c := &http.Cookie{Name: obcSessionCookie, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, MaxAge: int(s.ttl / time.Second)}
+	id, _ := server.Identity(r) // Require let only a channel with one in
+	sess, err := s.sessions.Start(id, httplimit.RequestClientKey(r).String(), user)
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, server.ErrClientSessionsFull) {
+			code = http.StatusTooManyRequests
+		}
+		s.logger.Warn("obc: login refused", "err", err, "identity", id.String(), "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", "60")
+		s.render(w, r, code, obcPage{Title: "Log in", Error: "too many sessions: log out of one, or try again later", Form: true})
+		return
+	}
+	c := &http.Cookie{Name: obcSessionCookie, Value: sess.ID, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, MaxAge: int(s.ttl / time.Second)}
 	if err := s.binder.SetCookie(w, r, c); err != nil {
+		s.sessions.End(sess.ID, id)
 		s.logger.Error("obc: session cookie not set", "err", err)
 		s.render(w, r, http.StatusInternalServerError, obcPage{Title: "Log in", Error: "the session cookie could not be set", Form: true})
 		return
 	}
-	id, _ := server.Identity(r)
 	s.logger.Info("obc: login", "user", user, "identity", id.String(), "remote", r.RemoteAddr, "host", r.Host)
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		s.render(w, r, http.StatusOK, obcPage{Title: "Logged in", User: user, Since: s.now().UTC().Format(time.RFC3339), Message: "session cookie set, bound to your client's key"})
+		s.render(w, r, http.StatusOK, obcPage{Title: "Logged in", User: user, Since: sess.Start.UTC().Format(time.RFC3339), Message: "session cookie set, bound to your client's key"})
 		return
 	}
 	http.Redirect(w, r, "/whoami", http.StatusSeeOther)
@@ -413,11 +434,11 @@ func obcCheckUser(user string) string {
 }
 
 func (s *obcSite) whoami(w http.ResponseWriter, r *http.Request) {
-	user, since, err := s.session(r)
+	sess, err := s.session(r)
 	var mm *server.MismatchError
 	switch {
 	case err == nil:
-		s.render(w, r, http.StatusOK, obcPage{Title: "Who you are", User: user, Since: since,
+		s.render(w, r, http.StatusOK, obcPage{Title: "Who you are", User: sess.User, Since: sess.Start.UTC().Format(time.RFC3339),
 			Message: "Your session cookie is bound to the key your client presented on this connection."})
 	case errors.Is(err, http.ErrNoCookie):
 		s.render(w, r, http.StatusUnauthorized, obcPage{Title: "Not logged in", Error: "not logged in: no session cookie", Form: true})
@@ -429,15 +450,27 @@ func (s *obcSite) whoami(w http.ResponseWriter, r *http.Request) {
 			Form: true})
 	case errors.Is(err, server.ErrUnbound):
 		s.render(w, r, http.StatusForbidden, obcPage{Title: "Cookie refused", Error: "the session cookie carries no valid binding (altered, or set under another key)", Form: true})
-	case errors.Is(err, errSessionExpired):
-		s.render(w, r, http.StatusUnauthorized, obcPage{Title: "Session expired", Error: "session expired: log in again", Form: true})
+	case errors.Is(err, errSessionEnded):
+		s.render(w, r, http.StatusUnauthorized, obcPage{Title: "Session ended", Error: "session ended (logged out, expired, or the server restarted): log in again", Form: true})
 	default:
 		s.logger.Error("obc: session", "err", err)
 		s.render(w, r, http.StatusInternalServerError, obcPage{Title: "Error", Error: "the session could not be read", Form: true})
 	}
 }
 
+// logout ends the session on the server, so that no copy of its cookie
+// opens it again, then asks the client to drop the cookie. Only the
+// channel the session is bound to can end it: a cookie copied to another
+// client does not log its owner out.
 func (s *obcSite) logout(w http.ResponseWriter, r *http.Request) {
+	msg := "logged out: no session to end"
+	if sid, err := s.binder.Cookie(r, obcSessionCookie); err == nil {
+		id, _ := server.Identity(r)
+		if s.sessions.End(sid, id) {
+			msg = "logged out: the session is ended on the server"
+			s.logger.Info("obc: logout", "identity", id.String(), "remote", r.RemoteAddr, "host", r.Host)
+		}
+	}
 	c := &http.Cookie{Name: obcSessionCookie, Value: "", Path: "/", Secure: true, HttpOnly: true, MaxAge: -1}
 	if s.mode == obc.Legacy {
 		// Deleting a domain cookie takes its Domain; SetCookie with
@@ -449,7 +482,7 @@ func (s *obcSite) logout(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, c)
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		s.render(w, r, http.StatusOK, obcPage{Title: "Logged out", Message: "logged out"})
+		s.render(w, r, http.StatusOK, obcPage{Title: "Logged out", Message: msg})
 		return
 	}
 	http.Redirect(w, r, "/", http.StatusSeeOther)

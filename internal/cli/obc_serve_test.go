@@ -223,12 +223,12 @@ func TestOBCServeStolenCookie(t *testing.T) {
 	if code, body, _ := obcDo(t, cNone, "GET", st.URL+"/", nil); code != 200 || !strings.Contains(body, "presented no TLS client certificate") {
 		t.Errorf("no certificate home: %d\n%s", code, body)
 	}
-	// Altered (the user name swapped inside): no valid binding.
+	// Altered (the session id inside changed): no valid binding.
 	bc, err := server.ParseBound(stolen.Value)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc.Value = []byte(strings.Replace(string(bc.Value), "alice", "admin", 1))
+	bc.Value[len(bc.Value)-1] ^= 1
 	cOwnerFresh := obcClient(t, st, map[string]*tls.Certificate{"": &owner}) // its jar holds no session
 	if code, body, _ := obcDo(t, cOwnerFresh, "GET", st.URL+"/whoami", nil, "Cookie", obcSessionCookie+"="+bc.String()); code != 403 || !strings.Contains(body, "no valid binding") {
 		t.Errorf("altered cookie: %d\n%s", code, body)
@@ -248,23 +248,92 @@ func TestOBCServeStolenCookie(t *testing.T) {
 		t.Errorf("the log shows the cookie:\n%s", logs)
 	}
 
-	// Sessions survive a restart on the same key file; an expired one is
-	// refused. The key file lets the test make a cookie as old as it likes.
+	// Sessions live in the server's memory: after a restart on the same key
+	// file the cookie still verifies (this server's key, this channel) but
+	// names no session, and is told so.
 	st2, _ := startOBCServe(t, "--write-cert", filepath.Join(dir, "server2.pem"), "--key-file", keyFile, "--session-ttl", "1h")
 	if st2.BinderKeyCreated {
 		t.Error("key file re-created")
 	}
 	c2 := obcClient(t, st2, map[string]*tls.Certificate{"": &owner})
-	if code, body, _ := obcDo(t, c2, "GET", st2.URL+"/whoami", nil, "Cookie", cookie); code != 200 || !strings.Contains(body, "alice") {
-		t.Errorf("after restart: %d\n%s", code, body)
+	if code, body, _ := obcDo(t, c2, "GET", st2.URL+"/whoami", nil, "Cookie", cookie); code != 401 || !strings.Contains(body, "session ended") || strings.Contains(body, "alice") {
+		t.Errorf("after restart: %d, want 401 \"session ended\"\n%s", code, body)
 	}
+	// A cookie in this server's key naming no session it started (here,
+	// the format before sessions were kept on the server) opens nothing.
 	key, err := server.LoadKeyFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := obcBoundCookie(t, key, owner, strconv.FormatInt(time.Now().Add(-2*time.Hour).Unix(), 10)+" alice")
-	if code, body, _ := obcDo(t, c2, "GET", st2.URL+"/whoami", nil, "Cookie", old); code != 401 || !strings.Contains(body, "session expired") {
-		t.Errorf("expired session: %d\n%s", code, body)
+	forged := obcBoundCookie(t, key, owner, strconv.FormatInt(time.Now().Unix(), 10)+" alice")
+	if code, body, _ := obcDo(t, c2, "GET", st2.URL+"/whoami", nil, "Cookie", forged); code != 401 || !strings.Contains(body, "session ended") {
+		t.Errorf("a bound cookie naming no session: %d\n%s", code, body)
+	}
+}
+
+// TestOBCServeLogout: logging out ends the session on the server. A copy
+// of the session cookie kept from before logout, replayed on the same
+// channel (the same client key), is refused with 401; a copy sent by
+// another client cannot log its owner out; a login is refused once the
+// client address holds --max-sessions-per-ip sessions, and accepted again
+// after a logout frees one.
+func TestOBCServeLogout(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := startOBCServe(t, "--write-cert", filepath.Join(dir, "server.pem"), "--max-sessions-per-ip", "2")
+	owner, thief, third := obcClientCert(t), obcClientCert(t), obcClientCert(t)
+	cOwner := obcClient(t, st, map[string]*tls.Certificate{"": &owner})
+	cThief := obcClient(t, st, map[string]*tls.Certificate{"": &thief})
+	cThird := obcClient(t, st, map[string]*tls.Certificate{"": &third})
+	login := func(c *http.Client) (int, string) {
+		t.Helper()
+		code, _, resp := obcDo(t, c, "POST", st.URL+"/login", url.Values{"user": {"alice"}})
+		for _, ck := range resp.Cookies() {
+			if ck.Name == obcSessionCookie {
+				return code, obcSessionCookie + "=" + ck.Value
+			}
+		}
+		return code, ""
+	}
+	code, kept := login(cOwner)
+	if code != http.StatusSeeOther || kept == "" {
+		t.Fatalf("login: %d, cookie %q", code, kept)
+	}
+	if code, body, _ := obcDo(t, cOwner, "GET", st.URL+"/whoami", nil, "Cookie", kept); code != 200 || !strings.Contains(body, "alice") {
+		t.Fatalf("/whoami before logout: %d\n%s", code, body)
+	}
+	// The thief's logout with the copied cookie ends nothing.
+	if code, body, _ := obcDo(t, cThief, "POST", st.URL+"/logout", nil, "Cookie", kept, "Accept", "application/json"); code != 200 || !strings.Contains(body, "no session to end") {
+		t.Errorf("thief's logout: %d\n%s", code, body)
+	}
+	if code, _, _ := obcDo(t, cOwner, "GET", st.URL+"/whoami", nil, "Cookie", kept); code != 200 {
+		t.Fatalf("the owner's session after the thief's logout: %d, want 200", code)
+	}
+	// The address now holds one session; a second key fills its share.
+	if code, _ := login(cThief); code != http.StatusSeeOther {
+		t.Fatalf("second login from the address: %d", code)
+	}
+	if code, _ := login(cThird); code != http.StatusTooManyRequests {
+		t.Errorf("third login from an address allowed two sessions: %d, want 429", code)
+	}
+
+	code, body, resp := obcDo(t, cOwner, "POST", st.URL+"/logout", nil, "Cookie", kept, "Accept", "application/json")
+	if code != 200 || !strings.Contains(body, "ended on the server") {
+		t.Fatalf("logout: %d\n%s", code, body)
+	}
+	if cs := resp.Cookies(); len(cs) != 1 || cs[0].Name != obcSessionCookie || cs[0].MaxAge >= 0 {
+		t.Errorf("logout does not delete the cookie: %v", cs)
+	}
+	// The cookie kept from before logout, replayed on the same channel.
+	code, body, _ = obcDo(t, cOwner, "GET", st.URL+"/whoami", nil, "Cookie", kept)
+	if code != http.StatusUnauthorized || strings.Contains(body, "Logged in as") {
+		t.Errorf("cookie kept from before logout: %d, want 401:\n%s", code, body)
+	}
+	if code, body, _ := obcDo(t, cOwner, "GET", st.URL+"/", nil, "Cookie", kept); code != 200 || strings.Contains(body, "Logged in as") {
+		t.Errorf("home page with the kept cookie: %d shows the session:\n%s", code, body)
+	}
+	// The logout freed the address's share.
+	if code, _ := login(cThird); code != http.StatusSeeOther {
+		t.Errorf("login after a logout freed a session: %d, want 303", code)
 	}
 }
 
@@ -373,6 +442,8 @@ func TestOBCServeBounds(t *testing.T) {
 		{[]string{"--mode", "loose"}, "--mode"},
 		{[]string{"--cert", "x.pem"}, "--cert and --key go together"},
 		{[]string{"--session-ttl", "0s"}, "--session-ttl"},
+		{[]string{"--max-sessions", "0"}, "--max-sessions"},
+		{[]string{"--max-sessions-per-ip", "-1"}, "--max-sessions"},
 		{[]string{"extra"}, "no arguments"},
 	} {
 		env := &Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}

@@ -68,10 +68,11 @@ type Client struct {
 	// API chooses the wire API; "" is APIAuto.
 	API API
 	// AnswerMaxAge bounds the age of a v1 answer's signed_at and
-	// observed_at; 0 means DefaultAnswerMaxAge. (Convergence answers carry
-	// no signing time to check.)
+	// observed_at, and of a Convergence answer's newest observation (the
+	// latest finish in its signed history: the API signs no time of its
+	// own); 0 means DefaultAnswerMaxAge. An older answer stands aside.
 	AnswerMaxAge time.Duration
-	// Now is the clock v1 answers are judged by; nil means time.Now.
+	// Now is the clock answers are aged by; nil means time.Now.
 	Now func() time.Time
 
 	mu         sync.Mutex
@@ -283,6 +284,16 @@ func (c *Client) askConvergence(ctx context.Context, h *Host, bounce *route, r R
 	}
 	a.History = entries
 	mine, latest := currentEntry(entries, fp)
+	if latest != nil {
+		// Aged as a v1 answer's observed_at is: the newest finish is when
+		// the notary last looked at the target. Without this bound a
+		// signed answer, however old, votes forever, since the
+		// Convergence API signs no time of its own.
+		if err := c.checkAge("the notary's newest observation", latest.Finish); err != nil {
+			a.Reason = "invalid answer: " + err.Error()
+			return
+		}
+	}
 	if a.Status == http.StatusConflict {
 		a.Vote = No
 		a.Reason = "notary sees a different certificate (409)"
@@ -341,15 +352,33 @@ func currentEntry(entries []Entry, fp [20]byte) (mine, latest *Entry) {
 
 // fresh reports whether a notary's observation finished at t is no older
 // than the client's AnswerMaxAge.
-func (c *Client) fresh(t time.Time) bool {
-	now, maxAge := time.Now, c.AnswerMaxAge
+func (c *Client) fresh(t time.Time) bool { return c.now().Sub(t) <= c.maxAge() }
+
+// checkAge refuses a signed time older than the client's AnswerMaxAge or
+// more than MaxClockSkew ahead of its clock, as VerifyV1 does.
+func (c *Client) checkAge(what string, t time.Time) error {
+	age, maxAge := c.now().Sub(t), c.maxAge()
+	if age > maxAge {
+		return fmt.Errorf("stale answer: %s, %s, is %s old (max %s)", what, t.UTC().Format(time.RFC3339), age.Round(time.Second), maxAge)
+	}
+	if age < -MaxClockSkew {
+		return fmt.Errorf("answer from the future: %s, %s, is %s ahead of this clock (max skew %s)", what, t.UTC().Format(time.RFC3339), (-age).Round(time.Second), MaxClockSkew)
+	}
+	return nil
+}
+
+func (c *Client) now() time.Time {
 	if c.Now != nil {
-		now = c.Now
+		return c.Now()
 	}
-	if maxAge <= 0 {
-		maxAge = DefaultAnswerMaxAge
+	return time.Now()
+}
+
+func (c *Client) maxAge() time.Duration {
+	if c.AnswerMaxAge > 0 {
+		return c.AnswerMaxAge
 	}
-	return now().Sub(t) <= maxAge
+	return DefaultAnswerMaxAge
 }
 
 // lastEntry returns fp's most recently finished entry, if any.
@@ -390,16 +419,8 @@ func (c *Client) askV1(ctx context.Context, h *Host, bounce *route, r Request, a
 		a.Reason = fmt.Sprintf("unexpected status %d from the v1 API", a.Status)
 		return
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	maxAge := c.AnswerMaxAge
-	if maxAge <= 0 {
-		maxAge = DefaultAnswerMaxAge
-	}
 	sigStart := time.Now()
-	ans, err := VerifyV1(body, h.v1, q, now(), maxAge)
+	ans, err := VerifyV1(body, h.v1, q, c.now(), c.maxAge())
 	a.SigCheck += time.Since(sigStart)
 	if err != nil {
 		a.Reason = "invalid v1 answer: " + err.Error()

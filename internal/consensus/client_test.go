@@ -425,3 +425,110 @@ func TestQueryBounced(t *testing.T) {
 		t.Fatal("the bounce notary would bounce through itself")
 	}
 }
+
+// TestQueryConvergenceAge: a Convergence answer is aged as a v1 answer is,
+// by the newest observation in its signed history (the API signs no time
+// of its own). One whose newest finish is older than AnswerMaxAge, or
+// dated more than MaxClockSkew ahead, stands aside as stale (or from the
+// future), whatever its status; one within the age votes as before.
+func TestQueryConvergenceAge(t *testing.T) {
+	k, _ := rsaKeys(t)
+	n := startTestNotary(t, k)
+	fp, other := [20]byte{0x70}, [20]byte{0x71}
+	now := time.Now().Truncate(time.Second)
+	day := 24 * time.Hour
+	n.mu.Lock()
+	for host, finish := range map[string]time.Time{
+		"old.test+443":    now.Add(-700 * day),
+		"edge.test+443":   now.Add(-23 * time.Hour),
+		"future.test+443": now.Add(2 * time.Hour),
+	} {
+		n.history[host] = []Entry{{Fingerprint: fp, Start: finish.Add(-300 * day), Finish: finish}}
+		n.current[host] = fp
+	}
+	n.mu.Unlock()
+	c := &Client{}
+	defer c.CloseIdleConnections()
+	for _, tc := range []struct {
+		name   string
+		host   string
+		fp     [20]byte
+		status int
+		want   Vote
+		reason string
+	}{
+		{"700 days old, the client's certificate", "old.test", fp, 200, StandAside, "stale answer: the notary's newest observation"},
+		{"700 days old, another certificate", "old.test", other, 409, StandAside, "stale answer"},
+		{"within the age", "edge.test", fp, 200, Yes, "same certificate"},
+		{"within the age, another certificate", "edge.test", other, 409, No, "different certificate"},
+		{"dated in the future", "future.test", fp, 200, StandAside, "answer from the future"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a := c.Query(ctx, n.bundle(t, "n1"), tc.host, 443, tc.fp)
+			if a.Status != tc.status || a.Vote != tc.want || !strings.Contains(a.Reason, tc.reason) {
+				t.Fatalf("Query = %s (status %d) %q; want %s (status %d) containing %q", a.Vote, a.Status, a.Reason, tc.want, tc.status, tc.reason)
+			}
+		})
+	}
+	t.Run("the client's max age decides", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		long := &Client{AnswerMaxAge: 800 * day}
+		defer long.CloseIdleConnections()
+		if a := long.Query(ctx, n.bundle(t, "n1"), "old.test", 443, fp); a.Vote != Yes {
+			t.Fatalf("with an 800-day max age: %s %q, want yes", a.Vote, a.Reason)
+		}
+		short := &Client{AnswerMaxAge: time.Hour}
+		defer short.CloseIdleConnections()
+		if a := short.Query(ctx, n.bundle(t, "n1"), "edge.test", 443, fp); a.Vote != StandAside || !strings.Contains(a.Reason, "stale") {
+			t.Fatalf("with a one-hour max age: %s %q, want a stale stand-aside", a.Vote, a.Reason)
+		}
+	})
+}
+
+// TestQueryFreshNotNewest: a notary vouches for every certificate it saw at
+// a target within its freshness window (a site may serve several at once),
+// so a 200 whose signed history lists the client's fingerprint seen within
+// the client's AnswerMaxAge counts as a yes even though another certificate
+// was seen more recently, with the span of the client's entry; one last
+// seen longer ago is a no.
+func TestQueryFreshNotNewest(t *testing.T) {
+	k, _ := rsaKeys(t)
+	n := startTestNotary(t, k)
+	edgeA, edgeB, gone := [20]byte{0x0A}, [20]byte{0x0B}, [20]byte{0x0C}
+	now := time.Now().Truncate(time.Second)
+	day := 24 * time.Hour
+	n.mu.Lock()
+	n.mode = "anyhistory"
+	n.history["cdn.test+443"] = []Entry{
+		{Fingerprint: gone, Start: now.Add(-90 * day), Finish: now.Add(-30 * day)},
+		{Fingerprint: edgeA, Start: now.Add(-10 * day), Finish: now.Add(-2 * time.Hour)},
+		{Fingerprint: edgeB, Start: now.Add(-3 * day), Finish: now},
+	}
+	n.current["cdn.test+443"] = edgeB
+	n.mu.Unlock()
+	c := &Client{AnswerMaxAge: 6 * time.Hour}
+	defer c.CloseIdleConnections()
+	for _, tc := range []struct {
+		name     string
+		fp       [20]byte
+		want     Vote
+		observed time.Duration
+		reason   string
+	}{
+		{"newest", edgeB, Yes, 3 * day, "same certificate"},
+		{"not the newest, seen within the max age", edgeA, Yes, 10*day - 2*time.Hour, "same certificate"},
+		{"not the newest, seen before the max age", gone, No, 0, "different current certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a := c.Query(ctx, n.bundle(t, "n1"), "cdn.test", 443, tc.fp)
+			if a.Status != 200 || a.Vote != tc.want || a.Observed != tc.observed || !strings.Contains(a.Reason, tc.reason) {
+				t.Fatalf("Query = %s (status %d, observed %s) %q; want %s observed %s containing %q", a.Vote, a.Status, a.Observed, a.Reason, tc.want, tc.observed, tc.reason)
+			}
+		})
+	}
+}

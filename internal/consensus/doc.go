@@ -28,7 +28,9 @@
 //   - stand aside: anything else (unreachable, timed out, 503 because the
 //     notary could not reach the target or is overloaded, 400, an answer
 //     whose signature or body does not verify, a v1 answer about another
-//     target, stale or dated in the future). A notary that stands aside
+//     target, an answer that is stale or dated in the future: a v1 answer
+//     by its signed_at and observed_at, a Convergence answer by the newest
+//     finish in its signed history). A notary that stands aside
 //     does not vote, unless the policy sets UnreachableIsFailure, which turns
 //     every stand-aside into a no.
 //

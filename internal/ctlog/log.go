@@ -107,7 +107,8 @@ type Options struct {
 	Roots *x509.CertPool
 	// Logf, if set, is told when Open adopts the database's latest
 	// checkpoint as the last signed one (the first start of a log created
-	// before StateFile existed).
+	// before StateFile existed), and of every temporary file a sorted-tree
+	// build killed half way left, which Open removes.
 	Logf func(format string, args ...any)
 	// NoStateCheck opens the log without comparing the database with
 	// StateFile, for an audit that reports the comparison (CheckState)
@@ -182,7 +183,9 @@ func Init(dir, origin string) (vkey string, err error) {
 // refuses (an error wrapping ErrBehind) a database that does not hold the
 // last checkpoint the log signed, as recorded in StateFile; a log without
 // a state file adopts its database's latest checkpoint, and one with
-// neither is refused.
+// neither is refused. It then removes the temporary files of sorted-tree
+// builds that were killed before they finished (none while a build in any
+// process is writing one).
 func Open(dir string, o Options) (*Log, error) {
 	signer, err := checkpoint.ReadSignerFile(filepath.Join(dir, KeyFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -219,6 +222,11 @@ func Open(dir string, o Options) (*Log, error) {
 		vkey: vkey, now: now, roots: o.Roots, unchecked: o.NoStateCheck && !o.fresh}
 	if !o.fresh && !o.NoStateCheck {
 		if err := l.checkState(context.Background(), o.Logf); err != nil {
+			db.Close()
+			return nil, err
+		}
+		// An audit (NoStateCheck) looks and changes nothing.
+		if _, err := l.removeStaleTemps(o.Logf); err != nil {
 			db.Close()
 			return nil, err
 		}

@@ -120,7 +120,14 @@ func (l *Log) buildSortedOnce(ctx context.Context, hooks buildHooks) (*SortedBui
 		return nil, fmt.Errorf("ctlog: %d logged certificates gave a sorted tree of %d keys", len(keys), t.Size())
 	}
 	path := filepath.Join(l.dir, SortedTreeFile)
-	tmp := fmt.Sprintf("%s.tmp-%x", path, randBytes(6))
+	// Held until the temporary file is renamed or removed (the deferred
+	// calls run in reverse), so that no sweep takes it for a leftover.
+	release, _, err := lockTemps(l.dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	tmp := sortedTempName(l.dir)
 	if err := t.WriteFile(tmp); err != nil {
 		os.Remove(tmp)
 		return nil, fmt.Errorf("ctlog: writing sorted tree: %w", err)

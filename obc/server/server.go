@@ -11,7 +11,10 @@
 // arrives over a channel with another key, its MAC does not verify for that
 // key, and Binder.Cookie refuses it. The server need keep no per-session
 // state for this: the binding travels in the cookie, keyed by a secret only
-// the server holds.
+// the server holds. Logging out does need state, since a cookie kept from
+// before stays valid until it expires: Sessions holds sessions on the server,
+// bounded, so that a cookie carrying a session's id opens it only until it
+// ends.
 package server
 
 import (
