@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHelpAfterAValueFlag: -h right after a flag that takes a value asks
+// for help, as verify's usage tells people to type ("--corpus -h"); the
+// flag package alone would take -h as the value and fail.
+func TestHelpAfterAValueFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", "--corpus", "-h"}, "Runs every back end over a corpus"},
+		{[]string{"verify", "--corpus", "known", "--plot", "--help"}, "Runs every back end over a corpus"},
+		{[]string{"check", "--notaries", "-h"}, "Usage: pkie check"},
+		{[]string{"scan", "--out", "-help"}, "Usage: pkie scan"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.args...)
+			if code != ExitOK || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stderr %.300q (want 0 and the usage %q); stdout %.200s", code, errOut, tc.want, out)
+			}
+		})
+	}
+	// After "--", -h is an argument like any other.
+	if code, _, errOut := runCLI(t, "scan", "--", "-h"); code != ExitUsage || !strings.Contains(errOut, "site list") {
+		t.Fatalf("scan -- -h: exit %d, %q", code, errOut)
+	}
+}
+
+// TestBenchVerifyOutCreatesDirectory: --out names a directory of plots
+// that need not exist yet, as replay report's --plots; a run is not lost
+// for want of a mkdir. Both the measuring run and --from create it.
+func TestBenchVerifyOutCreatesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	plots := filepath.Join(dir, "new", "plots")
+	code, out, errOut := runCLI(t, "bench", "verify", "--sites", "none", "--shapes", "rsa2048-2", "--n", "2",
+		"--backends", "go", "--out", plots, "--json")
+	if code != ExitOK {
+		t.Fatalf("bench verify --out %s: exit %d: %s", plots, code, errOut)
+	}
+	if st, err := os.Stat(filepath.Join(plots, "verify-shapes.svg")); err != nil || st.Size() == 0 {
+		t.Fatalf("no plot in the created directory: %v", err)
+	}
+	saved := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(saved, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := filepath.Join(dir, "from", "plots")
+	if code, _, errOut := runCLI(t, "bench", "verify", "--from", saved, "--out", again); code != ExitOK {
+		t.Fatalf("bench verify --from --out %s: exit %d: %s", again, code, errOut)
+	}
+	if st, err := os.Stat(filepath.Join(again, "verify-shapes.png")); err != nil || st.Size() == 0 {
+		t.Fatalf("no plot in the directory --from created: %v", err)
+	}
+}
