@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,5 +58,50 @@ func TestBenchVerifyOutCreatesDirectory(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(again, "verify-shapes.png")); err != nil || st.Size() == 0 {
 		t.Fatalf("no plot in the directory --from created: %v", err)
+	}
+}
+
+// TestScanRefusesAListWithNoSite: a list that is empty, or whose every
+// line is garbage, is a usage error (exit 2) naming the list, not a scan
+// of nothing that exits 0; the garbage lines are named, and a file list
+// is refused before --out is created. A list on stdin is refused after it
+// is read.
+func TestScanRefusesAListWithNoSite(t *testing.T) {
+	dir := t.TempDir()
+	garbage := "not a domain\nhttps://example.com/\n0,example.com\n\x00\x01\x02\n"
+	for _, tc := range []struct {
+		name, list string
+		stdin      bool
+		want       string
+		skipped    int // "skipping" lines on stderr
+	}{
+		{"empty file", "", false, "holds no site", 0},
+		{"comments only", "# rank,domain\n\n", false, "holds no site", 0},
+		{"garbage file", garbage, false, "holds no valid site: all 4 entries are malformed", 4},
+		{"empty stdin", "", true, "the site list on stdin holds no site", 0},
+		{"garbage stdin", garbage, true, "the site list on stdin holds no valid site", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list := "-"
+			if !tc.stdin {
+				list = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".csv")
+				if err := os.WriteFile(list, []byte(tc.list), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".jsonl")
+			var stdout, stderr bytes.Buffer
+			env := &Env{Stdin: strings.NewReader(tc.list), Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
+			code := Main(t.Context(), env, []string{"scan", "--quiet", "--out", out, list})
+			if code != ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tc.want)
+			}
+			if n := strings.Count(stderr.String(), "pkie scan: skipping "); n != tc.skipped {
+				t.Fatalf("%d malformed lines named, want %d:\n%s", n, tc.skipped, stderr.String())
+			}
+			if _, err := os.Stat(out); !tc.stdin && !os.IsNotExist(err) {
+				t.Fatalf("refused scan created --out %s (%v)", out, err)
+			}
+		})
 	}
 }
