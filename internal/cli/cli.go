@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -234,7 +235,9 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // splitHostPort parses HOST[:PORT] with a default port, accepting bracketed
-// IPv6 literals ("[::1]:8443") and bare ones ("::1").
+// IPv6 literals ("[::1]:8443") and bare ones without a port ("::1"). Any
+// other text with more than one colon outside brackets is refused: taken
+// whole as a host name, "a.test:443.b.test:443" would be looked up in DNS.
 func splitHostPort(s string, defPort int) (string, int, error) {
 	host, port := s, ""
 	switch {
@@ -246,6 +249,10 @@ func splitHostPort(s string, defPort int) (string, int, error) {
 		host, port = h, strings.TrimPrefix(p, ":")
 	case strings.Count(s, ":") == 1:
 		host, port, _ = strings.Cut(s, ":")
+	case strings.Contains(s, ":"):
+		if a, err := netip.ParseAddr(s); err != nil || !a.Is6() {
+			return "", 0, fmt.Errorf("%q has more than one colon: want HOST or HOST:PORT, with an IPv6 address in brackets when a port follows ([2001:db8::1]:443)", s)
+		}
 	}
 	if host == "" {
 		return "", 0, fmt.Errorf("empty host in %q", s)

@@ -105,3 +105,85 @@ func TestScanRefusesAListWithNoSite(t *testing.T) {
 		})
 	}
 }
+
+// TestNotaryHostChecked: notary init and notary bundle take a DNS name or
+// an IP address for --host and refuse anything else with the flag named,
+// before any key is made; x509 would sign "bad host!" into a certificate.
+func TestNotaryHostChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		host, want string
+	}{
+		{"bad host!", `--host "bad host!" is not a DNS name or an IP address: ' ' is not allowed`},
+		{"notary.example/x", `'/' is not allowed`},
+		{"a..example", "empty label"},
+		{"", "--host is empty"},
+		{"[::1]", "without brackets"},
+		{"fe80::1%eth0", "has a zone"},
+	} {
+		t.Run("init "+tc.host, func(t *testing.T) {
+			data := filepath.Join(dir, "refused")
+			code, _, errOut := runCLI(t, "notary", "init", "--data", data, "--host", tc.host)
+			if code != ExitUsage || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errOut, tc.want)
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Fatalf("refused init left %s (%v)", data, err)
+			}
+		})
+	}
+	data := filepath.Join(dir, "good")
+	code, _, errOut := runCLI(t, "notary", "init", "--data", data, "--host", "notary.example", "--host", "2001:db8::7", "--host", "192.0.2.7", "--host", "under_score.example")
+	if code != ExitOK {
+		t.Fatalf("init with good hosts: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "notary", "bundle", "--data", data, "--host", "bad host!"); code != ExitUsage || !strings.Contains(errOut, `--host "bad host!" is not a DNS name`) {
+		t.Fatalf("bundle --host 'bad host!': exit %d, %q", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "notary", "bundle", "--data", data, "--host", "2001:db8::7"); code != ExitOK || !strings.Contains(out, `"host": "2001:db8::7"`) {
+		t.Fatalf("bundle --host 2001:db8::7: exit %d, %s %s", code, errOut, out)
+	}
+}
+
+// TestTargetColons: a target with more than one colon outside brackets is
+// refused, not looked up in DNS as one name; an IPv6 address takes
+// brackets when a port follows, and may stand bare without one.
+func TestTargetColons(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		host string
+		port int
+		bad  string
+	}{
+		{in: "example.com", host: "example.com", port: 443},
+		{in: "example.com:8443", host: "example.com", port: 8443},
+		{in: "[2001:db8::1]:8443", host: "2001:db8::1", port: 8443},
+		{in: "[2001:db8::1]", host: "2001:db8::1", port: 443},
+		{in: "2001:db8::1", host: "2001:db8::1", port: 443},
+		{in: "::1", host: "::1", port: 443},
+		// Read as the address it is: a port after a bare IPv6 address
+		// cannot be told from its last group, hence the brackets.
+		{in: "2001:db8::1:8443", host: "2001:db8::1:8443", port: 443},
+		{in: "good:27441.nc.test:27441", bad: "more than one colon"},
+		{in: "example.com:443:443", bad: "more than one colon"},
+		{in: "2001:db8::1::2", bad: "more than one colon"},
+		{in: "example.com:http", bad: `port "http"`},
+	} {
+		host, port, err := splitHostPort(tc.in, 443)
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("%q: got %q %d, %v; want an error saying %q", tc.in, host, port, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || host != tc.host || port != tc.port {
+			t.Errorf("%q: got %q %d, %v; want %q %d", tc.in, host, port, err, tc.host, tc.port)
+		}
+	}
+	for _, cmd := range []string{"check", "probe"} {
+		code, _, errOut := runCLI(t, cmd, "good:27441.nc.test:27441")
+		if code != ExitUsage || !strings.Contains(errOut, `"good:27441.nc.test:27441" has more than one colon`) || !strings.Contains(errOut, "[2001:db8::1]:443") {
+			t.Errorf("%s good:27441.nc.test:27441: exit %d, %q", cmd, code, errOut)
+		}
+	}
+}

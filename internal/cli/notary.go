@@ -64,6 +64,11 @@ func notaryInit(ctx context.Context, env *Env, args []string) error {
 	if len(hosts) == 0 {
 		hosts = stringList{"localhost", "127.0.0.1"}
 	}
+	for _, h := range hosts {
+		if err := notary.CheckHost(h); err != nil {
+			return usageError("--host %v", err)
+		}
+	}
 	if *name == "" {
 		*name = hosts[0]
 	}
@@ -225,6 +230,9 @@ func notaryBundle(ctx context.Context, env *Env, args []string) error {
 	}
 	if *host == "" {
 		return usageError("--host is required")
+	}
+	if err := notary.CheckHost(*host); err != nil {
+		return usageError("--host %v", err)
 	}
 	for _, p := range []struct {
 		name string
