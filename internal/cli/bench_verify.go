@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,7 +27,7 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 	verifierDir := fs.String("verifier-dir", "", "directory of the helper programs (default: $PKIE_VERIFIER_DIR, then pkie's own directory, then $PATH)")
 	helperTimeout := fs.Duration("helper-timeout", verify.DefaultHelperTimeout, "bound on each exchange with a helper")
 	roots := fs.String("roots", "mozilla", "trust store each back end builds: mozilla (x509roots/fallback), system ("+verifybench.SystemBundle+"), or a PEM FILE; the testbed's roots are added")
-	out := fs.String("out", "", "write the plots (verify-*.svg and .png) into this directory")
+	out := fs.String("out", "", "write the plots (verify-*.svg and .png) into this directory, created if missing")
 	from := fs.String("from", "", "measure nothing: print (and with --out draw) the report a --json run saved in this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
@@ -44,11 +43,6 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 	if *rtt < 0 {
 		return usageError("--rtt must not be negative")
 	}
-	if *out != "" {
-		if err := checkOutput("--out", filepath.Join(*out, "verify-sites.svg")); err != nil {
-			return err
-		}
-	}
 	if *from != "" {
 		b, err := os.ReadFile(*from)
 		if err != nil {
@@ -57,6 +51,11 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 		var r verifybench.Report
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("--from %s: not a pkie bench verify --json report: %w", *from, err)
+		}
+		if *out != "" {
+			if err := makeOutDir("--out", *out); err != nil {
+				return err
+			}
 		}
 		return writeBenchReport(env, "bench verify", "--out", &r, *asJSON, *out)
 	}
@@ -78,6 +77,13 @@ func runBenchVerify(ctx context.Context, env *Env, args []string) error {
 	for _, b := range cfg.Backends {
 		if !knownBackend(b) {
 			return usageError("--backends: unknown back end %q (known: %s)", b, strings.Join(verify.Names, ", "))
+		}
+	}
+	// Made only now, when every flag is known good: a refused command
+	// leaves nothing behind.
+	if *out != "" {
+		if err := makeOutDir("--out", *out); err != nil {
+			return err
 		}
 	}
 	r, err := verifybench.Run(ctx, cfg)

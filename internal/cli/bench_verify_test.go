@@ -183,6 +183,10 @@ func TestBenchVerifyJSON(t *testing.T) {
 // TestBenchVerifyUsage checks that bad flags are refused before anything
 // runs.
 func TestBenchVerifyUsage(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"--sites", "myspace"},
 		{"--shapes", "rsa512-2"},
@@ -190,7 +194,7 @@ func TestBenchVerifyUsage(t *testing.T) {
 		{"--n", "0"},
 		{"--sites", "none", "--shapes", "none"},
 		{"--roots", "/nonexistent.pem"},
-		{"--out", "/nonexistent/plots"},
+		{"--out", filepath.Join(notDir, "plots")}, // cannot be created
 		{"--rtt", "-1ms"},
 		{"extra"},
 	} {

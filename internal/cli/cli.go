@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -158,6 +159,19 @@ func newFlags(env *Env, name, usage string) *flag.FlagSet {
 // flagName finds a flag named in the flag package's errors ("-name").
 var flagName = regexp.MustCompile(`(flag|defined:|argument:) -([A-Za-z0-9])`)
 
+// asksHelp reports whether args hold -h, -help or --help before "--".
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
 // isHelp reports whether arg asks for help.
 func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
 
@@ -168,6 +182,13 @@ func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "
 // flag: none of pkie's durations means anything below zero.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out, usage := fs.Output(), fs.Usage
+	// After a flag that takes a value, the flag package would read -h as
+	// that value ("pkie verify --corpus -h", as verify's usage says to
+	// type): no pkie flag takes -h as a value, so it always asks for help.
+	if asksHelp(args) {
+		usage()
+		return nil, flag.ErrHelp
+	}
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	defer func() { fs.SetOutput(out); fs.Usage = usage }()
@@ -214,7 +235,9 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // splitHostPort parses HOST[:PORT] with a default port, accepting bracketed
-// IPv6 literals ("[::1]:8443") and bare ones ("::1").
+// IPv6 literals ("[::1]:8443") and bare ones without a port ("::1"). Any
+// other text with more than one colon outside brackets is refused: taken
+// whole as a host name, "a.test:443.b.test:443" would be looked up in DNS.
 func splitHostPort(s string, defPort int) (string, int, error) {
 	host, port := s, ""
 	switch {
@@ -226,6 +249,10 @@ func splitHostPort(s string, defPort int) (string, int, error) {
 		host, port = h, strings.TrimPrefix(p, ":")
 	case strings.Count(s, ":") == 1:
 		host, port, _ = strings.Cut(s, ":")
+	case strings.Contains(s, ":"):
+		if a, err := netip.ParseAddr(s); err != nil || !a.Is6() {
+			return "", 0, fmt.Errorf("%q has more than one colon: want HOST or HOST:PORT, with an IPv6 address in brackets when a port follows ([2001:db8::1]:443)", s)
+		}
 	}
 	if host == "" {
 		return "", 0, fmt.Errorf("empty host in %q", s)
@@ -294,4 +321,14 @@ func checkOutput(flagName, path string) error {
 	f.Close()
 	os.Remove(name)
 	return nil
+}
+
+// makeOutDir creates dir, parents included, for a flag naming a directory
+// of outputs (as pkie replay report --plots does), and checks that files
+// can be written in it: a run must not be lost to a directory not made yet.
+func makeOutDir(flagName, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usageError("%s %s: %v", flagName, dir, err)
+	}
+	return checkOutput(flagName, filepath.Join(dir, "plot"))
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -303,7 +302,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	trustFirst := fs.Bool("trust-first-head", false, "let a CT or revocation prover that has no state and learns no head from a --peer accept the first head its TTP signs (the first start of a new cloud's first replica only; by default it serves nothing until it knows what its TTP signed before)")
 	var forwarders bundleFiles
 	fs.Var(&forwarders, "forwarder", "bundle `FILE` of a privacy forwarder PEC servers may name for their clients' sealed proofs (repeatable); sessions are opened only to these")
-	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
+	asJSON := fs.Bool("json", false, "print the startup information (addresses, name, enhancements, key hash, data directory) as one JSON line, and the logs as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -396,7 +395,7 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 			return fmt.Errorf("--http: %w", err)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	logger := serveLogger(env, *asJSON)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Syncs, SCT lookups (one per CT submission of an unlogged
@@ -465,16 +464,11 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 		"pkies", strings.Join(pkieNames(ps), ","), "spki_sha256", d.SPKIHash())
 	// The address lines let scripts and tests that pass port 0 find the
 	// ports.
-	if *asJSON {
-		writeJSON(env.Stdout, map[string]any{"name": d.Config.Name, "listening": addrs, "pkies": pkieNames(ps), "spki_sha256": d.SPKIHash()})
-	} else {
-		for _, k := range []string{"quic", "tcp", "http"} {
-			if a, ok := addrs[k]; ok {
-				fmt.Fprintf(env.Stdout, "listening %s %s\n", k, a)
-			}
-		}
-	}
+	info := map[string]any{"name": d.Config.Name, "listening": addrs, "pkies": pkieNames(ps), "spki_sha256": d.SPKIHash(), "data": *data}
 	var first error
+	if first = printServing(env, *asJSON, info, listeningLines(addrs)...); first != nil {
+		cancel()
+	}
 	for range n {
 		if err := <-errc; err != nil && first == nil {
 			first = err
@@ -484,7 +478,22 @@ func cloudServe(ctx context.Context, env *Env, args []string, reg *pkie.Registry
 	cancel()
 	<-runDone
 	c.Wait()
+	if first == nil {
+		logStopped(logger, "cloud", ctx)
+	}
 	return first
+}
+
+// listeningLines are the text startup lines of a server with several
+// listeners, in a fixed order.
+func listeningLines(addrs map[string]string) []string {
+	var lines []string
+	for _, k := range []string{"quic", "tcp", "http"} {
+		if a, ok := addrs[k]; ok {
+			lines = append(lines, "listening "+k+" "+a)
+		}
+	}
+	return lines
 }
 
 // pointFlag is a repeatable QUICADDR[,TCPADDR] flag.
@@ -502,11 +511,12 @@ func (p *pointFlag) Set(v string) error {
 }
 
 func cloudBundle(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
-	fs := newFlags(env, "cloud bundle", "--point QUICADDR[,TCPADDR]... [--data DIR] [--name NAME]")
+	fs := newFlags(env, "cloud bundle", "--point QUICADDR[,TCPADDR]... [--data DIR] [--name NAME] [--json]")
 	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory")
 	var points pointFlag
 	fs.Var(&points, "point", "a point of presence: host:port of its QUIC listener, then optionally a comma and host:port of its TLS/TCP listener (\",HOST:PORT\": TCP only); repeatable, nearest first for most clients")
 	name := fs.String("name", "", "name in the bundle (default: the cloud's name)")
+	asJSON := fs.Bool("json", false, "print one JSON object: the bundle under \"bundle\", beside the data directory, the cloud's name, enhancements and key hash")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -543,6 +553,9 @@ func cloudBundle(ctx context.Context, env *Env, args []string, reg *pkie.Registr
 	}
 	if err := b.Check(); err != nil {
 		return usageError("%v", err)
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"data": *data, "name": d.Config.Name, "pkies": pkieNames(d.Config.PKIEs), "spki_sha256": d.SPKIHash(), "bundle": b})
 	}
 	out, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -97,7 +96,7 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	window := fs.Duration("use-window", forwarder.DefaultUseWindow, "how long after its first use an identifier's connection may still receive proofs")
 	maxUsed := fs.Int("max-used", forwarder.DefaultMaxUsed, "identifiers remembered as used at most; beyond it submissions are refused busy")
 	rate := fs.Float64("submit-rate", forwarder.DefaultSubmitRate, "sealed submissions per second per client (burst twice that)")
-	asJSON := fs.Bool("json", false, "print the listening addresses as JSON")
+	asJSON := fs.Bool("json", false, "print the startup information (addresses, name, key hash, clouds, data directory) as one JSON line, and the logs as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -159,7 +158,7 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 			return fmt.Errorf("--http: %w", err)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	logger := serveLogger(env, *asJSON)
 	f, err := forwarder.New(forwarder.Config{
 		Certificate: d.Certificate, EphIDKey: d.EphIDKey, Clouds: clouds, Logger: logger,
 		Keepalive: *keepalive, MissedPings: *missed, MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddr,
@@ -199,16 +198,15 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	}
 	logger.Info("forwarder listening", "name", d.Name, "quic", addrs["quic"], "tcp", addrs["tcp"], "http", addrs["http"],
 		"clouds", len(clouds), "spki_sha256", d.SPKIHash())
-	if *asJSON {
-		writeJSON(env.Stdout, map[string]any{"name": d.Name, "listening": addrs, "spki_sha256": d.SPKIHash()})
-	} else {
-		for _, k := range []string{"quic", "tcp", "http"} {
-			if a, ok := addrs[k]; ok {
-				fmt.Fprintf(env.Stdout, "listening %s %s\n", k, a)
-			}
-		}
+	var cloudNames []string
+	for _, c := range clouds {
+		cloudNames = append(cloudNames, c.Name)
 	}
+	info := map[string]any{"name": d.Name, "listening": addrs, "spki_sha256": d.SPKIHash(), "clouds": cloudNames, "data": *data}
 	var first error
+	if first = printServing(env, *asJSON, info, listeningLines(addrs)...); first != nil {
+		cancel()
+	}
 	for range n {
 		if err := <-errc; err != nil && first == nil {
 			first = err
@@ -217,15 +215,19 @@ func forwarderServe(ctx context.Context, env *Env, args []string) error {
 	}
 	cancel()
 	f.Wait()
+	if first == nil {
+		logStopped(logger, "forwarder", ctx)
+	}
 	return first
 }
 
 func forwarderBundle(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "forwarder bundle", "--point QUICADDR[,TCPADDR]... [--data DIR] [--name NAME]")
+	fs := newFlags(env, "forwarder bundle", "--point QUICADDR[,TCPADDR]... [--data DIR] [--name NAME] [--json]")
 	data := fs.String("data", defaultDataDir(env, "forwarder"), "data directory")
 	var points pointFlag
 	fs.Var(&points, "point", "an address of the forwarder: host:port of its QUIC listener, then optionally a comma and host:port of its TLS/TCP listener (\",HOST:PORT\": TCP only); repeatable")
 	name := fs.String("name", "", "name in the bundle (default: the forwarder's name)")
+	asJSON := fs.Bool("json", false, "print one JSON object: the bundle under \"bundle\", beside the data directory, the forwarder's name and key hash")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -242,6 +244,9 @@ func forwarderBundle(ctx context.Context, env *Env, args []string) error {
 	b := &pecwire.Bundle{Version: pecwire.BundleVersion, Name: *name, Points: points, SPKISHA256: d.SPKIHash()}
 	if err := b.Check(); err != nil {
 		return usageError("%v", err)
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"data": *data, "name": d.Name, "spki_sha256": d.SPKIHash(), "bundle": b})
 	}
 	out, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

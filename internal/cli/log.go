@@ -138,7 +138,12 @@ func parseRoots(b []byte, name string) (*x509.CertPool, error) {
 // (Mozilla's if none). A real log refuses chains to unknown roots, or
 // anyone could fill it with certificates of their own making.
 func openLog(env *Env, data, roots string) (*ctlog.Log, error) {
-	o := ctlog.Options{Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))}
+	return openLogLogged(slog.New(slog.NewTextHandler(env.Stderr, nil)), data, roots)
+}
+
+// openLogLogged is openLog with the log's warnings going to logger.
+func openLogLogged(logger *slog.Logger, data, roots string) (*ctlog.Log, error) {
+	o := ctlog.Options{Logf: warnf(logger)}
 	var err error
 	if roots == "" {
 		b, rerr := os.ReadFile(filepath.Join(data, RootsFile))
@@ -170,6 +175,7 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of each of those (0: a quarter)")
 	bodyTimeout := fs.Duration("body-timeout", httplimit.DefaultBodyTimeout, "time an add-chain body may take to arrive, plus 1 s per 64 KiB")
 	conns := connFlags(fs)
+	asJSON := fs.Bool("json", false, "print the startup information (address, origin, verifier key, data directory) as one JSON line, and the logs as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -190,12 +196,12 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	if err := rememberRoots(*data, *roots); err != nil {
 		return err
 	}
-	l, err := openLog(env, *data, *roots)
+	logger := serveLogger(env, *asJSON)
+	l, err := openLogLogged(logger, *data, *roots)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	b, err := l.BuildSorted(ctx)
 	if err != nil {
 		return err
@@ -205,10 +211,15 @@ func logServe(ctx context.Context, env *Env, args []string) error {
 	go l.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("log listening", "origin", l.Origin(), "addr", ln.Addr().String())
-	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	info := map[string]any{"listening": ln.Addr().String(), "origin": l.Origin(), "sorted_origin": ctlog.SortedOrigin(l.Origin()),
+		"verifier_key": l.VerifierKey(), "data": *data, "sorted_size": b.Size}
+	if err := printServing(env, *asJSON, info, "listening "+ln.Addr().String()); err != nil {
+		return err
+	}
 	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
 		return err
 	}
+	logStopped(logger, "log", ctx)
 	return nil
 }
 

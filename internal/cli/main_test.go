@@ -6,13 +6,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestMain lets tests run the pkie CLI as a real child process (to kill it
-// with SIGKILL, say): with PKIE_CLI_CHILD=1 the test binary is pkie.
+// with SIGKILL, say): with PKIE_CLI_CHILD=1 the test binary is pkie, its
+// signals turned into the context's cancellation as cmd/pkie does.
 func TestMain(m *testing.M) {
 	if os.Getenv("PKIE_CLI_CHILD") == "1" {
 		// A lowered open-file limit for this child alone: lowering the
@@ -22,7 +25,10 @@ func TestMain(m *testing.M) {
 				panic(err)
 			}
 		}
-		os.Exit(Main(context.Background(), OSEnv(), os.Args[1:]))
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, OSEnv(), os.Args[1:])
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

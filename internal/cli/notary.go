@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -64,6 +63,11 @@ func notaryInit(ctx context.Context, env *Env, args []string) error {
 	if len(hosts) == 0 {
 		hosts = stringList{"localhost", "127.0.0.1"}
 	}
+	for _, h := range hosts {
+		if err := notary.CheckHost(h); err != nil {
+			return usageError("--host %v", err)
+		}
+	}
 	if *name == "" {
 		*name = hosts[0]
 	}
@@ -106,6 +110,7 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	var bounceAllow stringList
 	fs.Var(&bounceAllow, "bounce-allow", "host:port of a notary the bouncer may CONNECT to (repeatable)")
 	resolve := addResolveFlags(fs, "a target the notary probes, to try named sites on loopback; --allow-private is needed for non-public addresses", true)
+	asJSON := fs.Bool("json", false, "print the startup information (addresses, name, keys, data directory) as one JSON line, and the logs as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -158,7 +163,7 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer h.Close()
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	logger := serveLogger(env, *asJSON)
 	n, err := notary.New(notary.Config{
 		Identity: id, History: h, MaxAge: *maxAge, MaxProbes: *maxProbes, MaxQueue: *maxQueue,
 		MaxProbesPerClient: *perClient, MaxProbesPerTarget: *perTarget, MaxHistory: *maxHistory,
@@ -176,6 +181,14 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	errc := make(chan error, 2)
+	info := struct {
+		Name      string `json:"name"`
+		Listening string `json:"listening"`
+		Bouncer   string `json:"bouncer,omitempty"`
+		notaryKeys
+		Data  string `json:"data"`
+		Store string `json:"store"`
+	}{Name: id.Name, Listening: ln.Addr().String(), notaryKeys: keysOf(id), Data: *data, Store: storeKind(*dsn)}
 	if *bounceListen != "" {
 		if len(bounceAllow) == 0 {
 			return usageError("--bounce-listen needs at least one --bounce-allow host:port")
@@ -184,6 +197,7 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		info.Bouncer = bl.Addr().String()
 		logger.Info("bouncer listening", "addr", bl.Addr().String(), "allow", strings.Join(bounceAllow, ","))
 		b := notary.NewBouncer(bounceAllow, 0)
 		b.IdleTimeout, b.Conns = *bounceIdle, co
@@ -195,10 +209,13 @@ func notaryServe(ctx context.Context, env *Env, args []string) error {
 	}
 	logger.Info("notary listening", attrs...)
 	// The address line lets scripts and tests that pass port 0 find the port.
-	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	if err := printServing(env, *asJSON, info, "listening "+info.Listening); err != nil {
+		return err
+	}
 	go func() { errc <- n.ServeTLS(ctx, ln) }()
 	err = <-errc
 	if err == nil || errors.Is(err, context.Canceled) {
+		logStopped(logger, "notary", ctx)
 		return nil
 	}
 	return err
@@ -212,7 +229,7 @@ func storeKind(dsn string) string {
 }
 
 func notaryBundle(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "notary bundle", "--host H [--ssl-port P] [--http-port P] [flags]")
+	fs := newFlags(env, "notary bundle", "--host H [--ssl-port P] [--http-port P] [--json] [flags]")
 	data := fs.String("data", defaultDataDir(env, "notary"), "data directory")
 	host := fs.String("host", "", "host name clients connect to (required)")
 	sslPort := fs.Int("ssl-port", 443, "HTTPS port of the notary API")
@@ -220,11 +237,15 @@ func notaryBundle(ctx context.Context, env *Env, args []string) error {
 	name := fs.String("name", "", "display name (default: the notary's name)")
 	region := fs.String("region", "", "region or country code, e.g. US")
 	location := fs.String("location", "", "URL the bundle is published at (bundle_location)")
+	asJSON := fs.Bool("json", false, "print one JSON object: the bundle under \"bundle\", beside the data directory and the keys it pins")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *host == "" {
 		return usageError("--host is required")
+	}
+	if err := notary.CheckHost(*host); err != nil {
+		return usageError("--host %v", err)
 	}
 	for _, p := range []struct {
 		name string
@@ -238,7 +259,15 @@ func notaryBundle(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := id.Bundle(*host, *sslPort, *httpPort, *name, *region, *location).MarshalIndent()
+	bundle := id.Bundle(*host, *sslPort, *httpPort, *name, *region, *location)
+	if *asJSON {
+		return writeJSON(env.Stdout, struct {
+			Data string `json:"data"`
+			notaryKeys
+			Bundle notary.Bundle `json:"bundle"`
+		}{*data, keysOf(id), bundle})
+	}
+	b, err := bundle.MarshalIndent()
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -43,6 +42,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 	maxInFlight := fs.Int("max-in-flight", 256, "concurrent requests at most; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
 	conns := connFlags(fs)
+	asJSON := fs.Bool("json", false, "print the startup information (address, the TTPs mirrored and their tree sizes, state directory) as one JSON line, and the logs as JSON")
 	stateDir := fs.String("state", "", "directory keeping the last checkpoint accepted from each TTP (created 0700), so a restarted prover still refuses a tree that shrinks; without it a restart accepts whatever a TTP signs first")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -57,7 +57,7 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 	if *every <= 0 || *maxAge <= 0 {
 		return usageError("--sync and --max-age must be positive")
 	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	logger := serveLogger(env, *asJSON)
 	if *stateDir != "" {
 		if err := os.MkdirAll(*stateDir, 0o700); err != nil {
 			return err
@@ -66,6 +66,16 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 		logger.Warn("no --state directory: after a restart this prover accepts whatever tree a TTP signs first, even one smaller than it served before")
 	}
 	hc := &http.Client{Timeout: 2 * time.Minute}
+	type mirrored struct {
+		URL  string `json:"url"`
+		Size uint64 `json:"size"` // keys in the sorted tree at the first sync
+	}
+	info := struct {
+		Listening  string    `json:"listening"`
+		CT         *mirrored `json:"ct,omitempty"`
+		Revocation *mirrored `json:"revocation,omitempty"`
+		State      string    `json:"state"`
+	}{State: *stateDir}
 	mk := func(pkie, url, key, flag string) (*prover.Prover, error) {
 		if url == "" {
 			return nil, nil
@@ -89,6 +99,10 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 					fmt.Fprintln(env.Stderr)
 				}
 			}}
+		if *asJSON {
+			// A progress line is no JSON; the "synced" log line says it.
+			cfg.Progress = nil
+		}
 		if pkie == prover.CT {
 			cfg.LogConsistency = prover.LogConsistency(url, hc)
 		}
@@ -101,6 +115,11 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 			return nil, err
 		}
 		logger.Info("synced", "pkie", pkie, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
+		if pkie == prover.CT {
+			info.CT = &mirrored{url, res.Size}
+		} else {
+			info.Revocation = &mirrored{url, res.Size}
+		}
 		go p.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 		return p, nil
 	}
@@ -124,9 +143,13 @@ func proverServe(ctx context.Context, env *Env, args []string) error {
 	srv.WriteTimeout = 30 * time.Second
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("prover listening", "addr", ln.Addr().String())
-	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	info.Listening = ln.Addr().String()
+	if err := printServing(env, *asJSON, info, "listening "+info.Listening); err != nil {
+		return err
+	}
 	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
 		return err
 	}
+	logStopped(logger, "prover", ctx)
 	return nil
 }

@@ -67,6 +67,7 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
 	conns := connFlags(fs)
 	fork := forkFlag(fs)
+	asJSON := fs.Bool("json", false, "print the startup information (address, origin, verifier key, data directory) as one JSON line, and the logs as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	// Bound before anything is built or signed: a busy port must not cost
 	// a signed tree head.
 	defer ln.Close()
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	logger := serveLogger(env, *asJSON)
 	a, err := revocation.Open(*data, revocation.Options{AcceptFork: *fork, Logf: warnf(logger)})
 	if err != nil {
 		return err
@@ -95,17 +96,22 @@ func revServe(ctx context.Context, env *Env, args []string) error {
 	} else if n > 0 {
 		logger.Info("removed temporary files left by an interrupted publication", "files", n)
 	}
-	if _, err := a.Publish(ctx); err != nil {
+	up, err := a.Publish(ctx)
+	if err != nil {
 		return err
 	}
 	srv := ctlog.NewHTTPServer(a.HandlerWith(revocation.HandlerOptions{MaxInFlight: *maxInFlight, MaxPerClient: *perIP}))
 	go a.Run(ctx, *every, func(f string, x ...any) { logger.Error(fmt.Sprintf(f, x...)) })
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("revocation authority listening", "origin", a.Origin(), "addr", ln.Addr().String())
-	fmt.Fprintf(env.Stdout, "listening %s\n", ln.Addr())
+	info := map[string]any{"listening": ln.Addr().String(), "origin": a.Origin(), "verifier_key": a.VerifierKey(), "data": *data, "size": up.Size}
+	if err := printServing(env, *asJSON, info, "listening "+ln.Addr().String()); err != nil {
+		return err
+	}
 	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
 		return err
 	}
+	logStopped(logger, "revocation authority", ctx)
 	return nil
 }
 

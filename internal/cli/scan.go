@@ -77,9 +77,32 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 		}
 		defer f.Close()
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			// A first pass for the ETA: cheap next to the scan itself.
-			if total, err = scan.CountSites(f, *limit); err != nil {
-				return fmt.Errorf("reading %s: %w", listName, err)
+			// A first pass for the ETA, cheap next to the scan itself,
+			// which also refuses a list with nothing to scan before --out
+			// is created.
+			var bad []string
+			cl := scan.NewListReader(f)
+			cl.Limit = *limit
+			cl.OnMalformed = func(e *scan.LineError) {
+				if len(bad) < maxListProblems {
+					bad = append(bad, e.Error())
+				}
+			}
+			for {
+				_, err := cl.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return fmt.Errorf("reading %s: %w", listName, err)
+				}
+				total++
+			}
+			if total == 0 {
+				for _, b := range bad {
+					fmt.Fprintf(env.Stderr, "pkie scan: skipping %s:%s\n", listName, b)
+				}
+				return noSitesError(listName, cl.Malformed())
 			}
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return err
@@ -91,7 +114,7 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	lr := scan.NewListReader(list)
 	lr.Limit = *limit
 	lr.OnMalformed = func(e *scan.LineError) {
-		if len(sum.ListProblems) < 20 {
+		if len(sum.ListProblems) < maxListProblems {
 			sum.ListProblems = append(sum.ListProblems, fmt.Sprintf("%s:%s", listName, e.Error()))
 			fmt.Fprintf(env.Stderr, "pkie scan: skipping %s:%s\n", listName, e.Error())
 		}
@@ -143,7 +166,28 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	if errors.Is(runErr, context.Canceled) {
 		return &exitError{code: ExitUsage, msg: "interrupted; run the same command again to resume"}
 	}
+	if runErr == nil && sum.Sites == 0 {
+		// A list read from a pipe is only known empty once read.
+		return noSitesError(listName, sum.ListMalformed)
+	}
 	return runErr
+}
+
+// maxListProblems bounds the malformed list lines pkie scan names; the
+// rest are counted.
+const maxListProblems = 20
+
+// noSitesError refuses a site list without one valid entry: a scan of
+// nothing that exits 0 hides a wrong file or format from the script that
+// ran it.
+func noSitesError(list string, malformed int) error {
+	if list == "-" {
+		list = "the site list on stdin"
+	}
+	if malformed > 0 {
+		return usageError("%s holds no valid site: all %d entries are malformed (want rank,domain CSV or one domain per line)", list, malformed)
+	}
+	return usageError("%s holds no site (want rank,domain CSV or one domain per line)", list)
 }
 
 func printScanSummary(w io.Writer, s *scanSummaryJSON) {

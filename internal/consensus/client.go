@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -174,6 +175,14 @@ func (c *Client) post(ctx context.Context, h *Host, bounce *route, path, content
 	req.Header.Set("Content-Type", contentType)
 	resp, err := c.transport(h, bounce).RoundTrip(req)
 	if err != nil {
+		// A notary that answered with another certificate was reached:
+		// its bundle is stale or someone sits between client and notary,
+		// which "unreachable" would hide.
+		var pm *pinMismatchError
+		if errors.As(err, &pm) {
+			a.Reason, a.PinMismatch = "pin mismatch: "+pm.Error(), true
+			return nil, false
+		}
 		a.Reason = "unreachable: " + describe(ctx, err)
 		return nil, false
 	}
@@ -544,8 +553,11 @@ func (c *Client) transport(h *Host, bounce *route) *http.Transport {
 				// notary: no CA validation, an exact pin instead.
 				InsecureSkipVerify: true,
 				VerifyConnection: func(cs tls.ConnectionState) error {
-					if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, pin) {
-						return errors.New("notary certificate does not match its bundle (pin mismatch)")
+					if len(cs.PeerCertificates) == 0 {
+						return &pinMismatchError{want: pin}
+					}
+					if got := cs.PeerCertificates[0].Raw; !bytes.Equal(got, pin) {
+						return &pinMismatchError{got: got, want: pin}
 					}
 					return nil
 				},
@@ -564,6 +576,19 @@ func (c *Client) transport(h *Host, bounce *route) *http.Transport {
 	}
 	c.transports[key] = t
 	return t
+}
+
+// pinMismatchError is a notary host whose TLS certificate is not the one
+// its bundle pins.
+type pinMismatchError struct{ got, want []byte }
+
+func (e *pinMismatchError) Error() string {
+	want := sha256.Sum256(e.want)
+	if e.got == nil {
+		return fmt.Sprintf("the notary presented no certificate; its bundle pins sha256 %x…", want[:8])
+	}
+	got := sha256.Sum256(e.got)
+	return fmt.Sprintf("the notary's TLS certificate (sha256 %x…) is not the one its bundle pins (sha256 %x…): a stale bundle, or someone between this client and the notary", got[:8], want[:8])
 }
 
 func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -63,6 +63,9 @@ type Answer struct {
 	Observed time.Duration `json:"observed_ns,omitempty"`
 	History  []Entry       `json:"history,omitempty"`
 	Bounced  bool          `json:"bounced,omitempty"` // reached through another notary's CONNECT relay
+	// PinMismatch marks a stand-aside whose notary host was reached but
+	// presented another TLS certificate than its bundle pins.
+	PinMismatch bool `json:"pin_mismatch,omitempty"`
 	// API is the wire API the answer came over: "convergence" or "v1"
 	// ("" if no request was made).
 	API API `json:"api,omitempty"`
@@ -154,6 +157,9 @@ type Decision struct {
 	Young      int `json:"young,omitempty"`
 	No         int `json:"no"`
 	StandAside int `json:"stand_aside"`
+	// PinMismatch counts the stand-asides whose notary presented another
+	// TLS certificate than its bundle pins.
+	PinMismatch int `json:"pin_mismatch,omitempty"`
 	// Unreachable counts the notaries that stood aside and, under
 	// UnreachableIsFailure, were counted in No.
 	Unreachable int `json:"unreachable_counted_as_no,omitempty"`
@@ -185,6 +191,9 @@ func (p Policy) Decide(answers []Answer) Decision {
 			d.Unreachable++
 		default:
 			d.StandAside++
+			if a.PinMismatch {
+				d.PinMismatch++
+			}
 		}
 	}
 	voters := d.Yes + d.Young + d.No
@@ -208,6 +217,9 @@ func (p Policy) Decide(answers []Answer) Decision {
 	switch {
 	case voters == 0:
 		d.Result, d.Reason = Inconclusive, fmt.Sprintf("no notary voted (%d configured, %d stood aside)", d.Configured, d.StandAside)
+		if d.PinMismatch > 0 {
+			d.Reason = fmt.Sprintf("no notary voted (%d configured, %d stood aside, %d of them on a pin mismatch: reached, but not with the certificate its bundle pins)", d.Configured, d.StandAside, d.PinMismatch)
+		}
 	case !pass(d.Yes+d.Young) && !(p.Kind == Quorum && pass(d.Yes+d.Young+d.StandAside)):
 		d.Result, d.Reason = Untrusted, p.failure(d, voters)
 	case !pass(d.Yes + d.Young):

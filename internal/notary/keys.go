@@ -13,8 +13,10 @@ import (
 	"io/fs"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -63,6 +65,11 @@ func NewIdentity(name string, hosts []string) (*Identity, error) {
 		BasicConstraintsValid: true,
 	}
 	for _, h := range hosts {
+		// x509 takes any ASCII as a DNS name: "bad host!" would be signed
+		// into a certificate no client can match.
+		if err := CheckHost(h); err != nil {
+			return nil, fmt.Errorf("notary: certificate host %w", err)
+		}
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else {
@@ -74,6 +81,39 @@ func NewIdentity(name string, hosts []string) (*Identity, error) {
 		return nil, fmt.Errorf("notary: creating certificate: %w", err)
 	}
 	return newIdentity(name, key, der, v1)
+}
+
+// CheckHost reports whether host can name a notary in its certificate and
+// its bundle: a DNS name (letters, digits, '-' and '_' in dot-separated
+// labels of 1 to 63 bytes, 253 bytes at most) or an IP address, written
+// without brackets or zone.
+func CheckHost(host string) error {
+	if host == "" {
+		return errors.New("is empty: want a DNS name or an IP address")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return fmt.Errorf("%q has a zone, which names an interface of one machine, not the notary", host)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return fmt.Errorf("%q: write an IPv6 address without brackets", host)
+	}
+	if len(host) > 253 {
+		return fmt.Errorf("%q is %d bytes; a DNS name has at most 253", host[:32]+"…", len(host))
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("%q is not a DNS name or an IP address: it has an empty label or one over 63 bytes", host)
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("%q is not a DNS name or an IP address: %q is not allowed in a host name", host, rune(c))
+			}
+		}
+	}
+	return nil
 }
 
 func newIdentity(name string, key *rsa.PrivateKey, der []byte, v1 ed25519.PrivateKey) (*Identity, error) {
