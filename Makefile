@@ -14,7 +14,7 @@ all: build verifiers
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/pkie
 
-# The verification back ends that are not Go (docs/verification.md): small
+# The verification back ends that are not Go (docs/measurement/verification.md): small
 # helper programs pkie runs over a JSON-lines protocol.
 OPENSSL_CFLAGS ?= $(shell pkg-config --cflags libssl libcrypto jansson 2>/dev/null)
 OPENSSL_LIBS   ?= $(shell pkg-config --libs libssl libcrypto jansson 2>/dev/null || echo -lssl -lcrypto -ljansson)

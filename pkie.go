@@ -21,7 +21,7 @@
 //
 // A new enhancement is one package that implements both interfaces and
 // registers a [Kind] with its 16-bit [ID] in a [Registry]; nothing in the
-// cloud or the client changes. docs/pkie-howto.md walks through one.
+// cloud or the client changes. docs/guides/pkie-howto.md walks through one.
 package pkie
 
 import (

@@ -22,7 +22,7 @@
 //  4. the policy (majority by default; consensus, minority, or a
 //     Perspectives quorum with a minimum observation duration) turns the
 //     answers into trusted, untrusted or inconclusive — see package
-//     internal/consensus for the exact rule, and docs/client.md;
+//     internal/consensus for the exact rule, and docs/guides/client.md;
 //  5. sources: classic CA path validation ("ca") always, and any further
 //     Source in Config.Sources, run beside the notaries; those named in
 //     Config.Require must pass.

@@ -102,7 +102,7 @@ func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
 }
 
 // HTTPProofs is a ProofSource on prover servers (`pkie prover serve`,
-// docs/api-proofs.md): it fetches the ct and revocation proofs over HTTP
+// docs/formats/api-proofs.md): it fetches the ct and revocation proofs over HTTP
 // and wraps each response into the enhancement's proof (package
 // internal/pkies/treeproof), so that the same verifiers judge them as judge
 // proofs from the PEC cloud. Other enhancements get no proof.

@@ -37,7 +37,7 @@ const (
 	// keys in TLS 1.2 and 1.3: 1024 is exactly its floor (smaller keys
 	// need GODEBUG=rsa1024min=0). Only GODEBUG=fips140=only refuses them,
 	// and with fips140=on a server that verifies client chains drops
-	// them; Open then refuses the algorithm. docs/obc.md has the details.
+	// them; Open then refuses the algorithm. docs/guides/obc.md has the details.
 	// Use it only to measure.
 	RSA1024 Alg = "rsa-1024"
 )

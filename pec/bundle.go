@@ -4,7 +4,7 @@ import "github.com/pkie/pkie/internal/pecwire"
 
 // Bundle is what a client pins a cloud by: its name, its points of presence
 // and the SHA-256 of the public key they all present. `pkie cloud bundle`
-// prints one. docs/formats-pec.md describes the format.
+// prints one. docs/formats/pec.md describes the format.
 type Bundle = pecwire.Bundle
 
 // Point is one point of presence of a cloud: a QUIC address, a TLS-over-TCP

@@ -64,7 +64,7 @@ const (
 //
 // On the wire it is version (uint8) followed by fields, each type (uint8) ‖
 // length (uint16) ‖ value, in increasing type order, each at most once.
-// docs/formats-pec.md documents each field.
+// docs/formats/pec.md documents each field.
 type Extension struct {
 	// ClientID is the identifier the cloud gave the client when it
 	// registered (pecwire.Registered). Zero when EphID stands for it.

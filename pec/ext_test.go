@@ -49,7 +49,7 @@ func TestExtensionRoundTrip(t *testing.T) {
 	// built-in enhancements and a 14-byte address.
 	b, _ := sampleExtension().Marshal()
 	if len(b) != 76 {
-		t.Errorf("extension body is %d bytes, docs/formats-pec.md says 76", len(b))
+		t.Errorf("extension body is %d bytes, docs/formats/pec.md says 76", len(b))
 	}
 }
 
@@ -245,7 +245,7 @@ func uHello(t testing.TB, body []byte) []byte {
 }
 
 // TestClientHelloSize measures the ClientHello the client-server Dialer
-// sends, as docs/formats-pec.md reports it: the PEC paper's are about
+// sends, as docs/formats/pec.md reports it: the PEC paper's are about
 // 400 bytes.
 func TestClientHelloSize(t *testing.T) {
 	e := sampleExtension()

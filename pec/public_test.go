@@ -11,7 +11,7 @@ import (
 )
 
 // TestExampleImportsArePublic: what an application copies to embed the
-// dialer — ExampleDialer and the Go in docs/client-pec.md — imports no
+// dialer — ExampleDialer and the Go in docs/guides/client-pec.md — imports no
 // package under internal/, which code outside this module cannot import.
 // (The example's world, example_world_test.go, is the project's own
 // testbed and not part of what is copied.)
@@ -28,25 +28,25 @@ func TestExampleImportsArePublic(t *testing.T) {
 			t.Errorf("example_test.go imports %s", path)
 		}
 	}
-	doc, err := os.ReadFile("../docs/client-pec.md")
+	doc, err := os.ReadFile("../docs/guides/client-pec.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(doc, -1)
 	if len(blocks) == 0 {
-		t.Fatal("docs/client-pec.md has no Go block")
+		t.Fatal("docs/guides/client-pec.md has no Go block")
 	}
 	imports := 0
 	for _, b := range blocks {
 		for _, m := range regexp.MustCompile(`"(github\.com/pkie/pkie[^"]*)"`).FindAllSubmatch(b[1], -1) {
 			imports++
 			if isInternal(string(m[1])) {
-				t.Errorf("docs/client-pec.md imports %s", m[1])
+				t.Errorf("docs/guides/client-pec.md imports %s", m[1])
 			}
 		}
 	}
 	if imports == 0 {
-		t.Error("docs/client-pec.md's Go imports no pkie package: not the embedding example")
+		t.Error("docs/guides/client-pec.md's Go imports no pkie package: not the embedding example")
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 )
 
-// File format (version 1), all integers big-endian; see docs/formats-proofs.md.
+// File format (version 1), all integers big-endian; see docs/formats/proofs.md.
 //
 //	offset size
 //	0      8    magic "pkie-smt"

@@ -59,7 +59,7 @@ func (k Kind) keyCount() int {
 // It covers a range of one or two adjacent leaves starting at Index; Hashes
 // are the RFC 6962 subtree hashes needed to recompute the root from those
 // leaves, each sent once even where the two leaves' audit paths share it, in
-// the order of a left-to-right walk of the tree (see docs/formats-proofs.md).
+// the order of a left-to-right walk of the tree (see docs/formats/proofs.md).
 type Proof struct {
 	Kind     Kind
 	TreeSize uint64

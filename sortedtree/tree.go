@@ -16,7 +16,7 @@
 // level upwards as flat arrays of 32-byte values; the lowest levels are
 // recomputed on demand, which costs a handful of hashes per proof and saves
 // most of the memory a full tree would need. Trees persist to a compact,
-// versioned file (see docs/formats-proofs.md) that Open memory-maps.
+// versioned file (see docs/formats/proofs.md) that Open memory-maps.
 package sortedtree
 
 import (

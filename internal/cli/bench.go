@@ -22,7 +22,7 @@ var benchmarks = map[string]struct {
 	"scan":   {"scan throughput against raw TLS handshakes on a synthetic web", runBenchScan},
 	"roots":  {"pkie roots over a million generated scan records: time and peak RSS", runBenchRoots},
 	"verify": {"certificate verification back ends (crypto/x509 serial and parallel, OpenSSL, webpki) timed per phase on sites shaped like the Servo certificate-verification experiment's and per chain shape", runBenchVerify},
-	"soak":   {"the notary and the log under good traffic and every attack of docs/security.md: success rate and p99", runBenchSoak},
+	"soak":   {"the notary and the log under good traffic and every attack of docs/operations/security.md: success rate and p99", runBenchSoak},
 }
 
 func runBench(ctx context.Context, env *Env, args []string) error {

@@ -36,7 +36,7 @@ type obcJarCookie struct {
 	HTTPOnly bool      `json:"http_only,omitempty"`
 }
 
-// obcJarFile is the jar file's format (docs/obc.md).
+// obcJarFile is the jar file's format (docs/guides/obc.md).
 type obcJarFile struct {
 	Version int                       `json:"version"`
 	Origins map[string][]obcJarCookie `json:"origins"`

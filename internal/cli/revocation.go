@@ -236,7 +236,7 @@ func revPublish(ctx context.Context, env *Env, args []string) error {
 }
 
 // forkFlag is the operator's deliberate way past the refusal to sign a tree
-// behind the last signed checkpoint (docs/operations-proofs.md).
+// behind the last signed checkpoint (docs/operations/proofs.md).
 func forkFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("dangerously-accept-fork", false, "start even though the database is behind what the authority last signed (lost or restored database), "+
 		"and sign a tree that does not extend it: provers that saw the old tree refuse it, and revocations in the lost part are forgotten")

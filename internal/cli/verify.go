@@ -40,7 +40,7 @@ const verifyUsage = `[flags] CERTFILE... | --scan FILE --domain NAME | --connect
 
 Verifies one certificate chain with every back end (Go's crypto/x509 serial
 and parallel, OpenSSL's libcrypto, rustls-webpki) and shows each verdict and
-the time each spent per phase (docs/verification.md).
+the time each spent per phase (docs/measurement/verification.md).
 
 The chain comes from exactly one of:
   CERTFILE...        PEM files (any number of CERTIFICATE blocks) or DER files

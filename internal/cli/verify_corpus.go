@@ -22,7 +22,7 @@ Runs every back end over a corpus of chains and reports how often each gives
 the expected verdict, how often each pair of back ends agrees, and every case
 where they disagree, each with the libraries' reasons and, where a documented
 difference between the libraries explains it, that difference; the rest are
-listed as unexplained (docs/verification.md, "Differential testing").
+listed as unexplained (docs/measurement/verification.md, "Differential testing").
 
 Corpora (SPEC):
   known              the testbed's known valid and invalid chains
@@ -75,7 +75,7 @@ func runVerifyCorpus(ctx context.Context, env *Env, args []string) error {
 	limit := fs.Int("limit", 0, "run at most `N` cases of each corpus (0: all)")
 	every := fs.Int("every", 1, "run every `N`th case of each corpus (a deterministic sample)")
 	show := fs.Int("show", 20, "print at most `N` disagreements in full (-1: all); --json holds all")
-	workers := fs.Int("workers", 2, "run `N` sets of back ends side by side, each its own helper processes (2 is faster than 1 even on two busy cores: docs/verification.md)")
+	workers := fs.Int("workers", 2, "run `N` sets of back ends side by side, each its own helper processes (2 is faster than 1 even on two busy cores: docs/measurement/verification.md)")
 	strict := fs.Bool("strict", false, "exit 1 on any unexplained disagreement or back-end error")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

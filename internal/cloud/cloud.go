@@ -24,7 +24,7 @@
 // A cloud keeps no state but its sessions and what its provers sync from
 // their trusted third parties, so replicas need no shared database: a
 // client's session, and with it every submission for that client, lives on
-// one replica (docs/operations-cloud.md).
+// one replica (docs/operations/cloud.md).
 package cloud
 
 import (

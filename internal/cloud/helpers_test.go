@@ -290,7 +290,7 @@ func (mt *minter) forward(m *pecwire.Submit) *pecwire.ServerSubmit {
 }
 
 // newRawMinter is newMinter for a session framed by hand: the exporter
-// label is docs/formats-pec.md's.
+// label is docs/formats/pec.md's.
 func newRawMinter(t testing.TB, r *rawTLS) *minter {
 	t.Helper()
 	cs := r.ConnectionState()

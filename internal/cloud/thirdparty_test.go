@@ -9,7 +9,7 @@ import (
 )
 
 // Third parties that learned a client's identifier from a ClientHello
-// (docs/formats-pec.md, "The PEC TLS extension"): what they can no longer
+// (docs/formats/pec.md, "The PEC TLS extension"): what they can no longer
 // do to the client.
 
 // drainUntilPong sends a Ping on c and reads until its Pong, returning

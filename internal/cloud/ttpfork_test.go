@@ -309,7 +309,7 @@ func TestFreshReplicaRefusesFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Copies made before the first serve, as docs/operations-cloud.md
+	// Copies made before the first serve, as docs/operations/cloud.md
 	// says to make them.
 	fresh := func() *cloud.DataDir {
 		dst := filepath.Join(t.TempDir(), "cloud")

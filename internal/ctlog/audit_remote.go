@@ -25,7 +25,7 @@ import (
 
 // An independent auditor checks a log from the outside: it trusts nothing
 // but the log's pinned verifier key and reads only the public HTTP API
-// (docs/api-proofs.md). What the log serves is evidence to be checked, so
+// (docs/formats/api-proofs.md). What the log serves is evidence to be checked, so
 // an answer that fails to parse or to verify fails a check; only an answer
 // the auditor could not get at all (a connection error, a timeout, an HTTP
 // error status) stops the audit with an error, since that says nothing
@@ -568,7 +568,7 @@ func parseEntries(body []byte, start uint64, asked int) ([]remoteEntry, error) {
 }
 
 // ParseProofHashes decodes the hashes of an inclusion or consistency proof
-// answer ({"hashes": [base64, …]}, docs/api-proofs.md): at most 64 hashes of
+// answer ({"hashes": [base64, …]}, docs/formats/api-proofs.md): at most 64 hashes of
 // 32 bytes.
 func ParseProofHashes(body []byte) ([][]byte, error) {
 	var r struct {

@@ -41,7 +41,7 @@ type HandlerOptions struct {
 	BodyTimeout time.Duration
 }
 
-// Handler serves the log's HTTP API (docs/api-proofs.md):
+// Handler serves the log's HTTP API (docs/formats/api-proofs.md):
 //
 //	POST /v1/log/add-chain                      {"chain": [base64 DER, ...]} or PEM
 //	GET  /v1/log/checkpoint                     signed note

@@ -65,7 +65,7 @@ func (l *Log) checkState(ctx context.Context, logf func(string, ...any)) error {
 		}
 		if latest == nil {
 			return fmt.Errorf("%w: %s holds the log's key but neither %s nor %s records anything it signed: the database was lost or replaced. "+
-				"Restore both from a backup; a log cannot start a second history under the same key (docs/operations-proofs.md)",
+				"Restore both from a backup; a log cannot start a second history under the same key (docs/operations/proofs.md)",
 				ErrBehind, l.dir, StateFile, DBFile)
 		}
 		cp, err := ttpstate.Open(string(latest), l.verifier, l.origin)
@@ -86,7 +86,7 @@ func (l *Log) checkState(ctx context.Context, logf func(string, ...any)) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("ctlog: %w (it records what the log last signed: restore it; docs/operations-proofs.md)", err)
+		return fmt.Errorf("ctlog: %w (it records what the log last signed: restore it; docs/operations/proofs.md)", err)
 	}
 	return l.CheckState(ctx)
 }
@@ -135,7 +135,7 @@ func (l *Log) holds(ctx context.Context, q querier, n uint64, cp *checkpoint.Che
 	when := cp.Time.UTC().Format(time.RFC3339)
 	if n < cp.Size {
 		return fmt.Errorf("%w: %s holds %d entries, but the log last signed a tree of %d (%s, %s); "+
-			"refusing to sign a smaller tree under the same key. Restore the database (docs/operations-proofs.md)",
+			"refusing to sign a smaller tree under the same key. Restore the database (docs/operations/proofs.md)",
 			ErrBehind, DBFile, n, cp.Size, when, StateFile)
 	}
 	r, err := compactRange(ctx, q, n)
@@ -162,7 +162,7 @@ func (l *Log) holds(ctx context.Context, q querier, n uint64, cp *checkpoint.Che
 	}
 	if err := proof.VerifyConsistency(hasher, cp.Size, n, p, cp.Root[:], root[:]); err != nil {
 		return fmt.Errorf("%w: the %d entries in %s (root %x…) do not extend the tree of %d the log last signed (root %x…, %s, %s): %w. "+
-			"Restore the database (docs/operations-proofs.md)", ErrBehind, n, DBFile, root[:8], cp.Size, cp.Root[:8], when, StateFile, err)
+			"Restore the database (docs/operations/proofs.md)", ErrBehind, n, DBFile, root[:8], cp.Size, cp.Root[:8], when, StateFile, err)
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (a *appender) recordPending(msg []byte) error {
 // committed one. Each commit's own write already records the previous
 // commit as committed, so this only matters for the last one: it runs at
 // Close, and a log killed before it leaves that last checkpoint pending
-// (Open then accepts a database without it; docs/operations-proofs.md).
+// (Open then accepts a database without it; docs/operations/proofs.md).
 func (l *Log) recordCommitted(ctx context.Context) {
 	st, err := ttpstate.Read(l.statePath())
 	if err != nil || st.Pending == "" {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Default request bounds. See docs/operations.md for why each has its value.
+// Default request bounds. See docs/operations/notary.md for why each has its value.
 const (
 	// DefaultTimeout bounds the handling of one request.
 	DefaultTimeout = 30 * time.Second

@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// Default connection bounds. See docs/operations.md for why each has its
+// Default connection bounds. See docs/operations/notary.md for why each has its
 // value.
 const (
 	// DefaultMaxConnsPerClient lets a NAT or a busy client open many

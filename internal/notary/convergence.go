@@ -27,7 +27,7 @@ const maxFormBody = 4 << 10
 // ParseTargetPath parses the Convergence target path "/target/<host>+<port>",
 // optionally followed by "/<ip>": the address the client connected to,
 // which the maintained Convergence fork appends. That address is checked
-// to be an IP literal and then ignored (see docs/api.md): the signed
+// to be an IP literal and then ignored (see docs/formats/api.md): the signed
 // Convergence answer cannot say which address it is about, so answering
 // for a client-chosen address would let an attacker who steers the
 // client's DNS to its own public server have that server's certificate

@@ -30,7 +30,7 @@ func writeMarker(path string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString("this notary's history has held observations; see docs/operations.md\n"); err != nil {
+	if _, err := f.WriteString("this notary's history has held observations; see docs/operations/notary.md\n"); err != nil {
 		f.Close()
 		return err
 	}

@@ -1,4 +1,4 @@
-// Package notarywire is the notary's v1 wire format (docs/api.md): the
+// Package notarywire is the notary's v1 wire format (docs/formats/api.md): the
 // request a client sends to POST /v1/check, the answer a notary signs, and
 // the envelope that carries the answer's exact bytes with the signature.
 // The notary and its clients both use these types, so the two cannot

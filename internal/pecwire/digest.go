@@ -13,7 +13,7 @@ import (
 // chain; and the cloud proves submissions with one digest once.
 type Digest [32]byte
 
-// Digest computes m's digest (docs/formats-pec.md, "Submission digest"):
+// Digest computes m's digest (docs/formats/pec.md, "Submission digest"):
 //
 //	SHA-256( client_id[4] | nonce[8] | name_len u8 | lower(server_name) |
 //	         port u16 | request_count u16 |

@@ -122,14 +122,14 @@ func isASCII(s string) bool {
 	return true
 }
 
-// TestSubmitDigest pins the digest's definition (docs/formats-pec.md) to
+// TestSubmitDigest pins the digest's definition (docs/formats/pec.md) to
 // a known answer and checks what it covers.
 func TestSubmitDigest(t *testing.T) {
 	base := Submit{ClientID: ClientID{1, 2, 3, 4}, Nonce: Nonce{8, 7, 6, 5, 4, 3, 2, 1}, Budget: time.Second,
 		ServerName: "Example.COM", Port: 443,
 		Requests: []pkie.Request{{ID: pkie.CT}, {ID: pkie.Notary, Params: []byte{1, 2}}},
 		Chain:    [][]byte{{0x30, 0x03, 1, 2, 3}, {0x30, 0}}}
-	// The bytes hashed, written out as docs/formats-pec.md defines them.
+	// The bytes hashed, written out as docs/formats/pec.md defines them.
 	want := sha256.Sum256([]byte("\x01\x02\x03\x04" + "\x08\x07\x06\x05\x04\x03\x02\x01" +
 		"\x0bexample.com" + "\x01\xbb" + "\x00\x02" + "\x00\x01\x00\x00" + "\x00\x03\x00\x02\x01\x02" +
 		"\x02" + "\x00\x00\x00\x05\x30\x03\x01\x02\x03" + "\x00\x00\x00\x02\x30\x00"))

@@ -13,7 +13,7 @@
 // the two transports identical.
 //
 // Every message is a frame: type (uint8) ‖ length (uint24) ‖ body, integers
-// big-endian. docs/formats-pec.md documents each body.
+// big-endian. docs/formats/pec.md documents each body.
 package pecwire
 
 import (

@@ -12,7 +12,7 @@ import (
 	"github.com/pkie/pkie"
 )
 
-// TestPaddedSize: the classes of docs/formats-pec.md, "Padding".
+// TestPaddedSize: the classes of docs/formats/pec.md, "Padding".
 func TestPaddedSize(t *testing.T) {
 	for _, tc := range []struct{ n, want int }{
 		{0, 2048}, {1, 2048}, {2048, 2048}, {2049, 4096}, {4096, 4096}, {4097, 8192},

@@ -23,7 +23,7 @@ type ConsistencySource func(ctx context.Context, first, second uint64) ([][]byte
 const maxConsistencyBytes = 16 << 10
 
 // LogConsistency returns a ConsistencySource asking the CT log at base
-// (GET /v1/log/proof/consistency, docs/api-proofs.md).
+// (GET /v1/log/proof/consistency, docs/formats/api-proofs.md).
 func LogConsistency(base string, hc *http.Client) ConsistencySource {
 	if hc == nil {
 		hc = defaultHTTP

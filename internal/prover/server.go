@@ -36,7 +36,7 @@ type ServerOptions struct {
 	Timeout time.Duration
 }
 
-// Handler serves the proof API (docs/api-proofs.md):
+// Handler serves the proof API (docs/formats/api-proofs.md):
 //
 //	GET /v1/ct/proof?key=HEX | ?cert=BASE64URL(DER)
 //	GET /v1/revocation/proof?key=HEX

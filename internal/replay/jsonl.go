@@ -9,7 +9,7 @@ import (
 )
 
 // JSONLWriter writes flows as pkie's JSON lines: one Flow object per line,
-// its fields named by Flow's JSON tags (docs/formats.md, "Flow traces").
+// its fields named by Flow's JSON tags (docs/formats/notary-and-tools.md, "Flow traces").
 type JSONLWriter struct {
 	w   *bufio.Writer
 	enc *json.Encoder

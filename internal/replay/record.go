@@ -11,7 +11,7 @@ import (
 
 // A run record is the third stage's output and the fourth's input: what
 // happened to every request of a schedule replayed against notaries. It is
-// JSON lines tagged by "type" like a schedule (docs/formats.md, "Run
+// JSON lines tagged by "type" like a schedule (docs/formats/notary-and-tools.md, "Run
 // records"):
 //
 //	run      one, first: what was replayed, against what, how fast

@@ -14,7 +14,7 @@ import (
 // requests a deployment of notaries would have received from a trace's
 // clients, in time order, after each client's own cache (Forced
 // Perspectives, IMC 2014, §3.1–§3.2). It is JSON lines, each object tagged
-// by "type" (docs/formats.md, "Request schedules"):
+// by "type" (docs/formats/notary-and-tools.md, "Request schedules"):
 //
 //	header    one, first: where the schedule came from and how it was made
 //	request   zero or more, by time: one request a client would have sent

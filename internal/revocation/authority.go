@@ -244,7 +244,7 @@ func (a *Authority) checkState(ctx context.Context, o Options) error {
 				return nil
 			}
 			return fmt.Errorf("%w: %s holds the authority's key but neither %s nor %s records anything it signed: the database was lost or replaced. "+
-				"Restore both files from a backup, or start over under this key deliberately with --dangerously-accept-fork (docs/operations-proofs.md)",
+				"Restore both files from a backup, or start over under this key deliberately with --dangerously-accept-fork (docs/operations/proofs.md)",
 				ErrBehind, a.dir, StateFile, DBFile)
 		}
 		if err != nil {
@@ -329,7 +329,7 @@ func (a *Authority) checkHolds(ctx context.Context, saved *signedTree) error {
 	when := saved.Time.UTC().Format(time.RFC3339)
 	if n < saved.Size {
 		return fmt.Errorf("%w: %s holds %d revoked keys, but the authority last signed a tree of %d (%s, %s); "+
-			"refusing to sign a smaller tree. Restore the database, or see --dangerously-accept-fork (docs/operations-proofs.md)",
+			"refusing to sign a smaller tree. Restore the database, or see --dangerously-accept-fork (docs/operations/proofs.md)",
 			ErrBehind, DBFile, n, saved.Size, when, StateFile)
 	}
 	keys, err := feed.QueryKeys(ctx, tx, keysQuery, 0, saved.Size)
@@ -341,13 +341,13 @@ func (a *Authority) checkHolds(ctx context.Context, saved *signedTree) error {
 	defer t.Close()
 	if root := t.Root(); t.Size() != saved.Size || root != saved.Root {
 		return fmt.Errorf("%w: the first %d of the %d keys in %s give a tree of %d keys with root %x…, but the authority last signed %d keys with root %x… (%s, %s): "+
-			"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations-proofs.md)",
+			"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations/proofs.md)",
 			ErrBehind, saved.Size, n, DBFile, t.Size(), root[:8], saved.Size, saved.Root[:8], when, StateFile)
 	}
 	if saved.LogRoot != nil {
 		if root := logRoot; root != *saved.LogRoot {
 			return fmt.Errorf("%w: the first %d keys in %s, in publication order, hash to %x…, but the authority last signed a key log with root %x… (%s, %s): "+
-				"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations-proofs.md)",
+				"the database does not hold what was signed. Restore it, or see --dangerously-accept-fork (docs/operations/proofs.md)",
 				ErrBehind, saved.Size, DBFile, root[:8], saved.LogRoot[:8], when, StateFile)
 		}
 	}

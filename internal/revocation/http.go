@@ -24,7 +24,7 @@ type HandlerOptions struct {
 	Timeout time.Duration
 }
 
-// Handler serves the authority's read-only HTTP API (docs/api-proofs.md)
+// Handler serves the authority's read-only HTTP API (docs/formats/api-proofs.md)
 // with the default HandlerOptions:
 //
 //	GET /v1/revocation/checkpoint          the latest signed note

@@ -8,7 +8,7 @@
 // notary), so a soak measures whatever bounds the code has today. Good
 // traffic comes at a fixed rate from 127.0.0.1, open loop: a slow answer does
 // not slow the sender, so an attack that stalls the services shows up as
-// latency and failures rather than as fewer requests. Each attack of docs/security.md
+// latency and failures rather than as fewer requests. Each attack of docs/operations/security.md
 // is its own generator and comes from its own loopback address (127.0.0.2,
 // 127.0.0.3, …), so that bounds per client address can tell it from the good
 // client.

@@ -17,8 +17,8 @@ import (
 
 // TestEveryAPIErrorIsJSON asks each of pkie's HTTP services, as it really
 // serves, for a path it does not have and for a path with a method it does
-// not take: every answer must be pkie's JSON error, as docs/api.md and
-// docs/api-proofs.md promise, not ServeMux's plain text.
+// not take: every answer must be pkie's JSON error, as docs/formats/api.md and
+// docs/formats/api-proofs.md promise, not ServeMux's plain text.
 func TestEveryAPIErrorIsJSON(t *testing.T) {
 	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
 	if err != nil {

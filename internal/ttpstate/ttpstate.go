@@ -8,7 +8,7 @@
 // smaller (or different) tree; compared with the state file, it is refused
 // instead of being signed and served as the truth.
 //
-// The file is JSON (docs/formats-proofs.md):
+// The file is JSON (docs/formats/proofs.md):
 //
 //	{"version": 1, "checkpoint": "<signed note>", "pending": "<signed note>"}
 //

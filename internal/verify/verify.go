@@ -13,7 +13,7 @@
 //
 // Go's crypto/x509 runs in process ([NewGo]). Libraries in other languages
 // run as helper programs that speak a JSON-lines protocol on their standard
-// input and output ([StartHelper]; docs/formats.md, "Verifier helper
+// input and output ([StartHelper]; docs/formats/notary-and-tools.md, "Verifier helper
 // protocol"): OpenSSL's libcrypto (C) and rustls-webpki (Rust). Phases are
 // measured inside each back end, so process and pipe costs are not in them.
 package verify
@@ -93,7 +93,7 @@ func (r *Request) Check() error {
 	return nil
 }
 
-// Code is an outcome in words every back end shares; docs/formats.md
+// Code is an outcome in words every back end shares; docs/formats/notary-and-tools.md
 // defines each.
 type Code string
 

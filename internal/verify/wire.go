@@ -12,7 +12,7 @@ import (
 // Protocol is the helper protocol's name and version, sent in the hello.
 const Protocol = "pkie-verify/1"
 
-// Bounds on the protocol's lines (docs/formats.md).
+// Bounds on the protocol's lines (docs/formats/notary-and-tools.md).
 const (
 	MaxRequestLine = 16 << 20
 	MaxAnswerLine  = 64 << 10

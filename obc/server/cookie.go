@@ -71,7 +71,7 @@ func (e *MismatchError) Is(target error) bool {
 
 // Binder sets and checks channel-bound cookies.
 //
-// A bound cookie's value is "v1.VALUE.MAC.SEALED" (docs/formats.md,
+// A bound cookie's value is "v1.VALUE.MAC.SEALED" (docs/formats/notary-and-tools.md,
 // "Channel-bound cookies"), each part unpadded base64url: VALUE the
 // caller's value, MAC = HMAC-SHA256(Key, "pkie obc cookie v1" ‖ len(name) ‖
 // name ‖ len(value) ‖ value ‖ identity) with 4-byte big-endian lengths, and

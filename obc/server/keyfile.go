@@ -12,7 +12,7 @@ import (
 )
 
 // LoadKeyFile reads a Binder key from path: standard base64 on one line
-// (docs/formats.md, "Channel-bound cookies"), decoding to at least
+// (docs/formats/notary-and-tools.md, "Channel-bound cookies"), decoding to at least
 // MinKeySize bytes. A file that its group or others may read or write is
 // refused, as ssh refuses such a private key: whoever reads the key can
 // forge cookies bound to any client.

@@ -1,7 +1,7 @@
 /*
  * pkie-verify-openssl: the OpenSSL back end of `pkie verify`.
  *
- * It speaks pkie-verify/1 (docs/formats.md, "Verifier helper protocol"):
+ * It speaks pkie-verify/1 (docs/formats/notary-and-tools.md, "Verifier helper protocol"):
  * a hello line, then one JSON request per line on standard input and one
  * JSON answer per line on standard output, in order, until end of input.
  * Certificates are verified with libcrypto's X509_verify_cert, the path
@@ -37,7 +37,7 @@
 #define PROTOCOL "pkie-verify/1"
 #define BACKEND "openssl"
 
-/* docs/formats.md: a request is at most 16 MiB. */
+/* docs/formats/notary-and-tools.md: a request is at most 16 MiB. */
 #define MAX_LINE (16u * 1024u * 1024u)
 /* Bounds on the work one request may ask for; a request over them gets an
  * error answer. */
@@ -564,7 +564,7 @@ static const char *verify(const struct request *r, struct verdict *v, char *msg,
 	X509_VERIFY_PARAM *param = X509_STORE_CTX_get0_param(ctx);
 	X509_VERIFY_PARAM_set_time(param, r->time);
 	X509_VERIFY_PARAM_set_auth_level(param, AUTH_LEVEL);
-	/* Every root is a trust anchor (docs/formats.md), self-signed or not,
+	/* Every root is a trust anchor (docs/formats/notary-and-tools.md), self-signed or not,
 	 * as RFC 5280 section 6.1.1 has it and as libcurl sets it (since
 	 * 7.68); without the flag OpenSSL only ends a path at a self-signed
 	 * certificate. */

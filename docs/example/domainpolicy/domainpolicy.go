@@ -1,7 +1,7 @@
 // Package domainpolicy is an example PKI enhancement, written as a third
 // party would write one: it uses only the public pkie package and
 // golang.org/x/mod/sumdb/note, and plugs into pkie's cloud and client by
-// registering a pkie.Kind. docs/pkie-howto.md walks through it.
+// registering a pkie.Kind. docs/guides/pkie-howto.md walks through it.
 //
 // A policy authority (the TTP) states, for each domain that asked for one,
 // which public keys its certificates may carry, in the spirit of PoliCert's

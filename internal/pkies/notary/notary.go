@@ -6,7 +6,7 @@
 // the connection and names what the notary saw and when.
 //
 // The proof body is the notary's v1 response exactly as its HTTP API sends
-// it (docs/api.md: the answer's signed bytes and the Ed25519 signature),
+// it (docs/formats/api.md: the answer's signed bytes and the Ed25519 signature),
 // produced by the notary's own handler, so the cloud's answer is what that
 // notary would sign over /v1/check; the verifier checks it with
 // consensus.VerifyV1 against the notary's pinned v1 key.

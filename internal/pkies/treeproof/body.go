@@ -55,7 +55,7 @@ type Body struct {
 	SCT *ctlog.SCT
 }
 
-// MarshalBinary encodes b (version 1, big-endian, docs/formats-proofs.md):
+// MarshalBinary encodes b (version 1, big-endian, docs/formats/proofs.md):
 //
 //	version       uint8  = 1
 //	flags         uint8  bit 0: present, bit 1: SCT follows; others zero

@@ -484,7 +484,7 @@ func (t *ConvergenceTarget) answer(ctx context.Context, r replay.Request, known 
 	return a
 }
 
-// V1Target asks a notary over pkie's v1 API (docs/api.md): POST /v1/check
+// V1Target asks a notary over pkie's v1 API (docs/formats/api.md): POST /v1/check
 // with the leaf's SHA-256. The answer is verified against the bundle's v1
 // key (consensus.VerifyV1) before it is read; its "probed" field says
 // exactly whether the notary probed for this request (CacheMiss) or

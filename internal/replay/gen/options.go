@@ -13,7 +13,7 @@ import (
 
 // Options shape a synthetic trace. DefaultOptions is the hour of campus
 // HTTPS traffic that Forced Perspectives (IMC 2014, §3) replayed; each field
-// says where its default comes from, and docs/replay.md ("Synthetic
+// says where its default comes from, and docs/measurement/replay.md ("Synthetic
 // workloads") tabulates them.
 type Options struct {
 	// Start is the trace's first instant. Default Monday 21 April 2013,

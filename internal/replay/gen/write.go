@@ -25,7 +25,7 @@ type TraceWriter interface {
 // for a conn.log alone), or replay.FormatPCAP and FormatPCAPNG (a packet
 // capture, pcap or pcapng, of IPv4 flows given in order of start, whose
 // ClientHellos are captured whole and other packets to their headers:
-// docs/replay.md, "The packet capture", says what it carries).
+// docs/measurement/replay.md, "The packet capture", says what it carries).
 func NewWriter(format string, w, ssl io.Writer) (TraceWriter, error) {
 	switch format {
 	case replay.FormatJSONL:

@@ -87,7 +87,7 @@ func (c *RDNSCache) Len() int {
 // rdnsCacheHeader opens a cache file, saying what its lines are.
 const rdnsCacheHeader = "# pkie reverse DNS cache: ADDR NAME|- LOOKED-UP-AT (RFC 3339)\n"
 
-// WriteTo writes the cache in its file format (docs/formats.md, "Reverse
+// WriteTo writes the cache in its file format (docs/formats/notary-and-tools.md, "Reverse
 // DNS cache"): a comment line, then one "ADDR NAME TIME" line per
 // address in address order, NAME "-" for an address without a name.
 func (c *RDNSCache) WriteTo(w io.Writer) (int64, error) {

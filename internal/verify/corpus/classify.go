@@ -19,7 +19,7 @@ type Difference struct {
 	Name string
 	// Explain says what differs and which behaviour is whose.
 	Explain string
-	// Ref is where the behaviour is documented (docs/verification.md
+	// Ref is where the behaviour is documented (docs/measurement/verification.md
 	// cites each in full).
 	Ref string
 	// Backends are those whose departure the difference explains; nil
@@ -233,7 +233,7 @@ func caLeafRefusedByWebpki(v *View) bool {
 }
 
 // Differences is the table of known differences. Each is claimed only
-// where the libraries' documentation or code says so; docs/verification.md
+// where the libraries' documentation or code says so; docs/measurement/verification.md
 // ("Differential testing") cites them.
 var Differences = []Difference{
 	{

@@ -1,5 +1,5 @@
 //! The mapping from webpki's errors to the outcome codes of pkie-verify/1
-//! (docs/formats.md, "Verifier helper protocol"), so that its verdicts can be
+//! (docs/formats/notary-and-tools.md, "Verifier helper protocol"), so that its verdicts can be
 //! compared with the other back ends'.
 
 use webpki::Error;

@@ -1,5 +1,5 @@
 //! pkie-verify-webpki: pkie's certificate verification helper backed by
-//! rustls-webpki, speaking pkie-verify/1 (docs/formats.md, "Verifier helper
+//! rustls-webpki, speaking pkie-verify/1 (docs/formats/notary-and-tools.md, "Verifier helper
 //! protocol"): a hello line, then one JSON answer line per request line.
 
 mod codes;
@@ -121,7 +121,7 @@ fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Res
 }
 
 // The lines are written by hand rather than through a serde_json Map so
-// that their fields keep the order docs/formats.md shows (protocol first,
+// that their fields keep the order docs/formats/notary-and-tools.md shows (protocol first,
 // id first) without serde_json's preserve_order dependencies.
 
 /// A JSON string literal for `s`.
