@@ -21,8 +21,8 @@
 //     Convergence API for the others (Config.API forces one);
 //  4. the policy (majority by default; consensus, minority, or a
 //     Perspectives quorum with a minimum observation duration) turns the
-//     answers into trusted, untrusted or inconclusive — see package
-//     internal/consensus for the exact rule, and docs/guides/client.md;
+//     answers into trusted, untrusted or inconclusive — see Policy for
+//     the exact rule, and docs/guides/client.md;
 //  5. sources: classic CA path validation ("ca") always, and any further
 //     Source in Config.Sources, run beside the notaries; those named in
 //     Config.Require must pass.
@@ -81,42 +81,6 @@ import (
 	"github.com/pkie/pkie/probe"
 )
 
-// Re-exported so that embedders can name what the Checker consumes and
-// returns.
-type (
-	// Bundle is a Convergence v1 notary bundle (a .notary file).
-	Bundle = consensus.Bundle
-	// Host is one replica host of a notary bundle.
-	Host = consensus.Host
-	// Policy turns notary answers into a result.
-	Policy = consensus.Policy
-	// NotaryAnswer is one notary's verified answer.
-	NotaryAnswer = consensus.Answer
-	// Decision is the policy's result with its tally.
-	Decision = consensus.Decision
-	// Result is trusted, untrusted or inconclusive.
-	Result = consensus.Result
-	// API is the notary wire API: auto, convergence or v1.
-	API = consensus.API
-)
-
-// Notary APIs.
-const (
-	APIAuto        = consensus.APIAuto
-	APIConvergence = consensus.APIConvergence
-	APIV1          = consensus.APIV1
-)
-
-// ParseAPI parses "auto", "convergence" or "v1".
-func ParseAPI(s string) (API, error) { return consensus.ParseAPI(s) }
-
-// Results.
-const (
-	Trusted      = consensus.Trusted
-	Untrusted    = consensus.Untrusted
-	Inconclusive = consensus.Inconclusive
-)
-
 // Defaults.
 const (
 	// DefaultNotaryTimeout is the one deadline for all notaries: room for a
@@ -132,16 +96,6 @@ const (
 	// before probing again.
 	DefaultAnswerMaxAge = consensus.DefaultAnswerMaxAge
 )
-
-// ParsePolicy parses "majority", "consensus", "minority" or "quorum:Q".
-func ParsePolicy(s string) (Policy, error) { return consensus.ParsePolicy(s) }
-
-// LoadNotaries reads every .notary bundle in dir, or the bundle file dir
-// names.
-func LoadNotaries(dir string) ([]*Bundle, error) { return consensus.LoadDir(dir) }
-
-// ReadBundle reads one .notary bundle file.
-func ReadBundle(path string) (*Bundle, error) { return consensus.ReadBundle(path) }
 
 // DefaultNotaryDir returns the user's notaries directory,
 // os.UserConfigDir()/pkie/notaries ($XDG_CONFIG_HOME/pkie/notaries).
@@ -242,7 +196,11 @@ type Config struct {
 type Checker struct {
 	cfg    Config
 	prober *probe.Prober
-	client *consensus.Client
+	// notaries are cfg.Notaries as the notary client takes them, checked;
+	// policy is cfg.Policy likewise.
+	notaries []*consensus.Bundle
+	policy   consensus.Policy
+	client   *consensus.Client
 	cache  *consensus.Cache
 	// cacheConfig names the configuration whose verdicts the cache holds
 	// (consensus.Configuration.Key).
@@ -259,18 +217,33 @@ func New(cfg Config) (*Checker, error) {
 	if len(cfg.Notaries) == 0 && len(cfg.Verifiers) == 0 {
 		return nil, errors.New("check: no notaries configured")
 	}
+	notaries := make([]*consensus.Bundle, len(cfg.Notaries))
 	for i, b := range cfg.Notaries {
-		if b == nil || len(b.Hosts) == 0 || b.Hosts[0].PublicKey() == nil {
-			return nil, fmt.Errorf("check: notary %d is not a parsed bundle (use LoadNotaries or ReadBundle)", i)
+		if b == nil {
+			return nil, fmt.Errorf("check: notary %d is nil", i)
+		}
+		nb, err := b.internal()
+		if err != nil {
+			return nil, notaryError(i, b, err)
+		}
+		notaries[i] = nb
+	}
+	var bounce *consensus.Bundle
+	if cfg.BounceVia != nil {
+		var err error
+		if bounce, err = cfg.BounceVia.internal(); err != nil {
+			return nil, fmt.Errorf("check: bounce notary: %w", err)
 		}
 	}
-	if _, err := consensus.ParsePolicy(cfg.Policy.String()); err != nil {
+	policy := cfg.Policy.internal()
+	if _, err := consensus.ParsePolicy(policy.String()); err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
-	var err error
-	if cfg.API, err = consensus.ParseAPI(string(cfg.API)); err != nil {
+	api, err := consensus.ParseAPI(string(cfg.API))
+	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
+	cfg.API = API(api)
 	if cfg.Policy.MinDuration < 0 || cfg.NotaryTimeout < 0 || cfg.CacheMaxAge < 0 || cfg.ProbeTimeout < 0 || cfg.AnswerMaxAge < 0 {
 		return nil, errors.New("check: negative duration in config")
 	}
@@ -287,14 +260,16 @@ func New(cfg Config) (*Checker, error) {
 		cfg.Now = time.Now
 	}
 	c := &Checker{
-		cfg:    cfg,
-		prober: probe.New(probe.Options{Timeout: cfg.ProbeTimeout, AllowPrivate: cfg.AllowPrivate, Lookup: cfg.Lookup, Vantage: "client"}),
-		client: &consensus.Client{Dial: cfg.NotaryDial, BounceVia: cfg.BounceVia,
-			API: cfg.API, AnswerMaxAge: cfg.AnswerMaxAge, Now: cfg.Now},
+		cfg:      cfg,
+		prober:   probe.New(probe.Options{Timeout: cfg.ProbeTimeout, AllowPrivate: cfg.AllowPrivate, Lookup: cfg.Lookup, Vantage: "client"}),
+		notaries: notaries,
+		policy:   policy,
+		client: &consensus.Client{Dial: cfg.NotaryDial, BounceVia: bounce,
+			API: api, AnswerMaxAge: cfg.AnswerMaxAge, Now: cfg.Now},
 		sources: []Source{CASource{Roots: cfg.Roots, Now: cfg.Now}},
 		require: map[string]bool{},
-		cacheConfig: consensus.Configuration{Notaries: cfg.Notaries, Policy: cfg.Policy,
-			API: cfg.API, AnswerMaxAge: cfg.AnswerMaxAge}.Key(),
+		cacheConfig: consensus.Configuration{Notaries: notaries, Policy: policy,
+			API: api, AnswerMaxAge: cfg.AnswerMaxAge}.Key(),
 	}
 	names := map[string]bool{"ca": true}
 	for _, s := range cfg.Sources {
@@ -629,19 +604,24 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 		swg.Wait()
 		sourcesWall = time.Since(ss)
 	}()
+	var answers []consensus.Answer
 	if !v.FromCache && !noNotaries {
 		ns := time.Now()
-		v.Notaries = make([]NotaryAnswer, len(c.cfg.Notaries))
-		for i, b := range c.cfg.Notaries {
+		answers = make([]consensus.Answer, len(c.notaries))
+		for i, b := range c.notaries {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				v.Notaries[i] = c.client.Ask(dctx, b, consensus.Request{
+				answers[i] = c.client.Ask(dctx, b, consensus.Request{
 					Host: t.Host, Port: t.Port, SNI: t.ServerName, SHA1: s1, SHA256: s256,
 				})
 			}()
 		}
 		wg.Wait()
+		v.Notaries = make([]NotaryAnswer, len(answers))
+		for i, a := range answers {
+			v.Notaries[i] = answerOf(a)
+		}
 		v.Timings.Notaries = time.Since(ns)
 	} else {
 		wg.Wait()
@@ -668,7 +648,7 @@ func (c *Checker) decide(ctx context.Context, obs *probe.Observation, s256 *[32]
 	case v.FromCache:
 		notaryReason = fmt.Sprintf("accepted %s ago (local cache; max age %s)", v.CacheAge.Round(time.Second), c.cfg.CacheMaxAge)
 	default:
-		d := c.cfg.Policy.Decide(v.Notaries)
+		d := decisionOf(c.policy.Decide(answers))
 		v.Decision = &d
 		result = d.Result
 		notaryReason = "notaries: " + d.Reason

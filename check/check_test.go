@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -415,7 +416,11 @@ func TestCheckEndToEnd(t *testing.T) {
 func TestNotaryAnswerIndependentlyVerified(t *testing.T) {
 	w := newWorld(t, 0)
 	n := w.notaries[0]
-	pin := w.bundles[0].Hosts[0].Cert()
+	block, _ := pem.Decode([]byte(w.bundles[0].Hosts[0].Certificate))
+	pin, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -477,7 +482,8 @@ func TestNewErrors(t *testing.T) {
 		{"duplicate source", Config{Notaries: []*Bundle{b}, Sources: []Source{fixedSource{"ca", Pass}}}, `two sources are named "ca"`},
 		{"bad quorum", Config{Notaries: []*Bundle{b}, Policy: Policy{Kind: "quorum", Quorum: 2}}, "not a number in (0, 1]"},
 		{"unknown policy", Config{Notaries: []*Bundle{b}, Policy: Policy{Kind: "plurality"}}, "unknown policy"},
-		{"unparsed bundle", Config{Notaries: []*Bundle{{Name: "x"}}}, "not a parsed bundle"},
+		{"bundle without hosts", Config{Notaries: []*Bundle{{Name: "x"}}}, `notary 0 (x): bundle "x" lists no hosts`},
+		{"bundle with a bad pin", Config{Notaries: []*Bundle{{Name: "y", Hosts: []Host{{Host: "n.test", SSLPort: 443, Certificate: "junk"}}}}}, "certificate is not PEM"},
 		{"cache path unusable", Config{Notaries: []*Bundle{b}, CachePath: "/dev/null/cache.db"}, "cache"},
 	}
 	for _, tt := range tests {

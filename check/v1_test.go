@@ -5,13 +5,13 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
@@ -30,7 +30,7 @@ func withoutV1(t *testing.T, b *Bundle) *Bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nb, err := consensus.ParseBundle(out)
+	nb, err := ParseBundle(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +46,7 @@ func pinnedToOtherKey(t *testing.T, b *Bundle) *Bundle {
 	}
 	c := *b
 	c.Hosts = append([]Host(nil), b.Hosts...)
-	if err := c.Hosts[0].PinV1(pub); err != nil {
-		t.Fatal(err)
-	}
+	c.Hosts[0].V1Key = base64.StdEncoding.EncodeToString(pub)
 	return &c
 }
 
@@ -140,7 +138,7 @@ func TestNotaryAPIs(t *testing.T) {
 				t.Fatalf("bounced %v %v %v", v.Notaries[0].Bounced, v.Notaries[1].Bounced, v.Notaries[2].Bounced)
 			}
 			for _, a := range v.Notaries {
-				if a.API == APIV1 && a.Vote != consensus.StandAside && a.ObservedAt.IsZero() {
+				if a.API == APIV1 && a.Vote != StandAside && a.ObservedAt.IsZero() {
 					t.Fatalf("a v1 vote without its observation time: %+v", a)
 				}
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/check"
-	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/store"
 	"github.com/pkie/pkie/internal/testbed"
@@ -65,13 +64,13 @@ func TestCheckStaleNotaryAnswer(t *testing.T) {
 		api, maxAge string
 		code        int
 		result      check.Result
-		vote        consensus.Vote
+		vote        check.Vote
 		reason      string
 	}{
-		{"convergence", "", ExitNegative, check.Inconclusive, consensus.StandAside, "stale answer"},
-		{"v1", "", ExitNegative, check.Inconclusive, consensus.StandAside, "stale answer"},
-		{"convergence", "17520h", ExitOK, check.Trusted, consensus.Yes, "same certificate"},
-		{"v1", "17520h", ExitOK, check.Trusted, consensus.Yes, "same certificate"},
+		{"convergence", "", ExitNegative, check.Inconclusive, check.StandAside, "stale answer"},
+		{"v1", "", ExitNegative, check.Inconclusive, check.StandAside, "stale answer"},
+		{"convergence", "17520h", ExitOK, check.Trusted, check.Yes, "same certificate"},
+		{"v1", "17520h", ExitOK, check.Trusted, check.Yes, "same certificate"},
 	} {
 		t.Run(tc.api+"/"+tc.maxAge, func(t *testing.T) {
 			args := append(append([]string(nil), base...), "--api", tc.api)

@@ -183,6 +183,11 @@ func decodeOne(data []byte, v any) error {
 	return nil
 }
 
+// Check validates a bundle built field by field, as ParseBundle validates
+// a parsed one, and parses its hosts' pinned keys: only a checked bundle
+// can be asked.
+func (b *Bundle) Check() error { return b.check() }
+
 func (b *Bundle) check() error {
 	if b.Version != 0 && b.Version != 1 {
 		return fmt.Errorf("bundle version %d is not supported (want 1, or 0 for a single-host bundle)", b.Version)

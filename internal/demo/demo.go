@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 
 	"github.com/pkie/pkie/check"
-	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/pec"
 	"github.com/pkie/pkie/probe"
@@ -131,7 +130,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := consensus.ParseBundle(raw)
+		b, err := check.ParseBundle(raw)
 		if err != nil {
 			return nil, fmt.Errorf("demo: notary %s bundle: %w", n.Name, err)
 		}
