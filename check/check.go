@@ -201,7 +201,7 @@ type Checker struct {
 	notaries []*consensus.Bundle
 	policy   consensus.Policy
 	client   *consensus.Client
-	cache  *consensus.Cache
+	cache    *consensus.Cache
 	// cacheConfig names the configuration whose verdicts the cache holds
 	// (consensus.Configuration.Key).
 	cacheConfig string

@@ -264,7 +264,7 @@ func (v *Vote) UnmarshalJSON(b []byte) error {
 // certificate and the span over which the notary saw it.
 type HistoryEntry struct {
 	// Fingerprint is the certificate's SHA-1, as Convergence names it.
-	Fingerprint [20]byte `json:"-"`
+	Fingerprint [20]byte  `json:"-"`
 	Start       time.Time `json:"start"`
 	Finish      time.Time `json:"finish"`
 }
