@@ -120,7 +120,7 @@ type ClientStatus struct {
 	// point of presence and Transport the transport that won the race.
 	Cloud, Point, Transport string
 	// ClientID is the identifier the cloud gave the client.
-	ClientID pecwire.ClientID
+	ClientID ClientID
 	// Since is when the current session registered.
 	Since time.Time
 	// Registration is how long the current session took to register, from
@@ -174,7 +174,7 @@ type Client struct {
 	cur     *session
 	aux     map[target]*session // sessions opened to retry busy submissions elsewhere
 	ranked  [][]int             // per bundle, points in the order they registered in its latest race
-	pending map[pecwire.Nonce]*Pending
+	pending map[Nonce]*Pending
 	st      ClientStatus // counters; the session's fields are filled in by Status
 
 	priv *privacy // privacy mode; nil otherwise
@@ -196,13 +196,13 @@ type session struct {
 	addr      string
 	transport string
 	label     string
-	id        pecwire.ClientID
+	id        ClientID
 	keepalive time.Duration
 	maxFrame  int
 	started   time.Time // start of the race that opened it
 	at        time.Time // Registered
 
-	// ticketKey mints the PEC extension's tickets (pecwire.Ticket); nil
+	// ticketKey mints the PEC extension's tickets (Ticket); nil
 	// if the connection exports none, and then no extension names this
 	// session.
 	ticketKey []byte
@@ -309,7 +309,7 @@ func newClient(cfg ClientConfig) (*Client, error) {
 		events:  make(chan event, 1),
 		aux:     map[target]*session{},
 		ranked:  make([][]int, len(cfg.Clouds)),
-		pending: map[pecwire.Nonce]*Pending{},
+		pending: map[Nonce]*Pending{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -603,7 +603,7 @@ func (c *Client) register(ctx context.Context, t target, transport, addr string,
 	s := &session{
 		conn: conn, t: t, addr: addr, transport: transport,
 		label:   fmt.Sprintf("%s %s via %s", bundleName(c.cfg.Clouds[t.b]), addr, transport),
-		id:      r.ClientID,
+		id:      ClientID(r.ClientID),
 		started: start, at: now, rtt: now.Sub(sent),
 		maxFrame: int(r.MaxFrame),
 	}
@@ -906,11 +906,11 @@ func (c *Client) assignLocked(p *Pending, s *session) *pecwire.Submit {
 		return nil // the timer is about to deliver the timeouts
 	}
 	if p.size > s.maxFrame {
-		c.finishAllLocked(p, pecwire.ProofFailed, s.label, fmt.Sprintf("submission of %d bytes exceeds the cloud's limit of %d", p.size, s.maxFrame))
+		c.finishAllLocked(p, ProofFailed, s.label, fmt.Sprintf("submission of %d bytes exceeds the cloud's limit of %d", p.size, s.maxFrame))
 		return nil
 	}
 	m := *p.sub
-	m.ClientID = s.id
+	m.ClientID = pecwire.ClientID(s.id)
 	m.Budget = left
 	m.Requests = nil
 	for _, r := range p.sub.Requests {
@@ -940,11 +940,11 @@ func (c *Client) sendAll(s *session, out []outgoing) {
 
 // ID returns the identifier the current cloud gave the client; zero during
 // a failover. It changes with every new registration.
-func (c *Client) ID() pecwire.ClientID {
+func (c *Client) ID() ClientID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur == nil {
-		return pecwire.ClientID{}
+		return ClientID{}
 	}
 	return c.cur.id
 }
@@ -994,7 +994,7 @@ func (c *Client) Close() error {
 		s.dead = true
 	}
 	for _, p := range c.pending {
-		c.finishAllLocked(p, pecwire.ProofFailed, p.cloud, "pec: client closed")
+		c.finishAllLocked(p, ProofFailed, p.cloud, "pec: client closed")
 	}
 	c.mu.Unlock()
 	c.stop()
@@ -1008,7 +1008,7 @@ func (c *Client) Close() error {
 // Submission is one connection's chain for the cloud to prove.
 type Submission struct {
 	// Nonce names the connection; zero: Submit draws a random one.
-	Nonce pecwire.Nonce
+	Nonce Nonce
 	// ServerName and Port are the server the client connected to.
 	ServerName string
 	Port       int
@@ -1022,13 +1022,15 @@ type Submission struct {
 
 // Outcome is one enhancement's result for one submission, as delivered.
 type Outcome struct {
+	// ID is the enhancement, Status what became of its proof.
 	ID     pkie.ID
-	Status pecwire.ProofStatus
+	Status ProofStatus
 	// Proof is the proof when Status is ProofOK. It is NOT verified:
 	// verifying it against the TTP's key is the caller's job.
 	Proof *pkie.Proof
 	// Text says why, when Status is not ProofOK.
-	Text     string
+	Text string
+	// Received is when the outcome arrived (or was concluded).
 	Received time.Time
 	// Cloud names the bundle, point of presence and transport that
 	// delivered it, or for a timeout the one that failed to.
@@ -1037,7 +1039,7 @@ type Outcome struct {
 
 // Pending is a submission (or an expectation) waiting for its outcomes.
 type Pending struct {
-	nonce    pecwire.Nonce
+	nonce    Nonce
 	ids      []pkie.ID
 	ch       chan Outcome
 	deadline time.Time
@@ -1075,7 +1077,7 @@ type Pending struct {
 func (p *Pending) C() <-chan Outcome { return p.ch }
 
 // Nonce returns the submission's nonce.
-func (p *Pending) Nonce() pecwire.Nonce { return p.nonce }
+func (p *Pending) Nonce() Nonce { return p.nonce }
 
 // Wait collects the outcomes until all have arrived (by the budget) or ctx
 // ends, and returns what it has.
@@ -1094,7 +1096,7 @@ func (p *Pending) Wait(ctx context.Context) map[pkie.ID]Outcome {
 	}
 }
 
-func newPending(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration) *Pending {
+func newPending(nonce Nonce, ids []pkie.ID, budget time.Duration) *Pending {
 	return &Pending{
 		nonce: nonce, ids: ids, ch: make(chan Outcome, len(ids)),
 		deadline: time.Now().Add(budget), got: make(map[pkie.ID]bool, len(ids)),
@@ -1143,7 +1145,7 @@ func (c *Client) releaseLocked(p *Pending) {
 }
 
 // finishAllLocked delivers status for every enhancement still missing.
-func (c *Client) finishAllLocked(p *Pending, st pecwire.ProofStatus, cloud, text string) {
+func (c *Client) finishAllLocked(p *Pending, st ProofStatus, cloud, text string) {
 	if p.done {
 		return
 	}
@@ -1163,7 +1165,7 @@ func (c *Client) expire(p *Pending, budget time.Duration) {
 	if where == "" {
 		where = "any cloud"
 	}
-	c.finishAllLocked(p, pecwire.ProofTimeout, p.cloud, fmt.Sprintf("no outcome from %s within the budget of %v", where, budget))
+	c.finishAllLocked(p, ProofTimeout, p.cloud, fmt.Sprintf("no outcome from %s within the budget of %v", where, budget))
 }
 
 // Submit sends a chain to the cloud and returns at once. The Pending
@@ -1188,7 +1190,7 @@ func (c *Client) Submit(ctx context.Context, sub Submission) (*Pending, error) {
 	if sub.Port < 0 || sub.Port > 65535 {
 		return nil, fmt.Errorf("pec: port %d out of range", sub.Port)
 	}
-	if sub.Nonce == (pecwire.Nonce{}) {
+	if sub.Nonce == (Nonce{}) {
 		rand.Read(sub.Nonce[:])
 	}
 	if c.priv != nil {
@@ -1199,7 +1201,7 @@ func (c *Client) Submit(ctx context.Context, sub Submission) (*Pending, error) {
 		return c.priv.submit(ctx, sub, ids)
 	}
 	m := &pecwire.Submit{
-		Nonce: sub.Nonce, Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
+		Nonce: pecwire.Nonce(sub.Nonce), Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
 		Requests: sub.Requests, Chain: sub.Chain,
 	}
 	frame, err := pecwire.Marshal(m)
@@ -1261,7 +1263,7 @@ func (c *Client) Submit(ctx context.Context, sub Submission) (*Pending, error) {
 // with another chain submitted by someone who saw the nonce may pre-empt
 // the server's. Use ExpectSubmission when the handshake has delivered the
 // chain.
-func (c *Client) Expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration) *Pending {
+func (c *Client) Expect(nonce Nonce, ids []pkie.ID, budget time.Duration) *Pending {
 	return c.expect(nonce, ids, budget, nil)
 }
 
@@ -1276,11 +1278,11 @@ func (c *Client) ExpectSubmission(sub Submission) *Pending {
 		ids[i] = r.ID
 	}
 	return c.expect(sub.Nonce, ids, sub.Budget, &pecwire.Submit{
-		Nonce: sub.Nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
+		Nonce: pecwire.Nonce(sub.Nonce), ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
 	})
 }
 
-func (c *Client) expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration, tmpl *pecwire.Submit) *Pending {
+func (c *Client) expect(nonce Nonce, ids []pkie.ID, budget time.Duration, tmpl *pecwire.Submit) *Pending {
 	var uniq []pkie.ID
 	seen := map[pkie.ID]bool{}
 	for _, id := range ids {
@@ -1295,13 +1297,13 @@ func (c *Client) expect(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration
 	defer c.mu.Unlock()
 	switch {
 	case c.closed:
-		c.finishAllLocked(p, pecwire.ProofFailed, "", ErrClosed.Error())
+		c.finishAllLocked(p, ProofFailed, "", ErrClosed.Error())
 		return p
 	case len(c.pending) >= c.cfg.MaxPending:
-		c.finishAllLocked(p, pecwire.ProofBusy, "", fmt.Sprintf("%v: %d", ErrTooManyPending, c.cfg.MaxPending))
+		c.finishAllLocked(p, ProofBusy, "", fmt.Sprintf("%v: %d", ErrTooManyPending, c.cfg.MaxPending))
 		return p
 	case c.pending[nonce] != nil:
-		c.finishAllLocked(p, pecwire.ProofFailed, "", fmt.Sprintf("pec: nonce %s is already pending", nonce))
+		c.finishAllLocked(p, ProofFailed, "", fmt.Sprintf("pec: nonce %s is already pending", nonce))
 		return p
 	case len(uniq) == 0:
 		c.completeLocked(p)
@@ -1331,7 +1333,7 @@ const maxHeldDigests = 8
 // expectHeld is Expect for an expectation whose chain the handshake will
 // deliver: outcomes are held, not delivered, until bindExpected names the
 // submission, so that none of a copy with another chain is taken.
-func (c *Client) expectHeld(nonce pecwire.Nonce, ids []pkie.ID, budget time.Duration) *Pending {
+func (c *Client) expectHeld(nonce Nonce, ids []pkie.ID, budget time.Duration) *Pending {
 	p := c.expect(nonce, ids, budget, nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1371,7 +1373,7 @@ func (c *Client) bindExpected(p *Pending, sub Submission) {
 	p.hold = false
 	if !p.bound {
 		p.expect = &pecwire.Submit{
-			Nonce: p.nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
+			Nonce: pecwire.Nonce(p.nonce), ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain,
 		}
 	}
 	held := p.held
@@ -1382,7 +1384,7 @@ func (c *Client) bindExpected(p *Pending, sub Submission) {
 			continue
 		}
 		h.s.answered.Store(true)
-		c.deliverLocked(p, Outcome{ID: h.m.ID, Status: h.m.Status, Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: h.s.label})
+		c.deliverLocked(p, Outcome{ID: h.m.ID, Status: ProofStatus(h.m.Status), Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: h.s.label})
 	}
 }
 
@@ -1391,7 +1393,7 @@ func (c *Client) bindExpected(p *Pending, sub Submission) {
 func (p *Pending) matchesLocked(s *session, d pecwire.Digest) bool {
 	if !p.bound && p.expect != nil {
 		m := *p.expect
-		m.ClientID = s.id
+		m.ClientID = pecwire.ClientID(s.id)
 		p.digest, p.bound = m.Digest(), true
 	}
 	if !p.bound {
@@ -1404,20 +1406,20 @@ func (c *Client) onProof(s *session, m *pecwire.Proof) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.pending[m.Nonce]
-	if p != nil && !p.done && p.hold && p.sub == nil && m.ClientID == s.id && !s.aux && p.wants(m.ID) {
+	p := c.pending[Nonce(m.Nonce)]
+	if p != nil && !p.done && p.hold && p.sub == nil && ClientID(m.ClientID) == s.id && !s.aux && p.wants(m.ID) {
 		c.holdLocked(p, s, m, now)
 		return
 	}
 	switch {
-	case p == nil, p.done, m.ClientID != s.id, p.sub != nil && p.via != s, p.sub == nil && s.aux,
+	case p == nil, p.done, ClientID(m.ClientID) != s.id, p.sub != nil && p.via != s, p.sub == nil && s.aux,
 		!p.wants(m.ID), !p.matchesLocked(s, m.Digest):
 		c.st.Dropped++
 		c.log.Debug("pec: outcome dropped", "cloud", s.label, "nonce", m.Nonce, "id", m.ID, "client", m.ClientID)
 		return
 	}
 	s.answered.Store(true)
-	c.deliverLocked(p, Outcome{ID: m.ID, Status: m.Status, Proof: m.Proof, Text: m.Text, Received: now, Cloud: s.label})
+	c.deliverLocked(p, Outcome{ID: m.ID, Status: ProofStatus(m.Status), Proof: m.Proof, Text: m.Text, Received: now, Cloud: s.label})
 }
 
 func (p *Pending) wants(id pkie.ID) bool {
@@ -1434,7 +1436,7 @@ func (p *Pending) wants(id pkie.ID) bool {
 
 func (c *Client) onReject(s *session, m *pecwire.Reject) {
 	c.mu.Lock()
-	p := c.pending[m.Nonce]
+	p := c.pending[Nonce(m.Nonce)]
 	if p == nil || p.done || (p.sub != nil && p.via != s) || (p.hold && p.sub == nil) || !p.matchesLocked(s, m.Digest) {
 		c.st.Dropped++
 		c.mu.Unlock()
@@ -1461,9 +1463,9 @@ func (c *Client) onReject(s *session, m *pecwire.Reject) {
 		c.failed(s, time.Now(), errors.New("cloud does not know this client"), true)
 		return
 	}
-	st := pecwire.ProofFailed
+	st := ProofFailed
 	if m.Code == pecwire.RejectBusy || m.Code == pecwire.RejectLimited {
-		st = pecwire.ProofBusy
+		st = ProofBusy
 	}
 	c.finishAllLocked(p, st, s.label, why)
 	c.mu.Unlock()
@@ -1524,11 +1526,11 @@ func (c *Client) retryElsewhere(p *Pending, from target, why string) {
 		}
 		return
 	case len(ts) == 0:
-		c.finishAllLocked(p, pecwire.ProofBusy, p.cloud, why+"; no other point of presence to try")
+		c.finishAllLocked(p, ProofBusy, p.cloud, why+"; no other point of presence to try")
 		c.mu.Unlock()
 		return
 	case s == nil:
-		c.finishAllLocked(p, pecwire.ProofBusy, p.cloud, fmt.Sprintf("%s; no other point of presence registered in time: %v", why, err))
+		c.finishAllLocked(p, ProofBusy, p.cloud, fmt.Sprintf("%s; no other point of presence registered in time: %v", why, err))
 		c.mu.Unlock()
 		return
 	}

@@ -15,7 +15,7 @@ import (
 // identifier at the point of presence it is registered with, and that
 // point's address. ok is false during a failover, when the client has no
 // registered session (the next connection then goes client-only).
-func (c *Client) Presence() (id pecwire.ClientID, at Addr, rtt time.Duration, ok bool) {
+func (c *Client) Presence() (id ClientID, at Addr, rtt time.Duration, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.cur
@@ -47,8 +47,8 @@ func (c *Client) NewExtension(serverName string, port int, requests []pkie.Reque
 	}
 	e = &Extension{ClientID: s.id, Requests: requests, Cloud: Addr{Transport: s.transport, HostPort: s.addr}}
 	rand.Read(e.Nonce[:])
-	e.Ticket = pecwire.MintTicket(s.ticketKey, s.tickets, &pecwire.Submit{
-		ClientID: s.id, Nonce: e.Nonce, ServerName: serverName, Port: uint16(port), Requests: requests})
+	e.Ticket = Ticket(pecwire.MintTicket(s.ticketKey, s.tickets, &pecwire.Submit{
+		ClientID: pecwire.ClientID(s.id), Nonce: pecwire.Nonce(e.Nonce), ServerName: serverName, Port: uint16(port), Requests: requests}))
 	s.tickets++
 	return e, true
 }
@@ -76,7 +76,7 @@ func (c *Client) submitExpected(ctx context.Context, p *Pending, sub Submission,
 		return c.priv.submitFor(ctx, p, sub, mark)
 	}
 	m := &pecwire.Submit{
-		Nonce: p.nonce, Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
+		Nonce: pecwire.Nonce(p.nonce), Budget: sub.Budget, ServerName: sub.ServerName, Port: uint16(sub.Port),
 		Requests: sub.Requests, Chain: sub.Chain,
 	}
 	frame, err := pecwire.Marshal(m)
@@ -124,7 +124,7 @@ func (c *Client) submitExpected(ctx context.Context, p *Pending, sub Submission,
 func (c *Client) Forget(p *Pending, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.finishAllLocked(p, pecwire.ProofFailed, p.cloud, why)
+	c.finishAllLocked(p, ProofFailed, p.cloud, why)
 }
 
 // complete reports whether p has ended (every outcome delivered, or the

@@ -70,7 +70,7 @@ func wantProofs(t *testing.T, got map[pkie.ID]Outcome, nonce pecwire.Nonce, clou
 		if !ok {
 			t.Fatalf("no outcome for %s", id)
 		}
-		if o.Status != pecwire.ProofOK || o.Proof == nil || !bytes.Equal(o.Proof.Body, proofFor(id, nonce).Body) {
+		if o.Status != ProofOK || o.Proof == nil || !bytes.Equal(o.Proof.Body, proofFor(id, nonce).Body) {
 			t.Fatalf("outcome for %s: %+v, want the proof for nonce %s", id, o, nonce)
 		}
 		if !strings.Contains(o.Cloud, cloud) {
@@ -91,7 +91,7 @@ func TestRegisterAndProve(t *testing.T) {
 		t.Run(tc.transport, func(t *testing.T) {
 			c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, p.point())}, Transport: tc.transport})
 			st := c.Status()
-			if !st.Connected || st.Transport != tc.want || st.Cloud != "alpha" || st.ClientID == (pecwire.ClientID{}) || st.ClientID != c.ID() {
+			if !st.Connected || st.Transport != tc.want || st.Cloud != "alpha" || st.ClientID == (ClientID{}) || st.ClientID != c.ID() {
 				t.Fatalf("status %+v, want connected to alpha over %s with an identifier", st, tc.want)
 			}
 			if st.Keepalive != 200*time.Millisecond {
@@ -101,10 +101,10 @@ func TestRegisterAndProve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha "+p.point().QUIC[:0], pkie.CT, pkie.Revocation)
+			wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "alpha "+p.point().QUIC[:0], pkie.CT, pkie.Revocation)
 			subs := p.submitted()
 			last := subs[len(subs)-1]
-			if last.ClientID != c.ID() || last.Nonce != pend.Nonce() || last.ServerName != "site.test" || last.Port != 443 || len(last.Chain) != 2 {
+			if last.ClientID != pecwire.ClientID(c.ID()) || last.Nonce != pecwire.Nonce(pend.Nonce()) || last.ServerName != "site.test" || last.Port != 443 || len(last.Chain) != 2 {
 				t.Errorf("cloud received %+v", last)
 			}
 			if last.Budget <= 0 || last.Budget > 10*time.Second {
@@ -134,7 +134,7 @@ func TestAutoFallsBackToTCPWhenUDPBlocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "via tcp", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "via tcp", pkie.CT)
 }
 
 func TestQUICOnlyFailsWhenUDPBlocked(t *testing.T) {
@@ -229,7 +229,7 @@ func TestFailoverMissedPings(t *testing.T) {
 	eventually(t, "the submission at alpha", func() bool { return len(a.submitted()) == 1 })
 	a.silent.Store(true)
 	got := waitAll(t, pend)
-	wantProofs(t, got, pend.Nonce(), "beta", pkie.CT, pkie.Notary)
+	wantProofs(t, got, pecwire.Nonce(pend.Nonce()), "beta", pkie.CT, pkie.Notary)
 	eventually(t, "a session with beta", func() bool { st := c.Status(); return st.Connected && st.Cloud == "beta" })
 	st := c.Status()
 	if st.Failovers < 1 || st.LastFailover <= 0 || !strings.Contains(st.LastError, "pings unanswered") {
@@ -239,7 +239,7 @@ func TestFailoverMissedPings(t *testing.T) {
 		t.Errorf("client identifier unchanged after failover")
 	}
 	subs := b.submitted()
-	if len(subs) == 0 || subs[0].Nonce != pend.Nonce() || subs[0].ClientID == first || subs[0].Budget >= 20*time.Second {
+	if len(subs) == 0 || subs[0].Nonce != pecwire.Nonce(pend.Nonce()) || subs[0].ClientID == pecwire.ClientID(first) || subs[0].Budget >= 20*time.Second {
 		t.Fatalf("beta received %+v, want the resubmission under a new identifier with the budget left", subs)
 	}
 }
@@ -272,8 +272,8 @@ func TestFailoverCloudStops(t *testing.T) {
 			a.close()
 			got := waitAll(t, pend)
 			got[o.ID] = o
-			wantProofs(t, map[pkie.ID]Outcome{pkie.CT: got[pkie.CT]}, pend.Nonce(), "alpha", pkie.CT)
-			wantProofs(t, map[pkie.ID]Outcome{pkie.Revocation: got[pkie.Revocation]}, pend.Nonce(), "beta", pkie.Revocation)
+			wantProofs(t, map[pkie.ID]Outcome{pkie.CT: got[pkie.CT]}, pecwire.Nonce(pend.Nonce()), "alpha", pkie.CT)
+			wantProofs(t, map[pkie.ID]Outcome{pkie.Revocation: got[pkie.Revocation]}, pecwire.Nonce(pend.Nonce()), "beta", pkie.Revocation)
 			subs := b.submitted()[before:]
 			if len(subs) != 1 || len(subs[0].Requests) != 1 || subs[0].Requests[0].ID != pkie.Revocation {
 				t.Fatalf("beta received %+v, want only the missing enhancement", subs)
@@ -329,12 +329,12 @@ func TestBusy(t *testing.T) {
 				t.Fatalf("outcomes %v", got)
 			}
 			for id, o := range got {
-				if o.Status != tc.want || !strings.Contains(o.Text, tc.wantText) {
+				if o.Status != ProofStatus(tc.want) || !strings.Contains(o.Text, tc.wantText) {
 					t.Fatalf("outcome for %s: %+v, want %s", id, o, tc.want)
 				}
 			}
 			if tc.want == pecwire.ProofOK {
-				wantProofs(t, got, pend.Nonce(), b.point().TCP, pkie.CT, pkie.Revocation)
+				wantProofs(t, got, pecwire.Nonce(pend.Nonce()), b.point().TCP, pkie.CT, pkie.Revocation)
 			}
 			wantB := 0
 			if tc.policy != BusyFail {
@@ -363,7 +363,7 @@ func TestBusyNextWithNowhereElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := waitAll(t, pend)[pkie.CT]
-	if o.Status != pecwire.ProofBusy || !strings.Contains(o.Text, "no other point") {
+	if o.Status != ProofBusy || !strings.Contains(o.Text, "no other point") {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -382,8 +382,8 @@ func TestWithheldProofs(t *testing.T) {
 	for o := range pend.C() {
 		got = append(got, o)
 	}
-	if len(got) != 2 || got[0].ID != pkie.CT || got[0].Status != pecwire.ProofOK ||
-		got[1].ID != pkie.Notary || got[1].Status != pecwire.ProofTimeout || !strings.Contains(got[1].Text, "budget") {
+	if len(got) != 2 || got[0].ID != pkie.CT || got[0].Status != ProofOK ||
+		got[1].ID != pkie.Notary || got[1].Status != ProofTimeout || !strings.Contains(got[1].Text, "budget") {
 		t.Fatalf("outcomes %+v", got)
 	}
 	if st := c.Status(); st.Pending != 0 || st.Failovers != 0 {
@@ -413,7 +413,7 @@ func TestForeignOutcomesDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "alpha", pkie.CT)
 	eventually(t, "drops counted", func() bool { return c.Status().Dropped >= 5 })
 	if d := c.Status().Dropped; d != 5 {
 		t.Fatalf("dropped %d, want 5", d)
@@ -441,7 +441,7 @@ func TestForgedCopyDoesNotPreempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "alpha", pkie.CT)
 	if d := c.Status().Dropped; d != 3 {
 		t.Fatalf("dropped %d, want the 3 forged outcomes", d)
 	}
@@ -455,17 +455,17 @@ func TestExpectSubmission(t *testing.T) {
 	a := newPeer(t, key, peerBehaviour{})
 	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 	sub := testSubmission(10*time.Second, pkie.CT)
-	sub.Nonce = pecwire.Nonce{1, 2, 3, 4, 5, 6, 7, 8}
+	sub.Nonce = Nonce(pecwire.Nonce{1, 2, 3, 4, 5, 6, 7, 8})
 	pend := c.ExpectSubmission(sub)
 	a.mu.Lock()
 	ps := a.sessions[len(a.sessions)-1]
 	a.mu.Unlock()
-	real := &pecwire.Submit{ClientID: c.ID(), Nonce: sub.Nonce, ServerName: strings.ToUpper(sub.ServerName), Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
+	real := &pecwire.Submit{ClientID: pecwire.ClientID(c.ID()), Nonce: pecwire.Nonce(sub.Nonce), ServerName: strings.ToUpper(sub.ServerName), Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
 	forged := *real
 	forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
-	ps.send(&pecwire.Proof{ClientID: c.ID(), Nonce: sub.Nonce, Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofUnsupported, Text: "forged"})
+	ps.send(&pecwire.Proof{ClientID: pecwire.ClientID(c.ID()), Nonce: pecwire.Nonce(sub.Nonce), Digest: forged.Digest(), ID: pkie.CT, Status: pecwire.ProofUnsupported, Text: "forged"})
 	ps.prove(real, pkie.CT)
-	wantProofs(t, waitAll(t, pend), sub.Nonce, "alpha", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(sub.Nonce), "alpha", pkie.CT)
 	if d := c.Status().Dropped; d != 1 {
 		t.Fatalf("dropped %d, want the forged outcome", d)
 	}
@@ -493,7 +493,7 @@ func TestRejects(t *testing.T) {
 			got := waitAll(t, pend)
 			for _, id := range []pkie.ID{pkie.CT, pkie.Revocation} {
 				o := got[id]
-				if o.Status != tc.want || !strings.Contains(o.Text, tc.code.String()+": because") || !strings.Contains(o.Cloud, "alpha") {
+				if o.Status != ProofStatus(tc.want) || !strings.Contains(o.Text, tc.code.String()+": because") || !strings.Contains(o.Cloud, "alpha") {
 					t.Fatalf("outcome for %s: %+v", id, o)
 				}
 			}
@@ -524,7 +524,7 @@ func TestReregisterOnUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "alpha", pkie.CT)
 	st := c.Status()
 	if st.Reregistrations != 1 || st.Failovers != 0 || c.ID() == first || a.registrations() != 2 {
 		t.Fatalf("status %+v, registrations %d", st, a.registrations())
@@ -536,14 +536,14 @@ func TestExpect(t *testing.T) {
 	a := newPeer(t, key, peerBehaviour{})
 	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 	nonce := pecwire.Nonce{1, 2, 3, 4, 5, 6, 7, 8}
-	pend := c.Expect(nonce, []pkie.ID{pkie.CT, pkie.Revocation, pkie.CT}, 500*time.Millisecond)
+	pend := c.Expect(Nonce(nonce), []pkie.ID{pkie.CT, pkie.Revocation, pkie.CT}, 500*time.Millisecond)
 	// A server submitted for this client: the cloud pushes the proof.
 	a.mu.Lock()
 	ps := a.sessions[len(a.sessions)-1]
 	a.mu.Unlock()
-	ps.prove(&pecwire.Submit{ClientID: c.ID(), Nonce: nonce}, pkie.CT)
+	ps.prove(&pecwire.Submit{ClientID: pecwire.ClientID(c.ID()), Nonce: nonce}, pkie.CT)
 	got := waitAll(t, pend)
-	if len(got) != 2 || got[pkie.CT].Status != pecwire.ProofOK || got[pkie.Revocation].Status != pecwire.ProofTimeout {
+	if len(got) != 2 || got[pkie.CT].Status != ProofOK || got[pkie.Revocation].Status != ProofTimeout {
 		t.Fatalf("outcomes %+v", got)
 	}
 	if len(a.submitted()) != 0 {
@@ -571,7 +571,7 @@ func TestSubmitBounds(t *testing.T) {
 	if _, err := c.Submit(ctx, testSubmission(10*time.Second, pkie.CT)); !errors.Is(err, ErrTooManyPending) {
 		t.Fatalf("third submission with MaxPending 2: %v", err)
 	}
-	if o := <-c.Expect(pecwire.Nonce{9}, []pkie.ID{pkie.CT}, time.Second).C(); o.Status != pecwire.ProofBusy {
+	if o := <-c.Expect(Nonce(pecwire.Nonce{9}), []pkie.ID{pkie.CT}, time.Second).C(); o.Status != ProofBusy {
 		t.Fatalf("expectation beyond MaxPending: %+v", o)
 	}
 	for _, bad := range []Submission{
@@ -588,7 +588,7 @@ func TestSubmitBounds(t *testing.T) {
 	// Close delivers what is pending at once.
 	c.Close()
 	o := <-p1.C()
-	if o.Status != pecwire.ProofFailed || !strings.Contains(o.Text, "closed") {
+	if o.Status != ProofFailed || !strings.Contains(o.Text, "closed") {
 		t.Fatalf("pending outcome after Close: %+v", o)
 	}
 	if _, ok := <-p1.C(); ok {
@@ -615,7 +615,7 @@ func TestSlowReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "alpha", ids...)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "alpha", ids...)
 }
 
 func TestDialErrors(t *testing.T) {
@@ -652,7 +652,7 @@ func TestSubmitDuringFailover(t *testing.T) {
 	hold.Store(true)
 	a.close()
 	eventually(t, "the session's end", func() bool { return !c.Status().Connected })
-	if c.ID() != (pecwire.ClientID{}) {
+	if c.ID() != (ClientID{}) {
 		t.Error("an identifier while unregistered")
 	}
 	pend, err := c.Submit(context.Background(), testSubmission(20*time.Second, pkie.CT))
@@ -663,7 +663,7 @@ func TestSubmitDuringFailover(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	once.Do(func() { close(release) })
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "beta", pkie.CT)
 }
 
 // TestCloudComesBack: when every cloud is down the client keeps trying,
@@ -731,7 +731,7 @@ func TestProofFromRefusingCloudDropped(t *testing.T) {
 	}
 	eventually(t, "the forged proof's arrival", func() bool { return c.Status().Dropped == 1 })
 	open()
-	wantProofs(t, waitAll(t, pend), pend.Nonce(), "beta", pkie.CT)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(pend.Nonce()), "beta", pkie.CT)
 }
 
 // TestFlappingCloud: a cloud that registers the client and drops the
@@ -780,16 +780,16 @@ func TestExpectHeldUntilChain(t *testing.T) {
 	a := newPeer(t, key, peerBehaviour{})
 	c := dial(t, ClientConfig{Clouds: []*Bundle{bundleOf("alpha", key, a.point())}})
 	sub := testSubmission(10*time.Second, pkie.CT, pkie.Revocation)
-	sub.Nonce = pecwire.Nonce{8, 7, 6, 5, 4, 3, 2, 1}
+	sub.Nonce = Nonce(pecwire.Nonce{8, 7, 6, 5, 4, 3, 2, 1})
 	pend := c.expectHeld(sub.Nonce, []pkie.ID{pkie.CT, pkie.Revocation}, 10*time.Second)
 	a.mu.Lock()
 	ps := a.sessions[len(a.sessions)-1]
 	a.mu.Unlock()
-	real := &pecwire.Submit{ClientID: c.ID(), Nonce: sub.Nonce, ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
+	real := &pecwire.Submit{ClientID: pecwire.ClientID(c.ID()), Nonce: pecwire.Nonce(sub.Nonce), ServerName: sub.ServerName, Port: uint16(sub.Port), Requests: sub.Requests, Chain: sub.Chain}
 	forged := *real
 	forged.Chain = [][]byte{{0x30, 0x03, 9, 9, 9}}
 	for _, id := range []pkie.ID{pkie.CT, pkie.Revocation} {
-		ps.send(&pecwire.Proof{ClientID: c.ID(), Nonce: sub.Nonce, Digest: forged.Digest(), ID: id, Status: pecwire.ProofFailed, Text: "forged"})
+		ps.send(&pecwire.Proof{ClientID: pecwire.ClientID(c.ID()), Nonce: pecwire.Nonce(sub.Nonce), Digest: forged.Digest(), ID: id, Status: pecwire.ProofFailed, Text: "forged"})
 	}
 	ps.prove(real, pkie.CT)
 	eventually(t, "outcomes held", func() bool {
@@ -804,7 +804,7 @@ func TestExpectHeldUntilChain(t *testing.T) {
 	}
 	c.bindExpected(pend, sub)
 	ps.prove(real, pkie.Revocation)
-	wantProofs(t, waitAll(t, pend), sub.Nonce, "alpha", pkie.CT, pkie.Revocation)
+	wantProofs(t, waitAll(t, pend), pecwire.Nonce(sub.Nonce), "alpha", pkie.CT, pkie.Revocation)
 	if d := c.Status().Dropped; d != 2 {
 		t.Fatalf("dropped %d, want the 2 forged outcomes", d)
 	}

@@ -173,7 +173,7 @@ func wantSigned(t *testing.T, got map[pkie.ID]Outcome, sub Submission, from stri
 	}
 	for _, p := range provers {
 		o := got[p.id]
-		if o.Status != pecwire.ProofOK || !p.verify(sub.ServerName, sub.Chain[0], o.Proof) {
+		if o.Status != ProofOK || !p.verify(sub.ServerName, sub.Chain[0], o.Proof) {
 			t.Fatalf("outcome for %s: %+v, want the prover's proof for this chain", p.id, o)
 		}
 		if !strings.Contains(o.Cloud, from) {
@@ -210,7 +210,7 @@ func TestRealCloudTransports(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := waitAll(t, pend)
-			if o := got[pkie.Notary]; o.Status != pecwire.ProofUnsupported {
+			if o := got[pkie.Notary]; o.Status != ProofUnsupported {
 				t.Fatalf("outcome for an enhancement the cloud does not host: %+v", o)
 			}
 			delete(got, pkie.Notary)
@@ -293,7 +293,7 @@ func TestRealCloudBusy(t *testing.T) {
 			got := waitAll(t, pend)
 			if policy == BusyNext {
 				wantSigned(t, got, sub, "secondary", ct)
-			} else if o := got[pkie.CT]; o.Status != pecwire.ProofBusy || !strings.Contains(o.Text, "busy") || !strings.Contains(o.Cloud, "primary") {
+			} else if o := got[pkie.CT]; o.Status != ProofBusy || !strings.Contains(o.Text, "busy") || !strings.Contains(o.Cloud, "primary") {
 				t.Fatalf("outcome %+v, want busy from the primary", o)
 			}
 			if st := c.Status(); st.Cloud != "primary" || st.Failovers != 0 {
@@ -320,7 +320,7 @@ func TestRealCloudWithholds(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitAll(t, pend)
-	if o := got[pkie.CT]; o.Status != pecwire.ProofTimeout || !strings.Contains(o.Text, "budget") {
+	if o := got[pkie.CT]; o.Status != ProofTimeout || !strings.Contains(o.Text, "budget") {
 		t.Fatalf("withheld proof: %+v", o)
 	}
 	delete(got, pkie.CT)

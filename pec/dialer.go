@@ -17,7 +17,6 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
-	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/probe"
 	utls "github.com/refraction-networking/utls"
@@ -222,10 +221,12 @@ type VerdictError struct {
 	// arrived when the Dialer stopped waiting.
 	Missing []string
 	// Waited is how long the Dialer waited for the proofs.
-	Waited  time.Duration
+	Waited time.Duration
+	// Timings are the phases of the dial.
 	Timings Timings
 }
 
+// Error names the target, the verdict and what decided it.
 func (e *VerdictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pec: %s %s: %s", e.Verdict.Target, e.Verdict.Result, e.Verdict.Headline)
@@ -625,7 +626,7 @@ wait:
 			}
 			delete(want, o.ID)
 			results[o.ID] = outcomeResult(o)
-			if o.Status == pecwire.ProofTimeout {
+			if o.Status == ProofTimeout {
 				// The session's own deadline, not an answer.
 				timedOut = append(timedOut, o.ID)
 				continue
@@ -665,7 +666,7 @@ func outcomeResult(o Outcome) check.ProofResult {
 	}
 	r := check.ProofResult{From: from}
 	switch {
-	case o.Status == pecwire.ProofOK && o.Proof != nil:
+	case o.Status == ProofOK && o.Proof != nil:
 		r.Proof = o.Proof
 	case o.Text != "":
 		r.Err = fmt.Errorf("%s: %s", o.Status, o.Text)

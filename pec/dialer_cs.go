@@ -40,6 +40,7 @@ const (
 // material exporter for the latter.
 type TLSConn interface {
 	net.Conn
+	// ConnectionState returns the handshake's outcome, as crypto/tls's.
 	ConnectionState() tls.ConnectionState
 	// CloseWrite sends close_notify and ends the writing direction.
 	CloseWrite() error

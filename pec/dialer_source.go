@@ -16,6 +16,7 @@ import (
 // no connection back; the Checker decides on the proofs it returns under
 // the same policy.
 type CloudProofs struct {
+	// Cloud is the session with the PEC cloud that proves the chains.
 	Cloud *Client
 	// Budget is how long to wait for the proofs (and what the cloud is
 	// told); 0 means DefaultProofTimeout. The context's deadline, if

@@ -68,10 +68,10 @@ const (
 type Extension struct {
 	// ClientID is the identifier the cloud gave the client when it
 	// registered (pecwire.Registered). Zero when EphID stands for it.
-	ClientID pecwire.ClientID
+	ClientID ClientID
 	// Nonce names this connection; the cloud addresses the proofs by
 	// client and nonce.
-	Nonce pecwire.Nonce
+	Nonce Nonce
 	// Requests are the enhancements wanted, with their parameters, in the
 	// order the client would submit them.
 	Requests []pkie.Request
@@ -79,10 +79,10 @@ type Extension struct {
 	// there does its identifier name it.
 	Cloud Addr
 	// Ticket, beside ClientID, is what lets a PEC server submit for the
-	// client once (pecwire.Ticket): minted by the client under a key it
+	// client once (Ticket): minted by the client under a key it
 	// shares with the cloud, for this nonce, server name, port and
 	// requests. Client.NewExtension makes one.
-	Ticket pecwire.Ticket
+	Ticket Ticket
 
 	// The privacy fields (PEC paper §7, the privacy forwarder). All
 	// optional.
@@ -103,7 +103,7 @@ type Extension struct {
 // Addr is a cloud's (or forwarder's) address: host:port and the transport
 // it is reached over.
 type Addr struct {
-	// Transport is pecwire.QUIC or pecwire.TCP.
+	// Transport is TransportQUIC or TransportTCP.
 	Transport string
 	// HostPort is host:port, the host a name or an IP literal.
 	HostPort string
@@ -112,6 +112,7 @@ type Addr struct {
 // IsZero reports whether a is empty.
 func (a Addr) IsZero() bool { return a == Addr{} }
 
+// String renders a as transport://host:port.
 func (a Addr) String() string { return a.Transport + "://" + a.HostPort }
 
 // Check reports what is wrong with a.
@@ -212,7 +213,7 @@ func (e *Extension) check() error {
 	if len(e.EphID) > MaxEphID {
 		return fmt.Errorf("pec: extension: EphID of %d bytes, at most %d", len(e.EphID), MaxEphID)
 	}
-	if len(e.EphID) > 0 && (e.ClientID != (pecwire.ClientID{}) || e.Ticket != (pecwire.Ticket{})) {
+	if len(e.EphID) > 0 && (e.ClientID != (ClientID{}) || e.Ticket != (Ticket{})) {
 		return errors.New("pec: extension: an EphID replaces the client identifier and its ticket; set one, not both")
 	}
 	if err := e.Cloud.Check(); err != nil {

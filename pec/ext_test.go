@@ -18,17 +18,17 @@ import (
 
 func sampleExtension() *Extension {
 	return &Extension{
-		ClientID: pecwire.ClientID{1, 2, 3, 4},
-		Nonce:    pecwire.Nonce{9, 8, 7, 6, 5, 4, 3, 2},
+		ClientID: ClientID(pecwire.ClientID{1, 2, 3, 4}),
+		Nonce:    Nonce(pecwire.Nonce{9, 8, 7, 6, 5, 4, 3, 2}),
 		Requests: []pkie.Request{{ID: pkie.CT}, {ID: pkie.Revocation}, {ID: pkie.Notary, Params: []byte{1}}},
 		Cloud:    Addr{Transport: pecwire.QUIC, HostPort: "127.0.0.1:4433"},
-		Ticket:   pecwire.Ticket{Counter: 7, Tag: [pecwire.TicketTagSize]byte{0xa1, 15: 0x5e}},
+		Ticket:   Ticket(pecwire.Ticket{Counter: 7, Tag: [pecwire.TicketTagSize]byte{0xa1, 15: 0x5e}}),
 	}
 }
 
 func TestExtensionRoundTrip(t *testing.T) {
 	priv := sampleExtension()
-	priv.ClientID, priv.Ticket = pecwire.ClientID{}, pecwire.Ticket{}
+	priv.ClientID, priv.Ticket = ClientID(pecwire.ClientID{}), Ticket(pecwire.Ticket{})
 	priv.EphID = bytes.Repeat([]byte{0xEE}, MaxEphID)
 	priv.Key, priv.HasKey = [32]byte{1, 2, 3}, true
 	priv.Forwarder = Addr{Transport: pecwire.TCP, HostPort: "[::1]:8443"}
@@ -179,7 +179,7 @@ func FuzzParseExtension(f *testing.F) {
 	b, _ := sampleExtension().Marshal()
 	f.Add(b)
 	e := sampleExtension()
-	e.ClientID, e.Ticket, e.EphID, e.HasKey = pecwire.ClientID{}, pecwire.Ticket{}, []byte{1, 2}, true
+	e.ClientID, e.Ticket, e.EphID, e.HasKey = ClientID(pecwire.ClientID{}), Ticket(pecwire.Ticket{}), []byte{1, 2}, true
 	e.Forwarder = Addr{Transport: pecwire.TCP, HostPort: "fw.example:443"}
 	b, _ = e.Marshal()
 	f.Add(b)

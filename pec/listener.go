@@ -35,6 +35,7 @@ const (
 
 // AllowedCloud is a point of presence a PEC server forwards chains to.
 type AllowedCloud struct {
+	// Addr is the point of presence's address and transport.
 	Addr Addr
 	// Pin is the SHA-256 of the cloud's SubjectPublicKeyInfo, as in its
 	// bundle. Without one (Pinned false) the server accepts whatever key
@@ -372,8 +373,8 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		l.st.noChain.Add(1)
 		return
 	}
-	var m pecwire.Message = &pecwire.ServerSubmit{Ticket: ext.Ticket, Submit: pecwire.Submit{
-		ClientID: ext.ClientID, Nonce: ext.Nonce, Budget: l.cfg.Budget,
+	var m pecwire.Message = &pecwire.ServerSubmit{Ticket: pecwire.Ticket(ext.Ticket), Submit: pecwire.Submit{
+		ClientID: pecwire.ClientID(ext.ClientID), Nonce: pecwire.Nonce(ext.Nonce), Budget: l.cfg.Budget,
 		ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain,
 	}}
 	if len(ext.EphID) > 0 {

@@ -47,7 +47,7 @@ type privacy struct {
 	conn      *pecwire.Conn
 	at        Addr // the forwarder's point the session is with
 	label     string
-	id        pecwire.ClientID
+	id        ClientID
 	keepalive time.Duration
 	pool      [][]byte
 	expires   time.Time
@@ -102,6 +102,8 @@ func sealedDigest(sub Submission) pecwire.Digest {
 // mode (the PEC paper's §8.1: the client tracks the forwarder's
 // availability as it does the cloud's).
 type PrivacyStatus struct {
+	// Connected says the client has a session with the forwarder now, at
+	// the address Forwarder names.
 	Connected bool
 	Forwarder string
 	// IDs is how many unused identifiers the client holds, valid until
@@ -126,7 +128,8 @@ type PrivacyStatus struct {
 	Foreign uint64
 	// Reconnects counts new forwarder sessions after one was lost.
 	Reconnects int
-	LastError  string
+	// LastError says why the latest forwarder session ended.
+	LastError string
 }
 
 // Private reports whether the client is in privacy mode.
@@ -194,7 +197,7 @@ func (pv *privacy) connect(ctx context.Context) error {
 				continue
 			}
 			c.mu.Lock()
-			pv.conn, pv.id, pv.keepalive = conn, reg.ClientID, reg.Keepalive
+			pv.conn, pv.id, pv.keepalive = conn, ClientID(reg.ClientID), reg.Keepalive
 			pv.at = Addr{Transport: tr, HostPort: p.TCP}
 			if tr == pecwire.QUIC {
 				pv.at.HostPort = p.QUIC
@@ -353,7 +356,7 @@ func (pv *privacy) onSealed(m *pecwire.SealedProof) {
 		pv.foreignLocked(proof)
 		return
 	}
-	c.deliverLocked(w.p, Outcome{ID: proof.ID, Status: proof.Status, Proof: proof.Proof, Text: proof.Text, Received: now, Cloud: pv.label})
+	c.deliverLocked(w.p, Outcome{ID: proof.ID, Status: ProofStatus(proof.Status), Proof: proof.Proof, Text: proof.Text, Received: now, Cloud: pv.label})
 	if w.p.done {
 		delete(pv.waiting, string(m.EphID))
 	}
@@ -405,7 +408,7 @@ func (pv *privacy) bindLocked(p *Pending, sub Submission) bool {
 			case h.m.Digest != w.digest:
 				pv.foreignLocked(h.m)
 			default:
-				c.deliverLocked(p, Outcome{ID: h.m.ID, Status: h.m.Status, Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: pv.label})
+				c.deliverLocked(p, Outcome{ID: h.m.ID, Status: ProofStatus(h.m.Status), Proof: h.m.Proof, Text: h.m.Text, Received: h.at, Cloud: pv.label})
 			}
 		}
 		if p.done {
@@ -439,9 +442,9 @@ func (pv *privacy) onReject(m *pecwire.EphIDReject) {
 		return
 	}
 	delete(pv.waiting, string(m.EphID))
-	st := pecwire.ProofFailed
+	st := ProofFailed
 	if m.Code == pecwire.RejectBusy || m.Code == pecwire.RejectLimited {
-		st = pecwire.ProofBusy
+		st = ProofBusy
 	}
 	c.finishAllLocked(w.p, st, pv.label, fmt.Sprintf("refused (%s): %s", m.Code, m.Text))
 }
@@ -461,7 +464,7 @@ func (pv *privacy) lose(conn *pecwire.Conn, err error) {
 	pv.lost++
 	pv.lastErr = err.Error()
 	for k, w := range pv.waiting {
-		c.finishAllLocked(w.p, pecwire.ProofFailed, pv.label, "the forwarder session ended before the outcome came")
+		c.finishAllLocked(w.p, ProofFailed, pv.label, "the forwarder session ended before the outcome came")
 		delete(pv.waiting, k)
 	}
 	if !c.closed {

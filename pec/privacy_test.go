@@ -420,7 +420,7 @@ func TestPrivacyEndToEnd(t *testing.T) {
 		cancel()
 		for _, id := range []pkie.ID{pkie.CT, pkie.Revocation} {
 			o := out[id]
-			if o.Status != pecwire.ProofOK || o.Proof == nil || len(o.Proof.Body) < 32 {
+			if o.Status != ProofOK || o.Proof == nil || len(o.Proof.Body) < 32 {
 				t.Fatalf("%s: %+v", id, o)
 			}
 			bodies = append(bodies, o.Proof.Body)
@@ -653,7 +653,7 @@ func TestPrivacyForgedProof(t *testing.T) {
 	close(sp.gate)
 	out := p.Wait(ctx)
 	o := out[pkie.CT]
-	if o.Status != pecwire.ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
+	if o.Status != ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
 		t.Fatalf("outcome %+v, want the prover's genuine proof", o)
 	}
 	if n := cl.PrivacyStatus().Forged; n != 0 {
@@ -700,7 +700,7 @@ func TestPrivacyExtensionReject(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	o := p.Wait(ctx)[pkie.CT]
-	if o.Status != pecwire.ProofOK || o.Proof == nil || !bytes.Equal(o.Proof.Body, body) {
+	if o.Status != ProofOK || o.Proof == nil || !bytes.Equal(o.Proof.Body, body) {
 		t.Fatalf("outcome %+v, want the sealed proof", o)
 	}
 }
@@ -728,7 +728,7 @@ func TestPrivacyBurst(t *testing.T) {
 				errs <- err
 				return
 			}
-			if o := p.Wait(ctx)[pkie.CT]; o.Status != pecwire.ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
+			if o := p.Wait(ctx)[pkie.CT]; o.Status != ProofOK || !sp.verify("site.test", pki.leaf.Chain[0], o.Proof) {
 				errs <- errors.New("outcome " + o.Status.String() + ": " + o.Text)
 			}
 		})
@@ -875,7 +875,7 @@ func TestPrivacyForwarderLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o := p.Wait(ctx)[pkie.CT]; o.Status != pecwire.ProofOK {
+		if o := p.Wait(ctx)[pkie.CT]; o.Status != ProofOK {
 			t.Fatalf("%+v", o)
 		}
 	}
@@ -1050,10 +1050,10 @@ func TestPrivacySizesHideSite(t *testing.T) {
 		out := p.Wait(ctx)
 		for _, r := range reqs {
 			o := out[r.ID]
-			if o.Status != pecwire.ProofOK || o.Proof == nil {
+			if o.Status != ProofOK || o.Proof == nil {
 				t.Fatalf("%s: %s outcome %+v", site.name, r.ID, o)
 			}
-			b, err := pecwire.Marshal(&pecwire.Proof{ID: o.ID, Status: o.Status, Proof: o.Proof})
+			b, err := pecwire.Marshal(&pecwire.Proof{ID: o.ID, Status: pecwire.ProofStatus(o.Status), Proof: o.Proof})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1312,7 +1312,7 @@ func TestPrivacySealedDigest(t *testing.T) {
 			cl.priv.onSealed(sealed(t, key, eph, sub, "genuine"))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if o := p.Wait(ctx)[pkie.CT]; o.Status != pecwire.ProofOK || o.Proof == nil || string(o.Proof.Body) != "genuine" {
+			if o := p.Wait(ctx)[pkie.CT]; o.Status != ProofOK || o.Proof == nil || string(o.Proof.Body) != "genuine" {
 				t.Fatalf("outcome %+v, want the connection's own", o)
 			}
 		})

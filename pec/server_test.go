@@ -436,7 +436,7 @@ func TestForgedCloudNotReflected(t *testing.T) {
 	defer victim.Close()
 	allow, _ := AllowBundle(w.cloud.Bundle)
 	s := w.startServer(t, ServerConfig{Clouds: allow})
-	ext := &Extension{ClientID: w.client.ID(), Nonce: pecwire.Nonce{1}, Requests: []pkie.Request{{ID: pkie.CT}},
+	ext := &Extension{ClientID: w.client.ID(), Nonce: Nonce(pecwire.Nonce{1}), Requests: []pkie.Request{{ID: pkie.CT}},
 		Cloud: Addr{Transport: pecwire.TCP, HostPort: victim.Addr().String()}}
 	for range 3 {
 		if err := rawDial(t, s.addr, ext, nil); err != nil {

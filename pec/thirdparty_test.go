@@ -167,7 +167,7 @@ func TestDialerUnderIdentifierFlood(t *testing.T) {
 	for range 2 {
 		a := w.attacker(t)
 		for i := range 64 {
-			m := &pecwire.Submit{ClientID: w.client.ID(), Nonce: pecwire.Nonce{byte(i), 0xA7}, Budget: 10 * time.Second,
+			m := &pecwire.Submit{ClientID: pecwire.ClientID(w.client.ID()), Nonce: pecwire.Nonce{byte(i), 0xA7}, Budget: 10 * time.Second,
 				ServerName: "site.test", Port: 443, Requests: []pkie.Request{{ID: stallID}}, Chain: chain}
 			if err := a.Send(m, time.Now().Add(10*time.Second)); err != nil {
 				t.Fatal(err)
@@ -214,7 +214,7 @@ func TestDialerCopiedTicket(t *testing.T) {
 		}
 		copies++
 		port, _ := strconv.Atoi(w.server.port)
-		m := &pecwire.ServerSubmit{Ticket: ext.Ticket, Submit: pecwire.Submit{ClientID: ext.ClientID, Nonce: ext.Nonce,
+		m := &pecwire.ServerSubmit{Ticket: pecwire.Ticket(ext.Ticket), Submit: pecwire.Submit{ClientID: pecwire.ClientID(ext.ClientID), Nonce: pecwire.Nonce(ext.Nonce),
 			Budget: time.Millisecond, ServerName: h.ServerName, Port: uint16(port), Requests: ext.Requests, Chain: w.pki.leaf.Chain}}
 		other := *m
 		other.Submit.Chain = w.pki.leaf.Chain[len(w.pki.leaf.Chain)-1:]

@@ -112,7 +112,7 @@ func TestForwarderServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := p.Wait(ctx)[pkie.Notary]
-		if o.Status != pecwire.ProofOK {
+		if o.Status != pec.ProofOK {
 			t.Fatalf("%s: %+v", tr, o)
 		}
 		certs := make([]*x509.Certificate, len(leaf.Chain))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
-	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/pec"
 )
@@ -102,7 +101,7 @@ func (w *world) prove(ctx context.Context, c *pec.Client, budget time.Duration) 
 		if !ok {
 			return d, fmt.Errorf("pecbench: no %s outcome", id)
 		}
-		if o.Status != pecwire.ProofOK {
+		if o.Status != pec.ProofOK {
 			return d, fmt.Errorf("pecbench: %s outcome %s: %s", id, o.Status, o.Text)
 		}
 	}

@@ -14,17 +14,16 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/ecdh"
 	"crypto/hpke"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/pec/cloudbundle"
 )
 
 // Forwarder message types.
@@ -393,52 +392,16 @@ func OpenProof(key, ephID, sealed []byte) (*Proof, error) {
 // envelope's length does not name the site. The Submit inside has a zero client identifier and nonce: the ephemeral
 // identifier names the connection.
 const (
-	HPKEKEM  = 0x0020 // DHKEM(X25519, HKDF-SHA256)
-	HPKEKDF  = 0x0001 // HKDF-SHA256
-	HPKEAEAD = 0x0001 // AES-128-GCM
+	HPKEKEM  = cloudbundle.HPKEKEM
+	HPKEKDF  = cloudbundle.HPKEKDF
+	HPKEAEAD = cloudbundle.HPKEAEAD
 
 	envelopeHeader = 7
 	envelopeEnc    = 32
 	hpkeLabel      = "pkie pec sealed submit v2"
 )
 
-// HPKEKey is a cloud's published HPKE key, in its bundle.
-type HPKEKey struct {
-	KeyID     uint8  `json:"key_id"`
-	KEM       uint16 `json:"kem"`
-	KDF       uint16 `json:"kdf"`
-	AEAD      uint16 `json:"aead"`
-	PublicKey string `json:"public_key"` // hex
-}
-
-// Check reports what is wrong with k.
-func (k *HPKEKey) Check() error {
-	if k.KEM != HPKEKEM || k.KDF != HPKEKDF || k.AEAD != HPKEAEAD {
-		return fmt.Errorf("hpke suite kem %#04x kdf %#04x aead %#04x, this pkie speaks kem %#04x kdf %#04x aead %#04x",
-			k.KEM, k.KDF, k.AEAD, HPKEKEM, HPKEKDF, HPKEAEAD)
-	}
-	_, err := k.publicKey()
-	return err
-}
-
-func (k *HPKEKey) publicKey() (hpke.PublicKey, error) {
-	raw, err := hex.DecodeString(k.PublicKey)
-	if err != nil || len(raw) != 32 {
-		return nil, fmt.Errorf("hpke public_key must be 64 hex digits, got %q", k.PublicKey)
-	}
-	pk, err := hpke.DHKEM(ecdh.X25519()).NewPublicKey(raw)
-	if err != nil {
-		return nil, fmt.Errorf("hpke public_key: %w", err)
-	}
-	return pk, nil
-}
-
-// NewHPKEKey returns the bundle entry for private key priv with key id.
-func NewHPKEKey(id uint8, priv hpke.PrivateKey) *HPKEKey {
-	return &HPKEKey{KeyID: id, KEM: HPKEKEM, KDF: HPKEKDF, AEAD: HPKEAEAD, PublicKey: hex.EncodeToString(priv.PublicKey().Bytes())}
-}
-
-func (k *HPKEKey) header() []byte {
+func hpkeHeader(k *HPKEKey) []byte {
 	h := []byte{k.KeyID}
 	h = binary.BigEndian.AppendUint16(h, k.KEM)
 	h = binary.BigEndian.AppendUint16(h, k.KDF)
@@ -458,7 +421,7 @@ func SealEnvelope(k *HPKEKey, ephID, connKey []byte, m *Submit) ([]byte, error) 
 	if len(connKey) != ConnKeySize {
 		return nil, fmt.Errorf("pecwire: connection key of %d bytes, want %d", len(connKey), ConnKeySize)
 	}
-	pk, err := k.publicKey()
+	pk, err := k.Key()
 	if err != nil {
 		return nil, err
 	}
@@ -471,7 +434,7 @@ func SealEnvelope(k *HPKEKey, ephID, connKey []byte, m *Submit) ([]byte, error) 
 	if pt, err = pad(pt); err != nil {
 		return nil, err
 	}
-	hdr := k.header()
+	hdr := hpkeHeader(k)
 	ct, err := hpke.Seal(pk, hpke.HKDFSHA256(), hpke.AES128GCM(), hpkeInfo(hdr, ephID), pt)
 	if err != nil {
 		return nil, fmt.Errorf("pecwire: hpke: %w", err)
