@@ -341,21 +341,27 @@ func (c *Checker) Close() error {
 
 // Timings are the phases of one check.
 type Timings struct {
+	// Probe is the client's own connect and handshake (Check only);
+	// CacheLookup the local cache's.
 	Probe       time.Duration `json:"probe_ns"`
 	CacheLookup time.Duration `json:"cache_lookup_ns"`
 	// Notaries is the wall time of the parallel notary round trips;
 	// SignatureChecks the summed time verifying their answers.
 	Notaries        time.Duration `json:"notaries_ns"`
 	SignatureChecks time.Duration `json:"signature_checks_ns"`
-	Sources         time.Duration `json:"sources_ns"`
-	Policy          time.Duration `json:"policy_ns"`
-	Total           time.Duration `json:"total_ns"`
+	// Sources is the wall time of the sources run beside the notaries,
+	// Policy of the decision, Total of the whole check.
+	Sources time.Duration `json:"sources_ns"`
+	Policy  time.Duration `json:"policy_ns"`
+	Total   time.Duration `json:"total_ns"`
 }
 
 // Verdict is the Checker's conclusion about one certificate at one target,
 // with everything it rests on.
 type Verdict struct {
-	Target string `json:"target"` // host:port
+	// Target is the target as host:port, SNI the server name sent when
+	// it is not the host, Result the conclusion.
+	Target string `json:"target"`
 	SNI    string `json:"sni,omitempty"`
 	Result Result `json:"verdict"`
 	// Headline says in one line what decided the verdict: for an
@@ -366,17 +372,21 @@ type Verdict struct {
 	Reasons []string `json:"reasons"`
 	SHA1    string   `json:"sha1"`             // colon hex, as notaries see it
 	SHA256  string   `json:"sha256,omitempty"` // hex; empty under Converge
-	Policy  string   `json:"policy"`
+	// Policy is the notary policy decided under.
+	Policy string `json:"policy"`
 	// Notaries holds one answer per configured notary; empty on a cache hit.
 	Notaries []NotaryAnswer `json:"notaries"`
-	Decision *Decision      `json:"decision,omitempty"`
+	// Decision is the policy's tally; nil on a cache hit or without
+	// notaries.
+	Decision *Decision `json:"decision,omitempty"`
 	// Sources holds the "ca" assertion first, then any others.
 	Sources []Assertion `json:"sources"`
 	// FromCache says the notary part came from the local cache, accepted
 	// CacheAge ago.
 	FromCache bool          `json:"from_cache"`
 	CacheAge  time.Duration `json:"cache_age_ns,omitempty"`
-	Timings   Timings       `json:"timings"`
+	// Timings are the phases of the check.
+	Timings Timings `json:"timings"`
 }
 
 // Source returns the assertion of the named source.

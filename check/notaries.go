@@ -192,13 +192,15 @@ func policyOf(p consensus.Policy) Policy {
 
 // Decision is the policy's result with the tally that produced it.
 type Decision struct {
+	// Result is the policy's conclusion on the notaries' answers alone.
 	Result Result `json:"result"`
 	// Reason says in one sentence how the tally gave the result.
 	Reason string `json:"reason"`
 	// Policy is the policy decided under, as ParsePolicy reads it.
 	Policy string `json:"policy"`
 	// Yes counts mature yes votes; Young yes votes observed for less than
-	// MinDuration; No includes stand-asides when UnreachableIsFailure.
+	// MinDuration; No includes stand-asides when UnreachableIsFailure;
+	// StandAside counts the notaries that did not vote.
 	Yes        int `json:"yes"`
 	Young      int `json:"young,omitempty"`
 	No         int `json:"no"`
@@ -264,9 +266,10 @@ func (v *Vote) UnmarshalJSON(b []byte) error {
 // certificate and the span over which the notary saw it.
 type HistoryEntry struct {
 	// Fingerprint is the certificate's SHA-1, as Convergence names it.
-	Fingerprint [20]byte  `json:"-"`
-	Start       time.Time `json:"start"`
-	Finish      time.Time `json:"finish"`
+	Fingerprint [20]byte `json:"-"`
+	// Start and Finish are the first and the last time the notary saw it.
+	Start  time.Time `json:"start"`
+	Finish time.Time `json:"finish"`
 }
 
 // MarshalJSON renders the fingerprint the Convergence way (colon hex).
@@ -282,7 +285,7 @@ func (e HistoryEntry) Observed() time.Duration { return e.Finish.Sub(e.Start) }
 // was verified against the key its bundle pins.
 type NotaryAnswer struct {
 	// Notary is the bundle's name, Host the host:port of the replica that
-	// answered last.
+	// answered last, and Vote what the answer counts as.
 	Notary string `json:"notary"`
 	Host   string `json:"host"`
 	Vote   Vote   `json:"vote"`

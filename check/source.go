@@ -22,10 +22,15 @@ const (
 
 // Assertion is one source's finding, with what it rests on.
 type Assertion struct {
-	Source   string        `json:"source"`
-	Status   Status        `json:"status"`
-	Detail   string        `json:"detail"`
-	Required bool          `json:"required"`
+	// Source names the source: "ca", a Source's Name, or an enhancement's.
+	Source string `json:"source"`
+	// Status is Pass, Fail or Unknown.
+	Status Status `json:"status"`
+	// Detail says what the finding rests on, or why there is none.
+	Detail string `json:"detail"`
+	// Required says the source had to pass for a trusted verdict.
+	Required bool `json:"required"`
+	// Duration is how long the source took.
 	Duration time.Duration `json:"duration_ns"`
 }
 
@@ -44,7 +49,9 @@ type Assertion struct {
 // Source, Required and Duration, and treats any Status other than Pass or
 // Fail as Unknown.
 type Source interface {
+	// Name names the source in verdicts and in Config.Require.
 	Name() string
+	// Assess judges the certificate of obs.
 	Assess(ctx context.Context, obs *probe.Observation) Assertion
 }
 
@@ -52,6 +59,7 @@ type Source interface {
 // to a root in Roots (nil: the system's roots) and name the target. It is
 // always part of a Checker under the name "ca".
 type CASource struct {
+	// Roots are the trust anchors; nil means the system's.
 	Roots *x509.CertPool
 	Now   func() time.Time // nil: time.Now
 }

@@ -24,6 +24,7 @@ import (
 // answers Unknown. What a ProofSource returns is never trusted: each proof
 // goes to its verifier, which trusts only the TTP keys it pinned.
 type ProofSource interface {
+	// Proofs returns what it has for each of reqs by ctx's deadline.
 	Proofs(ctx context.Context, obs *probe.Observation, reqs []pkie.Request) map[pkie.ID]ProofResult
 }
 

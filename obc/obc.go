@@ -29,9 +29,13 @@ import (
 // case, without brackets for IPv6, and Port is always set (443 for https
 // when the URL names none).
 type Origin struct {
+	// Scheme is "https": only https origins carry client certificates.
 	Scheme string
-	Host   string
-	Port   uint16
+	// Host is the host name or IP address, lower case, without a trailing
+	// dot.
+	Host string
+	// Port is the port, 443 when the URL names none.
+	Port uint16
 }
 
 // OriginOf returns the origin of u. Only https origins carry TLS client

@@ -62,9 +62,12 @@ type Record struct {
 // Result is what Get returns: a scope's certificate and how it was
 // obtained.
 type Result struct {
-	Cert  *tls.Certificate // Leaf is set
+	Cert *tls.Certificate // Leaf is set
+	// Scope is what the key is bound to (see Scope): the origin, or in
+	// legacy mode the registrable domain.
 	Scope string
-	Alg   Alg
+	// Alg is the key's algorithm.
+	Alg Alg
 	// Identity is what a server sees of this certificate.
 	Identity Identity
 	// Created is true when this call made the key and certificate (a

@@ -57,6 +57,7 @@ type MismatchError struct {
 	NoCertificate bool
 }
 
+// Error names the cookie and the two channel identities.
 func (e *MismatchError) Error() string {
 	if e.NoCertificate {
 		return fmt.Sprintf("obc/server: cookie %q is bound to client %s and arrived over a channel without a client certificate", e.Name, e.BoundTo)

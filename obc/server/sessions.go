@@ -25,8 +25,9 @@ type Session struct {
 	User     string       // what the application logged in
 	Identity obc.Identity // the channel identity it was started on
 	Client   string       // the client address key it counts against
-	Start    time.Time
-	Expires  time.Time
+	// Start is when the session began, Expires when it ends.
+	Start   time.Time
+	Expires time.Time
 }
 
 // SessionLimits bound a Sessions table. Every bound is in force at once.
