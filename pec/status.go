@@ -1,65 +1,71 @@
 package pec
 
 import (
-	"fmt"
-
-	"github.com/pkie/pkie/internal/pecwire"
+	"time"
 )
 
-// ClientID is the cloud's random 4-byte name for a registered client (the
-// PEC paper, §4.2.2). It changes with every registration.
-type ClientID [4]byte
-
-// String renders the identifier in hex.
-func (id ClientID) String() string { return fmt.Sprintf("%x", id[:]) }
-
-// Nonce names one TLS connection of a client: the cloud addresses the
-// proofs for that connection by the client's identifier and the nonce.
-type Nonce [8]byte
-
-// String renders the nonce in hex.
-func (n Nonce) String() string { return fmt.Sprintf("%x", n[:]) }
-
-// TicketTagSize is the size of a Ticket's tag.
-const TicketTagSize = pecwire.TicketTagSize
-
-// Ticket lets a PEC server submit for a client once. The client mints one
-// per PEC extension under the key of its session with the cloud (a key
-// exported from that TLS session, which never travels), for exactly that
-// nonce, server name, port and requests; the cloud takes a submission by
-// any other session for the client only with a ticket whose tag verifies
-// and whose counter it has not seen.
-type Ticket struct {
-	// Counter numbers the client's tickets on one session, from 0.
-	Counter uint32
-	// Tag is the HMAC-SHA256 tag over the counter and the submission
-	// without its chain, truncated (docs/formats/pec.md).
-	Tag [TicketTagSize]byte
+// ClientStatus describes a client's session.
+type ClientStatus struct {
+	// Connected reports whether the client is registered with a cloud now;
+	// false during a failover.
+	Connected bool
+	// Cloud is the name of the bundle in use, Point the address of its
+	// point of presence and Transport the transport that won the race.
+	Cloud, Point, Transport string
+	// ClientID is the identifier the cloud gave the client.
+	ClientID ClientID
+	// Since is when the current session registered.
+	Since time.Time
+	// Registration is how long the current session took to register, from
+	// the start of Dial or of the failover that opened it to Registered.
+	Registration time.Duration
+	// RTT is the round trip of the latest answered ping (of the
+	// registration until the first pong).
+	RTT time.Duration
+	// Keepalive is the ping interval in use, and LastPong when the latest
+	// answer to one arrived (zero: none yet on this session).
+	Keepalive time.Duration
+	LastPong  time.Time
+	// Failovers counts moves to another point of presence or cloud after
+	// the one in use died; LastFailover is how long the latest took, from
+	// the first missed pong deadline (or the connection's failure) to the
+	// new Registered.
+	Failovers    int
+	LastFailover time.Duration
+	// Reregistrations counts new registrations after a cloud forgot the
+	// client (Reject "unknown client").
+	Reregistrations int
+	// Pending counts submissions and expectations not yet complete.
+	Pending int
+	// Dropped counts outcomes dropped on arrival: for nonces nothing is
+	// pending for, for enhancements not requested or already delivered, or
+	// naming another client.
+	Dropped uint64
+	// LastError says why the latest session ended.
+	LastError string
 }
 
-// ProofStatus is the outcome of one enhancement for one submission, as the
-// cloud reports it or, for ProofTimeout and some failures, as the client
-// concludes it.
-type ProofStatus uint8
-
-// Proof statuses. The values are those of the wire format
-// (docs/formats/pec.md).
-const (
-	// ProofOK: Outcome.Proof holds the enhancement's proof, not yet
-	// verified.
-	ProofOK ProofStatus = 0
-	// ProofBusy: the prover or the cloud is overloaded, or the client's
-	// share is used up.
-	ProofBusy ProofStatus = 1
-	// ProofUnsupported: the cloud does not host this enhancement, or it
-	// cannot prove this chain.
-	ProofUnsupported ProofStatus = 2
-	// ProofFailed: the prover, the cloud or the session failed; Text says
-	// why.
-	ProofFailed ProofStatus = 3
-	// ProofTimeout: no answer within the budget.
-	ProofTimeout ProofStatus = 4
-)
-
-// String returns "ok", "busy", "unsupported", "failed" or "timeout".
-func (s ProofStatus) String() string { return pecwire.ProofStatus(s).String() }
+// Status describes the client's session now.
+func (c *Client) Status() ClientStatus {
+	c.mu.Lock()
+	st := c.st
+	st.Pending = len(c.pending)
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil {
+		return st
+	}
+	st.Connected = true
+	st.Cloud = bundleName(c.cfg.Clouds[s.t.b])
+	st.Point = s.addr
+	st.Transport = s.transport
+	st.ClientID = s.id
+	st.Since = s.at
+	st.Registration = s.at.Sub(s.started)
+	st.Keepalive = s.keepalive
+	s.pmu.Lock()
+	st.RTT = s.rtt
+	st.LastPong = s.lastPong
+	s.pmu.Unlock()
+	return st
+}
