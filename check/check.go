@@ -94,7 +94,7 @@ const (
 	// DefaultAnswerMaxAge bounds the age of a v1 notary answer's
 	// observation: a pkie notary answers from its history for up to a day
 	// before probing again.
-	DefaultAnswerMaxAge = consensus.DefaultAnswerMaxAge
+	DefaultAnswerMaxAge = 24 * time.Hour
 )
 
 // DefaultNotaryDir returns the user's notaries directory,

@@ -3,14 +3,17 @@ package check
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/pkie/pkie/internal/consensus"
+	"github.com/pkie/pkie/internal/pkies/ct"
 )
 
 // TestNotaryTypesMatch keeps the types embedders see (notaries.go) field
 // for field with the notary client's, which the Checker converts: a field
 // added to one and not the other would be dropped silently at the
-// boundary.
+// boundary. It also holds the defaults check documents to the values the
+// code that applies them uses.
 func TestNotaryTypesMatch(t *testing.T) {
 	for _, tt := range []struct{ public, internal any }{
 		{Bundle{}, consensus.Bundle{}},
@@ -51,6 +54,18 @@ func TestNotaryTypesMatch(t *testing.T) {
 	for _, a := range []API{APIAuto, APIConvergence, APIV1} {
 		if got, err := consensus.ParseAPI(string(a)); err != nil || string(got) != string(a) {
 			t.Errorf("API %s is %q in consensus (%v)", a, got, err)
+		}
+	}
+	for _, d := range []struct {
+		name           string
+		public, client time.Duration
+	}{
+		{"DefaultAnswerMaxAge", DefaultAnswerMaxAge, consensus.DefaultAnswerMaxAge},
+		{"DefaultProofMaxAge", DefaultProofMaxAge, ct.DefaultMaxAge},
+		{"DefaultMMD", DefaultMMD, ct.DefaultMMD},
+	} {
+		if d.public != d.client {
+			t.Errorf("%s is %v here, %v in the verifier that applies it", d.name, d.public, d.client)
 		}
 	}
 	for _, k := range []PolicyKind{Majority, Consensus, Minority, Quorum} {

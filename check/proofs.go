@@ -45,8 +45,10 @@ type ProofOptions struct {
 
 // Defaults of ProofOptions.
 const (
-	DefaultProofMaxAge = ct.DefaultMaxAge
-	DefaultMMD         = ct.DefaultMMD
+	// DefaultProofMaxAge is the oldest signed sorted-tree head accepted.
+	DefaultProofMaxAge = time.Hour
+	// DefaultMMD is the maximum merge delay assumed of a log.
+	DefaultMMD = 24 * time.Hour
 )
 
 // NewCTSource returns the "ct" source: the ct enhancement's verifier
