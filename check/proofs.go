@@ -51,8 +51,8 @@ const (
 	DefaultMMD = 24 * time.Hour
 )
 
-// NewCTSource returns the "ct" source: the ct enhancement's verifier
-// (package internal/pkies/ct) on proofs fetched from a prover server
+// NewCTSource returns the "ct" source: the ct enhancement's verifier on
+// proofs fetched from a prover server
 // (HTTPProofs). The leaf must be in the log's signed sorted tree (presence
 // proof), or absent with the log's SCT younger than the maximum merge delay
 // (the PEC paper, §5.1).
@@ -105,8 +105,8 @@ func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
 
 // HTTPProofs is a ProofSource on prover servers (`pkie prover serve`,
 // docs/formats/api-proofs.md): it fetches the ct and revocation proofs over HTTP
-// and wraps each response into the enhancement's proof (package
-// internal/pkies/treeproof), so that the same verifiers judge them as judge
+// and wraps each response into the enhancement's proof (the signed
+// sorted-tree proof of docs/formats/proofs.md), so that the same verifiers judge them as judge
 // proofs from the PEC cloud. Other enhancements get no proof.
 type HTTPProofs struct {
 	CT         string       // the ct prover's base URL; "" for none

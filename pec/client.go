@@ -16,9 +16,9 @@ import (
 
 // Transports a ClientConfig may ask for.
 const (
-	TransportAuto = "auto"       // QUIC, and TLS over TCP raced against it after FallbackDelay
-	TransportQUIC = pecwire.QUIC // QUIC only
-	TransportTCP  = pecwire.TCP  // TLS over TCP only
+	TransportAuto = "auto" // QUIC, and TLS over TCP raced against it after FallbackDelay
+	TransportQUIC = "quic" // QUIC only
+	TransportTCP  = "tcp"  // TLS over TCP only
 )
 
 // Busy policies (ClientConfig.OnBusy).

@@ -67,7 +67,7 @@ const (
 // docs/formats/pec.md documents each field.
 type Extension struct {
 	// ClientID is the identifier the cloud gave the client when it
-	// registered (pecwire.Registered). Zero when EphID stands for it.
+	// registered. Zero when EphID stands for it.
 	ClientID ClientID
 	// Nonce names this connection; the cloud addresses the proofs by
 	// client and nonce.

@@ -2,8 +2,6 @@ package pec
 
 import (
 	"fmt"
-
-	"github.com/pkie/pkie/internal/pecwire"
 )
 
 // ClientID is the cloud's random 4-byte name for a registered client (the
@@ -21,7 +19,7 @@ type Nonce [8]byte
 func (n Nonce) String() string { return fmt.Sprintf("%x", n[:]) }
 
 // TicketTagSize is the size of a Ticket's tag.
-const TicketTagSize = pecwire.TicketTagSize
+const TicketTagSize = 16
 
 // Ticket lets a PEC server submit for a client once. The client mints one
 // per PEC extension under the key of its session with the cloud (a key
