@@ -24,6 +24,8 @@ import (
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	rev "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
@@ -69,7 +71,7 @@ func newForkWorld(t *testing.T) *forkWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.ra.Close() })
-	w.kid, _ = rev.IssuerKeyID(w.root.Cert)
+	w.kid, _ = revocation.IssuerKeyID(w.root.Cert)
 	if _, err := w.ra.AddSerials(ctx, w.kid, []*big.Int{w.leaf.Cert.SerialNumber, big.NewInt(5), big.NewInt(6)}, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +106,8 @@ func (w *forkWorld) fork(t *testing.T) {
 
 func (w *forkWorld) pkies() []cloud.PKIEConfig {
 	return []cloud.PKIEConfig{
-		{Name: "ct", Config: ct.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey}.JSON()},
-		{Name: "revocation", Config: revocation.ProverConfig{AuthorityURL: w.raURL, AuthorityKey: w.raKey}.JSON()},
+		{Name: "ct", Config: ctprover.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey}.JSON()},
+		{Name: "revocation", Config: revprover.ProverConfig{AuthorityURL: w.raURL, AuthorityKey: w.raKey}.JSON()},
 	}
 }
 
