@@ -38,7 +38,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	failOpen := fs.Bool("fail-open", false, "exit 0 on an inconclusive verdict (default: inconclusive is not trusted)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA path validation (default: the system's roots)")
 	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries and CA validation (available: ct, revocation, and notary with --cloud; ca is required unless --trust-agility)")
-	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/cache.db)")
+	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/verdicts.cache)")
 	cacheMaxAge := fs.Duration("cache-max-age", check.DefaultCacheMaxAge, "a cached acceptance older than this goes back to the notaries")
 	noCache := fs.Bool("no-cache", false, "neither read nor write the local cache")
 	timeout := fs.Duration("timeout", check.DefaultNotaryTimeout, "one deadline for all notary queries together")

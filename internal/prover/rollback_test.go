@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/feed"
+	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
-	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )

@@ -10,9 +10,9 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/revocation"
-	"github.com/pkie/pkie/internal/provers/treemirror"
 	"github.com/pkie/pkie/internal/prover"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
+	"github.com/pkie/pkie/internal/provers/treemirror"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
