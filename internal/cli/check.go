@@ -113,6 +113,18 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 			return usageError("--roots: %v", err)
 		}
 	}
+	// An enhancement this binary was not built with is named before any
+	// cloud is reached.
+	if *require != "" {
+		for _, r := range strings.Split(*require, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				if err := notBuiltIn(builtin.Registry(), r); err != nil {
+					return err
+				}
+				cfg.Require = append(cfg.Require, r)
+			}
+		}
+	}
 	// Further evidence sources plug in here: append to cfg.Sources and list
 	// their names in --require's help.
 	if withCloud {
@@ -132,13 +144,6 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 		cfg.Proofs = &pec.CloudProofs{Cloud: cl, Budget: *cloud.budget}
 	} else if cfg.Sources, err = proofs.sources(); err != nil {
 		return err
-	}
-	if *require != "" {
-		for _, r := range strings.Split(*require, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				cfg.Require = append(cfg.Require, r)
-			}
-		}
 	}
 	if !*noCache {
 		cfg.CachePath = *cachePath

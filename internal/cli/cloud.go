@@ -26,6 +26,14 @@ func runCloud(ctx context.Context, env *Env, args []string) error {
 	return cloudMain(ctx, env, args, provers.Registry())
 }
 
+// CloudMain runs `pkie cloud` (init, serve, bundle: args[0]) hosting the
+// enhancements of reg, reports as Main does and returns the process exit
+// code. It is the entry point of a cloud binary built outside this module
+// with enhancements of its own beside the built-ins (package cloud's Main).
+func CloudMain(ctx context.Context, env *Env, args []string, reg *pkie.Registry) int {
+	return reportExit(env, "cloud", cloudMain(ctx, env, args, reg))
+}
+
 // cloudMain is runCloud with the registry the enhancements are looked up
 // in, so that tests can host one of their own beside the built-ins.
 func cloudMain(ctx context.Context, env *Env, args []string, reg *pkie.Registry) error {
