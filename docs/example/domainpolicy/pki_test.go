@@ -93,4 +93,3 @@ func (ca *testCA) serve(t testing.TB, l *leaf) string {
 	}()
 	return ln.Addr().String()
 }
-
