@@ -200,7 +200,7 @@ type Config struct {
 	// Sources are further evidence beyond notaries and CA validation.
 	Sources []Source
 	// Registry names the enhancements of Verifiers; nil means
-	// builtin.Registry() (ct, revocation, notary).
+	// BuiltinRegistry() (ct, revocation, notary).
 	Registry *pkie.Registry
 	// Verifiers are the PKI enhancements (package pkie) the client checks,
 	// one per enhancement: each becomes a source named by its Kind's name

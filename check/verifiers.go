@@ -164,7 +164,7 @@ func (g *verifierGroup) assess(ctx context.Context, obs *probe.Observation, chai
 // NewVerifiers builds the verifiers of the enhancements named in configs
 // (enhancement name or identifier → the verifier's JSON configuration, as
 // bundles and configuration files carry them) from reg, nil meaning
-// builtin.Registry(), in identifier order. An unknown name, an enhancement
+// BuiltinRegistry(), in identifier order. An unknown name, an enhancement
 // without a verifier and a configuration its Kind refuses are errors.
 func NewVerifiers(reg *pkie.Registry, configs map[string]json.RawMessage) ([]pkie.Verifier, error) {
 	if reg == nil {
