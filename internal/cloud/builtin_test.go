@@ -12,10 +12,10 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/provers"
 	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
@@ -77,7 +77,7 @@ func TestBuiltins(t *testing.T) {
 	if _, err := notaryprover.Init(d.ProverDir("notary"), d.Config.PKIEs[2].Config); err != nil {
 		t.Fatal(err)
 	}
-	reg := builtin.Registry()
+	reg := provers.Registry()
 	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, cloud.ProverOptions{TrustFirstHead: true})
 	if err != nil {
 		t.Fatal(err)

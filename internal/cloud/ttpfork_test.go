@@ -21,9 +21,9 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/provers"
 	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	rev "github.com/pkie/pkie/internal/revocation"
@@ -129,7 +129,7 @@ func startReplica(t *testing.T, d *cloud.DataDir, o cloud.ProverOptions) *replic
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{logs: &syncBuffer{}, pin: pecwire.SPKIHash(d.Leaf)}
 	o.Log = slog.New(slog.NewTextHandler(r.logs, nil))
-	reg := builtin.Registry()
+	reg := provers.Registry()
 	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, o)
 	if err != nil {
 		cancel()
