@@ -10,11 +10,14 @@ import (
 	"github.com/pkie/pkie/internal/pkies/revocation"
 )
 
-// BuiltinRegistry returns a new registry holding the enhancements built
-// into pkie: ct, revocation and notary. Each call returns a registry of its
-// own, so an application may Register its own enhancements beside the
-// built-ins without affecting any other caller. It is the registry that a
-// nil *pkie.Registry means throughout this package and package pec.
+// BuiltinRegistry returns a new registry holding the client halves of the
+// enhancements built into pkie: ct, revocation and notary, each with its
+// verifier and no prover (a client links none: the cloud's registry, with
+// the provers, is package cloud's BuiltinRegistry). Each call returns a
+// registry of its own, so an application may Register its own enhancements
+// beside the built-ins without affecting any other caller. It is the
+// registry that a nil *pkie.Registry means throughout this package and
+// package pec.
 func BuiltinRegistry() *pkie.Registry { return builtin.Registry() }
 
 // CTVerifierConfig configures the verifier of the built-in ct enhancement:

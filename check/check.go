@@ -107,7 +107,7 @@ func DefaultNotaryDir() (string, error) {
 	return filepath.Join(d, "pkie", "notaries"), nil
 }
 
-// DefaultCachePath returns os.UserCacheDir()/pkie/cache.db.
+// DefaultCachePath returns os.UserCacheDir()/pkie/verdicts.cache.
 func DefaultCachePath() (string, error) { return consensus.DefaultCachePath() }
 
 // Config configures a Checker.

@@ -13,8 +13,6 @@ import (
 	"github.com/pkie/pkie/internal/pkies/ct"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
-	"github.com/pkie/pkie/internal/prover"
-	"github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -57,7 +55,7 @@ const (
 // proof), or absent with the log's SCT younger than the maximum merge delay
 // (the PEC paper, §5.1).
 func NewCTSource(o ProofOptions) (Source, error) {
-	o, err := o.defaults(prover.CT)
+	o, err := o.defaults(treeproof.CT)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +63,7 @@ func NewCTSource(o ProofOptions) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
-	return &verifierSource{name: prover.CT, v: v, proofs: &HTTPProofs{CT: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
+	return &verifierSource{name: treeproof.CT, v: v, proofs: &HTTPProofs{CT: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
 }
 
 // NewRevocationSource returns the "revocation" source: the revocation
@@ -76,7 +74,7 @@ func NewCTSource(o ProofOptions) (Source, error) {
 // leaf without one, from the issuer on the path the "ca" source verified
 // (VerifiedChains); with no such path the source answers Unknown.
 func NewRevocationSource(o ProofOptions) (Source, error) {
-	o, err := o.defaults(prover.Revocation)
+	o, err := o.defaults(treeproof.Revocation)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +82,7 @@ func NewRevocationSource(o ProofOptions) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
-	return &verifierSource{name: prover.Revocation, v: v, proofs: &HTTPProofs{Revocation: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
+	return &verifierSource{name: treeproof.Revocation, v: v, proofs: &HTTPProofs{Revocation: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
 }
 
 func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
@@ -151,8 +149,8 @@ func (h *HTTPProofs) fetch(ctx context.Context, obs *probe.Observation, id pkie.
 		return ProofResult{Err: fmt.Errorf("no HTTP prover for enhancement %s", id)}
 	}
 	res := ProofResult{From: "prover " + base}
-	c := &prover.Client{Base: base, HTTP: h.HTTP}
-	var resp *prover.Response
+	c := &treeproof.Client{Base: base, HTTP: h.HTTP}
+	var resp *treeproof.Response
 	var err error
 	if id == pkie.CT {
 		resp, err = c.CT(ctx, sha256.Sum256(obs.Chain[0]))
@@ -195,5 +193,5 @@ func revocationKey(ctx context.Context, leafDER []byte) ([32]byte, error) {
 	if err != nil {
 		return [32]byte{}, err
 	}
-	return revocation.CertKey(leaf, issuer)
+	return pkierev.CertKey(leaf, issuer)
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/pkie/pkie/internal/pkies/ct"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
@@ -100,20 +103,20 @@ func TestVerifiersInVerdict(t *testing.T) {
 	}
 	reg := builtin.Registry()
 	env := func() pkie.ProverEnv { return pkie.ProverEnv{DataDir: t.TempDir()} }
-	ctP, err := ct.NewProver(ctx, env(), ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, env(), ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	revP, err := pkierev.NewProver(ctx, env(), pkierev.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	revP, err := revprover.NewProver(ctx, env(), revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	notEnv, notConf := env(), pkienotary.ProverConfig{Name: "cloud notary", AllowPrivate: true,
+	notEnv, notConf := env(), notaryprover.ProverConfig{Name: "cloud notary", AllowPrivate: true,
 		Resolve: map[string]string{"bank.test": w.bank.Addr.String(), "shop.test": w.shop.Addr.String()}}
-	if _, err := pkienotary.Init(notEnv.DataDir, notConf.JSON()); err != nil {
+	if _, err := notaryprover.Init(notEnv.DataDir, notConf.JSON()); err != nil {
 		t.Fatal(err)
 	}
-	notP, err := pkienotary.NewProverFrom(ctx, notEnv, notConf)
+	notP, err := notaryprover.NewProverFrom(ctx, notEnv, notConf)
 	if err != nil {
 		t.Fatal(err)
 	}

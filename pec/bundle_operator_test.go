@@ -1,6 +1,7 @@
 package pec_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -13,15 +14,48 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
-	"github.com/pkie/pkie/docs/example/domainpolicy"
 	"github.com/pkie/pkie/internal/pkies/notary"
 	"github.com/pkie/pkie/pec"
 )
 
+// domainpolicy stands for an enhancement registered beside the built-ins
+// (such as docs/example's, an external module this one cannot import):
+// its verifier takes a note verifier key, as the example's does.
+var domainpolicy = struct {
+	ID   pkie.ID
+	Name string
+	Kind func() pkie.Kind
+}{ID: 0xFF10, Name: "domain-policy", Kind: func() pkie.Kind {
+	return pkie.Kind{ID: 0xFF10, Name: "domain-policy", NewVerifier: newPolicyVerifier}
+}}
+
+type policyVerifierConfig struct {
+	Key string `json:"key"`
+}
+
+type policyVerifier struct{ note.Verifier }
+
+func (policyVerifier) ID() pkie.ID { return 0xFF10 }
+func (policyVerifier) Verify(context.Context, *pkie.VerifyRequest) pkie.Assertion {
+	return pkie.Assertion{Status: pkie.Pass, Reason: "vouched for by the key the bundle named"}
+}
+
+func newPolicyVerifier(config json.RawMessage) (pkie.Verifier, error) {
+	var c policyVerifierConfig
+	if err := json.Unmarshal(config, &c); err != nil {
+		return nil, err
+	}
+	v, err := note.NewVerifier(c.Key)
+	if err != nil {
+		return nil, err
+	}
+	return policyVerifier{v}, nil
+}
+
 // TestBundleConfiguresOnlyItsNotary: a cloud's bundle is read by the
 // client, but the cloud is not trusted for anything but its own notary.
 // A bundle naming a registered enhancement that is not built in (the
-// example domain-policy, whose authority must be independent of the
+// example domain-policy of docs/example, whose authority must be independent of the
 // cloud) with a well-formed key of the cloud's choosing must not give the
 // client a verifier under that key: the cloud would then vouch for the
 // proofs it relays. The entry is skipped and named; the notary's is
@@ -36,11 +70,11 @@ func TestBundleConfiguresOnlyItsNotary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policyConfig, err := json.Marshal(domainpolicy.VerifierConfig{Key: cloudsPolicyKey})
+	policyConfig, err := json.Marshal(policyVerifierConfig{Key: cloudsPolicyKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := domainpolicy.NewVerifier(policyConfig); err != nil {
+	if _, err := newPolicyVerifier(policyConfig); err != nil {
 		t.Fatalf("the domain-policy configuration is not one the registry would accept: %v", err)
 	}
 	pub, _, err := ed25519.GenerateKey(rand.Reader)

@@ -19,6 +19,9 @@ import (
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/notary"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -102,19 +105,19 @@ func newBuiltinWorld(t testing.TB) *builtinWorld {
 	}
 
 	env := func() pkie.ProverEnv { return pkie.ProverEnv{DataDir: t.TempDir()} }
-	ctP, err := ct.NewProver(ctx, env(), ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, env(), ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	revP, err := revocation.NewProver(ctx, env(), revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	revP, err := revprover.NewProver(ctx, env(), revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	notEnv, notConf := env(), notary.ProverConfig{Name: "dialer-test-notary", Resolve: resolve, AllowPrivate: true}
-	if _, err := notary.Init(notEnv.DataDir, notConf.JSON()); err != nil {
+	notEnv, notConf := env(), notaryprover.ProverConfig{Name: "dialer-test-notary", Resolve: resolve, AllowPrivate: true}
+	if _, err := notaryprover.Init(notEnv.DataDir, notConf.JSON()); err != nil {
 		t.Fatal(err)
 	}
-	notP, err := notary.NewProverFrom(ctx, notEnv, notConf)
+	notP, err := notaryprover.NewProverFrom(ctx, notEnv, notConf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,8 @@ import (
 	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -338,11 +340,11 @@ func newPrivTTPWorldSites(t testing.TB, sites ...privSite) *privTTPWorld {
 	if err := ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ctP, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	revP, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	revP, err := revprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,9 @@ while IFS= read -r file; do
     budget=$fuzztime
     for attempt in 1 2; do
       echo "fuzz: $pkg $name ($budget)"
-      if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$budget" "$pkg" >"$out" 2>&1; then
+      # Run from the package's directory, so that a target in a module of
+      # its own (docs/example) is tested in that module.
+      if (cd "$pkg" && go test -run '^$' -fuzz "^${name}\$" -fuzztime "$budget" .) >"$out" 2>&1; then
         break
       fi
       if coordinator_race "$out" && [ "$attempt" = 1 ]; then

@@ -38,7 +38,7 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 	failOpen := fs.Bool("fail-open", false, "exit 0 on an inconclusive verdict (default: inconclusive is not trusted)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA path validation (default: the system's roots)")
 	require := fs.String("require", "", "comma-separated sources that must pass besides the notaries and CA validation (available: ct, revocation, and notary with --cloud; ca is required unless --trust-agility)")
-	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/cache.db)")
+	cachePath := fs.String("cache", "", "local cache file (default $XDG_CACHE_HOME/pkie/verdicts.cache)")
 	cacheMaxAge := fs.Duration("cache-max-age", check.DefaultCacheMaxAge, "a cached acceptance older than this goes back to the notaries")
 	noCache := fs.Bool("no-cache", false, "neither read nor write the local cache")
 	timeout := fs.Duration("timeout", check.DefaultNotaryTimeout, "one deadline for all notary queries together")
@@ -113,6 +113,18 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 			return usageError("--roots: %v", err)
 		}
 	}
+	// An enhancement this binary was not built with is named before any
+	// cloud is reached.
+	if *require != "" {
+		for _, r := range strings.Split(*require, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				if err := notBuiltIn(builtin.Registry(), r); err != nil {
+					return err
+				}
+				cfg.Require = append(cfg.Require, r)
+			}
+		}
+	}
 	// Further evidence sources plug in here: append to cfg.Sources and list
 	// their names in --require's help.
 	if withCloud {
@@ -132,13 +144,6 @@ func runCheck(ctx context.Context, env *Env, args []string) error {
 		cfg.Proofs = &pec.CloudProofs{Cloud: cl, Budget: *cloud.budget}
 	} else if cfg.Sources, err = proofs.sources(); err != nil {
 		return err
-	}
-	if *require != "" {
-		for _, r := range strings.Split(*require, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				cfg.Require = append(cfg.Require, r)
-			}
-		}
 	}
 	if !*noCache {
 		cfg.CachePath = *cachePath

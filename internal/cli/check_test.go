@@ -235,6 +235,7 @@ func TestCheckCommand(t *testing.T) {
 		{"empty notaries dir", []string{"check", "bank.test", "--notaries", empty}, "holds no .notary bundles"},
 		{"malformed bundle", []string{"check", "bank.test", "--notaries", broken}, "bad.notary"},
 		{"unknown required source", []string{"check", "bank.test", "--notaries", w.dir, "--require", "ct"}, `"ct" is not configured`},
+		{"required enhancement not built in", []string{"check", "bank.test", "--notaries", w.dir, "--require", "my-pkie"}, `enhancement my-pkie: this pkie binary was not built with it (built in: ct, revocation, notary)`},
 		{"bad resolve", []string{"check", "bank.test", "--notaries", w.dir, "--resolve", "bank.test"}, "HOST[:PORT]=IP[:PORT]"},
 		{"roots without certificates", []string{"check", "bank.test", "--notaries", w.dir, "--roots", filepath.Join(broken, "bad.notary")}, "no PEM certificates"},
 		{"bad fingerprint", []string{"check", "bank.test", "--notaries", w.dir, "--no-cache", "--fingerprint", "AA:BB"}, "fingerprint"},

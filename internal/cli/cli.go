@@ -107,29 +107,31 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(ctx, env, args[1:])
-		if err == nil {
-			return ExitOK
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		// An error may repeat what a remote party or a file chose (a
-		// server's certificate names, a peer's message, a bundle's name):
-		// escaped, it stays one line and cannot drive the terminal.
-		var ee *exitError
-		if errors.As(err, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(ee.msg))
-			}
-			return ee.code
-		}
-		// Errors of the command's own package already name it
-		// ("cloud: …"); the prefix is said once.
-		fmt.Fprintf(env.Stderr, "pkie %s: %s\n", c.name, termtext.Escape(strings.TrimPrefix(err.Error(), c.name+": ")))
-		return ExitUsage
+		return reportExit(env, c.name, c.run(ctx, env, args[1:]))
 	}
 	fmt.Fprintf(env.Stderr, "pkie: unknown command %q; run \"pkie help\" for the list\n", args[0])
+	return ExitUsage
+}
+
+// reportExit reports err, the outcome of the subcommand name, on env.Stderr
+// and returns the process exit code.
+func reportExit(env *Env, name string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	// An error may repeat what a remote party or a file chose (a
+	// server's certificate names, a peer's message, a bundle's name):
+	// escaped, it stays one line and cannot drive the terminal.
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintf(env.Stderr, "pkie %s: %s\n", name, termtext.Escape(ee.msg))
+		}
+		return ee.code
+	}
+	// Errors of the command's own package already name it
+	// ("cloud: …"); the prefix is said once.
+	fmt.Fprintf(env.Stderr, "pkie %s: %s\n", name, termtext.Escape(strings.TrimPrefix(err.Error(), name+": ")))
 	return ExitUsage
 }
 

@@ -17,12 +17,21 @@ import (
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
+	"github.com/pkie/pkie/internal/provers"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 )
 
 func runCloud(ctx context.Context, env *Env, args []string) error {
-	return cloudMain(ctx, env, args, builtin.Registry())
+	return cloudMain(ctx, env, args, provers.Registry())
+}
+
+// CloudMain runs `pkie cloud` (init, serve, bundle: args[0]) hosting the
+// enhancements of reg, reports as Main does and returns the process exit
+// code. It is the entry point of a cloud binary built outside this module
+// with enhancements of its own beside the built-ins (package cloud's Main).
+func CloudMain(ctx context.Context, env *Env, args []string, reg *pkie.Registry) int {
+	return reportExit(env, "cloud", cloudMain(ctx, env, args, reg))
 }
 
 // cloudMain is runCloud with the registry the enhancements are looked up
@@ -113,7 +122,7 @@ func checkPKIEs(reg *pkie.Registry, ps []cloud.PKIEConfig) ([]cloud.PKIEConfig, 
 // A bad configuration is refused when it is written, not at serve.
 func checkProverConfigs(ps []cloud.PKIEConfig) error {
 	for _, p := range ps {
-		checked, err := builtin.CheckProverConfig(p.Name, p.Config)
+		checked, err := provers.CheckProverConfig(p.Name, p.Config)
 		if !checked {
 			var obj map[string]json.RawMessage
 			err = json.Unmarshal(p.Config, &obj)
@@ -188,7 +197,7 @@ func cloudInit(ctx context.Context, env *Env, args []string, reg *pkie.Registry)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		if _, err := pkienotary.Init(dir, notaryConfig(ps)); err != nil {
+		if _, err := notaryprover.Init(dir, notaryConfig(ps)); err != nil {
 			return err
 		}
 	}
@@ -242,7 +251,7 @@ func newNotaryKey(env *Env, data string, asJSON bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	key, err := pkienotary.Init(dir, notaryConfig(d.Config.PKIEs))
+	key, err := notaryprover.Init(dir, notaryConfig(d.Config.PKIEs))
 	if err != nil {
 		return err
 	}
@@ -535,7 +544,7 @@ func cloudBundle(ctx context.Context, env *Env, args []string, reg *pkie.Registr
 	// its key travels in the bundle. Logs' and authorities' keys never do.
 	for _, p := range d.Config.PKIEs {
 		if k, ok := reg.ByName(p.Name); ok && k.ID == pkie.Notary {
-			key, err := pkienotary.PublicKey(d.ProverDir(k.Name))
+			key, err := notaryprover.PublicKey(d.ProverDir(k.Name))
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -55,7 +56,7 @@ func TestCloudInitBundle(t *testing.T) {
 	if b.Name != "pec.test" || len(b.Points) != 2 || b.Points[0] != want || b.Points[1] != (pecwire.Point{TCP: "[::1]:443"}) || b.SPKISHA256 != d.SPKIHash() {
 		t.Fatalf("bundle %+v", b)
 	}
-	key, err := pkienotary.PublicKey(d.ProverDir("notary"))
+	key, err := notaryprover.PublicKey(d.ProverDir("notary"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestCloudServe(t *testing.T) {
 		t.Fatalf("init: %s", errs)
 	}
 	nconf := filepath.Join(dir, "notary.json")
-	conf := pkienotary.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"www.example.test:443": site.Addr.String()}}
+	conf := notaryprover.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"www.example.test:443": site.Addr.String()}}
 	if err := os.WriteFile(nconf, conf.JSON(), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/pkie/pkie/internal/forwarder"
 	"github.com/pkie/pkie/internal/pecwire"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/pec"
 )
@@ -48,7 +49,7 @@ func TestForwarderServe(t *testing.T) {
 		t.Fatalf("hpke key: %v %v", fi, err)
 	}
 	nconf := filepath.Join(dir, "notary.json")
-	conf := pkienotary.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"www.example.test:443": site.Addr.String()}}
+	conf := notaryprover.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"www.example.test:443": site.Addr.String()}}
 	if err := os.WriteFile(nconf, conf.JSON(), 0o644); err != nil {
 		t.Fatal(err)
 	}

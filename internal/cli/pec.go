@@ -462,6 +462,9 @@ func checkRequire(reg *pkie.Registry, vs []pkie.Verifier, require []string) erro
 	slices.Sort(have)
 	enhancement := false
 	for _, r := range require {
+		if err := notBuiltIn(reg, r); err != nil {
+			return err
+		}
 		if !slices.Contains(have, r) {
 			return usageError("--require: required source %q is not configured (have %s)", r, strings.Join(have, ", "))
 		}
@@ -471,6 +474,24 @@ func checkRequire(reg *pkie.Registry, vs []pkie.Verifier, require []string) erro
 		return usageError("--require names no enhancement: a CA signature alone is what PEC adds evidence to (have %s)", strings.Join(have, ", "))
 	}
 	return nil
+}
+
+// notBuiltIn refuses a --require naming an enhancement that reg (this
+// binary's) does not hold, saying so and naming those it does: such an
+// enhancement cannot be configured by any flag or bundle, only by a binary
+// built with it (docs/guides/pkie-howto.md).
+func notBuiltIn(reg *pkie.Registry, name string) error {
+	if name == "ca" {
+		return nil
+	}
+	if _, ok := reg.ByName(name); ok {
+		return nil
+	}
+	var names []string
+	for _, k := range reg.Kinds() {
+		names = append(names, k.Name)
+	}
+	return usageError("--require: enhancement %s: this pkie binary was not built with it (built in: %s)", name, strings.Join(names, ", "))
 }
 
 // siteDialer connects to the site as pkie check's probe does: a name

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
+	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/revocation"
 )
 
@@ -185,7 +186,7 @@ func revAddSerials(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if kid, err = revocation.IssuerKeyID(issuer); err != nil {
+		if kid, err = pkierev.IssuerKeyID(issuer); err != nil {
 			return err
 		}
 	} else if kid, err = hex.DecodeString(*kidHex); err != nil || len(kid) == 0 {

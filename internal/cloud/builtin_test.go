@@ -12,10 +12,13 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/provers"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -63,18 +66,18 @@ func TestBuiltins(t *testing.T) {
 	defer site.Close()
 
 	d, err := cloud.Init(filepath.Join(t.TempDir(), "cloud"), cloud.FileConfig{Name: "pec.test", PKIEs: []cloud.PKIEConfig{
-		{Name: "ct", Config: ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON()},
-		{Name: "revocation", Config: revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON()},
-		{Name: "notary", Config: pkienotary.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"bank.test:443": site.Addr.String()}}.JSON()},
+		{Name: "ct", Config: ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON()},
+		{Name: "revocation", Config: revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON()},
+		{Name: "notary", Config: notaryprover.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"bank.test:443": site.Addr.String()}}.JSON()},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// `pkie cloud init` makes the notary's keys; BuildProvers never does.
-	if _, err := pkienotary.Init(d.ProverDir("notary"), d.Config.PKIEs[2].Config); err != nil {
+	if _, err := notaryprover.Init(d.ProverDir("notary"), d.Config.PKIEs[2].Config); err != nil {
 		t.Fatal(err)
 	}
-	reg := builtin.Registry()
+	reg := provers.Registry()
 	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, cloud.ProverOptions{TrustFirstHead: true})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +108,7 @@ func TestBuiltins(t *testing.T) {
 		pc.Close()
 	}()
 
-	notaryKey, err := pkienotary.PublicKey(d.ProverDir("notary"))
+	notaryKey, err := notaryprover.PublicKey(d.ProverDir("notary"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,11 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/provers"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	rev "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
@@ -69,7 +71,7 @@ func newForkWorld(t *testing.T) *forkWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.ra.Close() })
-	w.kid, _ = rev.IssuerKeyID(w.root.Cert)
+	w.kid, _ = revocation.IssuerKeyID(w.root.Cert)
 	if _, err := w.ra.AddSerials(ctx, w.kid, []*big.Int{w.leaf.Cert.SerialNumber, big.NewInt(5), big.NewInt(6)}, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +106,8 @@ func (w *forkWorld) fork(t *testing.T) {
 
 func (w *forkWorld) pkies() []cloud.PKIEConfig {
 	return []cloud.PKIEConfig{
-		{Name: "ct", Config: ct.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey}.JSON()},
-		{Name: "revocation", Config: revocation.ProverConfig{AuthorityURL: w.raURL, AuthorityKey: w.raKey}.JSON()},
+		{Name: "ct", Config: ctprover.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey}.JSON()},
+		{Name: "revocation", Config: revprover.ProverConfig{AuthorityURL: w.raURL, AuthorityKey: w.raKey}.JSON()},
 	}
 }
 
@@ -127,7 +129,7 @@ func startReplica(t *testing.T, d *cloud.DataDir, o cloud.ProverOptions) *replic
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{logs: &syncBuffer{}, pin: pecwire.SPKIHash(d.Leaf)}
 	o.Log = slog.New(slog.NewTextHandler(r.logs, nil))
-	reg := builtin.Registry()
+	reg := provers.Registry()
 	provers, err := d.BuildProvers(ctx, reg, d.Config.PKIEs, o)
 	if err != nil {
 		cancel()

@@ -1,20 +1,21 @@
 package consensus
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	_ "modernc.org/sqlite" // the embedded SQLite driver
 )
 
 // Cache is the client's local record of certificates it accepted: a
@@ -25,94 +26,217 @@ import (
 // certificate for the same host is simply a miss, so a changed certificate
 // always goes back to the notaries; so is the same certificate under
 // another configuration, so removing a notary that lied also removes what
-// it vouched for. It is one SQLite file in WAL mode, shared safely by
-// concurrent processes.
+// it vouched for.
+//
+// It is one text file of lines appended in single writes (O_APPEND), read
+// whole when the cache is opened: plain Go, so that a client links no
+// database. Concurrent processes share it safely: each sees what the
+// others stored before it opened the file, and what a process misses, or
+// loses when another rewrites the file, is only a miss, which goes back to
+// the notaries. A line that does not parse (a write cut short) is skipped,
+// never read as an entry.
 type Cache struct {
-	db     *sql.DB
-	bySHA1 *sql.Stmt
-	by256  *sql.Stmt
-	put    *sql.Stmt
+	path string
+
+	mu     sync.Mutex
+	f      *os.File // opened for appending
+	bySHA1 map[cacheKey]*cacheEntry
+	by256  map[cacheKey]*cacheEntry
 }
 
-// DefaultCachePath returns os.UserCacheDir()/pkie/cache.db.
+// cacheKey names an entry: the certificate's SHA-1 or SHA-256 (fp), at a
+// host and port, under a configuration.
+type cacheKey struct {
+	host   string
+	port   int
+	config string
+	fp     string
+}
+
+type cacheEntry struct {
+	sha1   [20]byte
+	sha256 *[32]byte
+	at     time.Time
+}
+
+// cacheHeader is the first line of a cache file: a file that starts
+// otherwise (another format, or an SQLite cache of earlier versions) is
+// refused, naming the file, rather than overwritten.
+const cacheHeader = "pkie verdict cache v1\n"
+
+// compactAfter is how many superseded lines a cache file may hold before
+// OpenCache rewrites it with the newest line of each entry.
+const compactAfter = 4096
+
+// DefaultCachePath returns os.UserCacheDir()/pkie/verdicts.cache.
 func DefaultCachePath() (string, error) {
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("no user cache directory: %w", err)
 	}
-	return filepath.Join(d, "pkie", "cache.db"), nil
+	return filepath.Join(d, "pkie", "verdicts.cache"), nil
 }
-
-// cacheSchema keys each acceptance by the configuration that produced it.
-// The table of earlier versions, "accepted", recorded the policy but not
-// the notaries: its entries cannot tell whether a notary since removed
-// vouched for them, so they are dropped rather than migrated.
-const cacheSchema = `
-CREATE TABLE IF NOT EXISTS verdicts (
-	host     TEXT    NOT NULL,
-	port     INTEGER NOT NULL,
-	config   TEXT    NOT NULL, -- Configuration.Key
-	sha1     BLOB    NOT NULL,
-	sha256   BLOB,
-	accepted INTEGER NOT NULL, -- unix nanoseconds
-	PRIMARY KEY (host, port, config, sha1)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS verdicts_sha256 ON verdicts (host, port, config, sha256);
-DROP TABLE IF EXISTS accepted;
-`
 
 // OpenCache opens (creating if needed) the cache at path. The directory is
 // created 0700 and the file 0600: the cache reveals which sites its user
 // visits.
-func OpenCache(ctx context.Context, path string) (*Cache, error) {
+func OpenCache(_ context.Context, path string) (*Cache, error) {
 	if path == "" {
 		return nil, errors.New("cache path is empty")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("cache directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cache file: %w", err)
 	}
-	f.Close()
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
+	c := &Cache{path: path, f: f, bySHA1: map[cacheKey]*cacheEntry{}, by256: map[cacheKey]*cacheEntry{}}
+	lines, err := c.load()
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("cache %s: %w", path, err)
 	}
-	c := &Cache{db: db}
-	if err := c.init(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("cache %s: %w", path, err)
+	if lines-len(c.bySHA1) > compactAfter {
+		if err := c.compact(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cache %s: %w", path, err)
+		}
 	}
 	return c, nil
 }
 
-func (c *Cache) init(ctx context.Context) error {
-	if _, err := c.db.ExecContext(ctx, cacheSchema); err != nil {
-		if strings.Contains(err.Error(), "not a database") {
-			return fmt.Errorf("file is not a pkie cache (delete it or pass another --cache): %w", err)
+// load reads the file, writing the header into an empty one, and returns
+// how many entry lines it holds.
+func (c *Cache) load() (int, error) {
+	st, err := c.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() == 0 {
+		_, err := io.WriteString(c.f, cacheHeader)
+		return 0, err
+	}
+	r := bufio.NewReader(c.f)
+	first, err := r.ReadString('\n')
+	if first != cacheHeader {
+		if err != nil && err != io.EOF {
+			return 0, err
 		}
-		return err
+		return 0, errors.New("file is not a pkie cache (delete it or pass another --cache)")
 	}
-	var err error
-	if c.bySHA1, err = c.db.PrepareContext(ctx, `SELECT accepted FROM verdicts WHERE host = ? AND port = ? AND config = ? AND sha1 = ?`); err != nil {
-		return err
+	n := 0
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return n, nil // a last line without its newline was cut short
+		}
+		if err != nil {
+			return n, err
+		}
+		if k, e, ok := parseCacheLine(line); ok {
+			c.put(k, e)
+			n++
+		}
 	}
-	if c.by256, err = c.db.PrepareContext(ctx, `SELECT accepted FROM verdicts WHERE host = ? AND port = ? AND config = ? AND sha256 = ?`); err != nil {
-		return err
-	}
-	c.put, err = c.db.PrepareContext(ctx, `INSERT INTO verdicts (host, port, config, sha1, sha256, accepted) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (host, port, config, sha1) DO UPDATE SET
-			sha256 = COALESCE(excluded.sha256, verdicts.sha256),
-			accepted = excluded.accepted`)
-	return err
 }
 
-// Close closes the database.
-func (c *Cache) Close() error { return c.db.Close() }
+// A line is "accepted-unix-ns port sha1 sha256-or-dash config host\n".
+func parseCacheLine(line []byte) (Key, time.Time, bool) {
+	f := strings.Fields(string(bytes.TrimSuffix(line, []byte("\n"))))
+	if len(f) != 6 {
+		return Key{}, time.Time{}, false
+	}
+	ns, err1 := strconv.ParseInt(f[0], 10, 64)
+	port, err2 := strconv.Atoi(f[1])
+	s1, err3 := hex.DecodeString(f[2])
+	if err1 != nil || err2 != nil || err3 != nil || len(s1) != 20 {
+		return Key{}, time.Time{}, false
+	}
+	k := Key{Host: f[5], Port: port, Config: f[4]}
+	copy(k.SHA1[:], s1)
+	if f[3] != "-" {
+		s256, err := hex.DecodeString(f[3])
+		if err != nil || len(s256) != 32 {
+			return Key{}, time.Time{}, false
+		}
+		k.SHA256 = (*[32]byte)(s256)
+	}
+	return k, time.Unix(0, ns), true
+}
+
+func cacheLine(k Key, e *cacheEntry) string {
+	s256 := "-"
+	if e.sha256 != nil {
+		s256 = hex.EncodeToString(e.sha256[:])
+	}
+	return fmt.Sprintf("%d %d %x %s %s %s\n", e.at.UnixNano(), k.Port, e.sha1[:], s256, k.Config, k.host())
+}
+
+// put records k accepted at t in memory, as a re-store does: the time
+// moves, a SHA-256 learnt is kept.
+func (c *Cache) put(k Key, t time.Time) *cacheEntry {
+	k1 := cacheKey{k.host(), k.Port, k.Config, string(k.SHA1[:])}
+	e := c.bySHA1[k1]
+	if e == nil {
+		e = &cacheEntry{sha1: k.SHA1}
+		c.bySHA1[k1] = e
+	}
+	e.at = t
+	if k.SHA256 != nil {
+		if e.sha256 != nil && *e.sha256 != *k.SHA256 {
+			delete(c.by256, cacheKey{k.host(), k.Port, k.Config, string(e.sha256[:])})
+		}
+		s := *k.SHA256
+		e.sha256 = &s
+		c.by256[cacheKey{k.host(), k.Port, k.Config, string(s[:])}] = e
+	}
+	return e
+}
+
+// compact rewrites the file with the newest line of each entry, through a
+// temporary file renamed over it.
+func (c *Cache) compact() error {
+	var b strings.Builder
+	b.WriteString(cacheHeader)
+	keys := make([]cacheKey, 0, len(c.bySHA1))
+	for k := range c.bySHA1 {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b cacheKey) int { return strings.Compare(a.host+a.fp+a.config, b.host+b.fp+b.config) })
+	for _, k := range keys {
+		b.WriteString(cacheLine(Key{Host: k.host, Port: k.port, Config: k.config}, c.bySHA1[k]))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(c.path), ".cache-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(b.String()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), c.path); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.path, os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	c.f.Close()
+	c.f = f
+	return nil
+}
+
+// Close closes the file.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.f.Close()
+}
 
 // Key names a certificate at a target under one configuration. SHA256 may
 // be nil when the caller knows only the SHA-1 (Convergence's
@@ -136,33 +260,33 @@ type Accepted struct {
 
 // Lookup returns when k was accepted, and whether it is in the cache at
 // all.
-func (c *Cache) Lookup(ctx context.Context, k Key) (Accepted, bool, error) {
-	var row *sql.Row
+func (c *Cache) Lookup(_ context.Context, k Key) (Accepted, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var e *cacheEntry
 	if k.SHA256 != nil {
-		row = c.by256.QueryRowContext(ctx, k.host(), k.Port, k.Config, k.SHA256[:])
+		e = c.by256[cacheKey{k.host(), k.Port, k.Config, string(k.SHA256[:])}]
 	} else {
-		row = c.bySHA1.QueryRowContext(ctx, k.host(), k.Port, k.Config, k.SHA1[:])
+		e = c.bySHA1[cacheKey{k.host(), k.Port, k.Config, string(k.SHA1[:])}]
 	}
-	var ns int64
-	switch err := row.Scan(&ns); {
-	case errors.Is(err, sql.ErrNoRows):
+	if e == nil {
 		return Accepted{}, false, nil
-	case err != nil:
-		return Accepted{}, false, fmt.Errorf("cache lookup: %w", err)
 	}
-	return Accepted{At: time.Unix(0, ns)}, true, nil
+	return Accepted{At: e.at}, true, nil
 }
 
 // Store records that k was accepted at t.
-func (c *Cache) Store(ctx context.Context, k Key, t time.Time) error {
+func (c *Cache) Store(_ context.Context, k Key, t time.Time) error {
 	if k.Config == "" {
 		return errors.New("cache store: key has no configuration")
 	}
-	var s256 any
-	if k.SHA256 != nil {
-		s256 = k.SHA256[:]
+	if strings.ContainsFunc(k.host()+k.Config, func(r rune) bool { return r <= ' ' || r == 0x7f }) || k.host() == "" {
+		return fmt.Errorf("cache store: host %q or configuration %q is empty or holds a space or control character", k.Host, k.Config)
 	}
-	if _, err := c.put.ExecContext(ctx, k.host(), k.Port, k.Config, k.SHA1[:], s256, t.UnixNano()); err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.put(k, t)
+	if _, err := io.WriteString(c.f, cacheLine(k, e)); err != nil {
 		return fmt.Errorf("cache store: %w", err)
 	}
 	return nil

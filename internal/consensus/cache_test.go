@@ -3,7 +3,6 @@ package consensus
 import (
 	"context"
 	"crypto/x509"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,33 +83,74 @@ func TestCache(t *testing.T) {
 	}
 }
 
-// TestCacheDropsUnkeyedEntries opens a cache written before entries were
-// keyed by configuration: its entries, which do not say which notaries
-// accepted them, are gone.
-func TestCacheDropsUnkeyedEntries(t *testing.T) {
+// TestCacheFile: what another process appended is read at open; a line
+// cut short or garbled is skipped, never an entry; a file of another
+// format (the SQLite cache of earlier versions) is refused, naming it; and
+// a file of many superseded lines is rewritten with the newest of each.
+func TestCacheFile(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cache.db")
-	db, err := sql.Open("sqlite", path)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "verdicts.cache")
+	a, err := OpenCache(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE accepted (host TEXT NOT NULL, port INTEGER NOT NULL, sha1 BLOB NOT NULL,
-		sha256 BLOB, accepted INTEGER NOT NULL, policy TEXT NOT NULL, PRIMARY KEY (host, port, sha1)) WITHOUT ROWID;
-		INSERT INTO accepted VALUES ('bank.test', 443, x'0909', NULL, 1700000000000000000, 'majority')`); err != nil {
+	b, err := OpenCache(ctx, path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	s256 := [32]byte{5}
+	k := Key{Host: "bank.test", Port: 443, SHA1: [20]byte{9}, SHA256: &s256, Config: "A"}
+	at := time.Unix(1700000000, 0)
+	if err := a.Store(ctx, k, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Store(ctx, Key{Host: "mail.test", Port: 443, SHA1: [20]byte{8}, Config: "A"}, at); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b.Close()
+	// A torn write, and lines that are not entries.
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("garbage\n1 2 3 4 5 6\n1700000000000000000 443 0909")
+	f.Close()
 	c, err := OpenCache(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	var n int
-	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = 'accepted'`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("old table still there (%d, %v)", n, err)
+	for _, kk := range []Key{k, {Host: "mail.test", Port: 443, SHA1: [20]byte{8}, Config: "A"}} {
+		if got, ok, _ := c.Lookup(ctx, kk); !ok || !got.At.Equal(at) {
+			t.Errorf("%s: %v %v after reopen", kk.Host, got, ok)
+		}
 	}
-	if _, ok, err := c.Lookup(ctx, Key{Host: "bank.test", Port: 443, SHA1: [20]byte{9, 9}}); ok || err != nil {
-		t.Fatalf("old entry answered: %v, %v", ok, err)
+	if n := len(c.bySHA1); n != 2 {
+		t.Errorf("%d entries, want 2", n)
+	}
+	if err := c.Store(ctx, Key{Host: "bad host", Port: 443, Config: "A"}, at); err == nil {
+		t.Error("a host with a space was stored")
+	}
+	// Superseded lines are compacted away at the next open.
+	for i := range compactAfter + 10 {
+		if err := c.Store(ctx, k, at.Add(time.Duration(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	c, err = OpenCache(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, ok, _ := c.Lookup(ctx, Key{Host: "bank.test", Port: 443, SHA1: [20]byte{9}, Config: "A"}); !ok || !got.At.Equal(at.Add(compactAfter+9)) {
+		t.Errorf("after compaction: %v %v", got, ok)
+	}
+	if b, _ := os.ReadFile(path); strings.Count(string(b), "\n") != 3 {
+		t.Errorf("compacted file holds %d lines, want the header and 2 entries", strings.Count(string(b), "\n"))
+	}
+	old := filepath.Join(dir, "cache.db")
+	os.WriteFile(old, []byte("SQLite format 3\x00"+strings.Repeat("\x00", 100)), 0o600)
+	if _, err := OpenCache(ctx, old); err == nil || !strings.Contains(err.Error(), "not a pkie cache") || !strings.Contains(err.Error(), old) {
+		t.Errorf("an SQLite file opened as a cache: %v", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/sortedtree"
 )
@@ -166,7 +167,7 @@ func BenchmarkSyncIncremental(b *testing.B) {
 // BenchmarkTrivialGet and BenchmarkVerifyOnly are its ceilings.
 func BenchmarkProofRoundTrip(b *testing.B) {
 	c, ttp, keys := proverFor(b)
-	pin := Pin{Verifier: ttp.v, MaxAge: time.Hour}
+	pin := treeproof.Pin{Verifier: ttp.v, MaxAge: time.Hour}
 	ctx := context.Background()
 	var i uint64
 	var respBytes int
@@ -177,7 +178,7 @@ func BenchmarkProofRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res, err := VerifyRevocation(k, r, pin, time.Now()); err != nil || res.Revoked {
+		if res, err := treeproof.VerifyRevocation(k, r, pin, time.Now()); err != nil || res.Revoked {
 			b.Fatal(res, err)
 		}
 		if respBytes == 0 {
@@ -188,7 +189,7 @@ func BenchmarkProofRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(respBytes), "response-bytes")
 }
 
-func proverFor(b *testing.B) (*Client, *benchTTP, [][32]byte) {
+func proverFor(b *testing.B) (*treeproof.Client, *benchTTP, [][32]byte) {
 	ttp := startBenchTTP(b, benchKeys(b))
 	p, _ := New(Config{PKIE: Revocation, Verifier: ttp.v, Feed: &feed.Client{Base: ttp.url + "/v1/sorted"}})
 	if _, err := p.Sync(context.Background()); err != nil {
@@ -196,7 +197,7 @@ func proverFor(b *testing.B) (*Client, *benchTTP, [][32]byte) {
 	}
 	url := serve(b, Handler(ServerOptions{Revocation: p}))
 	keys := randomKeys(4096) // absent from the tree with overwhelming probability
-	return &Client{Base: url}, ttp, keys
+	return &treeproof.Client{Base: url}, ttp, keys
 }
 
 // BenchmarkVerifyOnly verifies a fetched response with a head never seen
@@ -204,26 +205,26 @@ func proverFor(b *testing.B) (*Client, *benchTTP, [][32]byte) {
 // freshness, proof.
 func BenchmarkVerifyOnly(b *testing.B) {
 	c, ttp, keys := proverFor(b)
-	pin := Pin{Verifier: ttp.v, MaxAge: time.Hour}
+	pin := treeproof.Pin{Verifier: ttp.v, MaxAge: time.Hour}
 	r, err := c.Revocation(context.Background(), keys[0])
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := VerifyRevocation(keys[0], r, pin, time.Now()); err != nil {
+		if _, err := treeproof.VerifyRevocation(keys[0], r, pin, time.Now()); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(len(r.Proof)), "proof-bytes")
 }
 
-// BenchmarkVerifyKnownHead is BenchmarkVerifyOnly with a Pin from
-// ParsePin, as clients build it: the head, verified once (two Ed25519
+// BenchmarkVerifyKnownHead is BenchmarkVerifyOnly with a treeproof.Pin from
+// treeproof.ParsePin, as clients build it: the head, verified once (two Ed25519
 // verifications: the head and the log checkpoint it is bound to), is kept,
 // so each later response under it costs its freshness check and the proof.
 func BenchmarkVerifyKnownHead(b *testing.B) {
 	c, ttp, keys := proverFor(b)
-	pin, err := ParsePin(ttp.vkey, time.Hour)
+	pin, err := treeproof.ParsePin(ttp.vkey, time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func BenchmarkVerifyKnownHead(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := VerifyRevocation(keys[0], r, pin, time.Now()); err != nil {
+		if _, err := treeproof.VerifyRevocation(keys[0], r, pin, time.Now()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -17,8 +17,9 @@ import (
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
+	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
-	"github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -33,9 +34,9 @@ type world struct {
 	ttp    *testbed.TTPs
 	clk    *clock
 	ca     *testbed.CA
-	client *Client
-	ctPin  Pin
-	revPin Pin
+	client *treeproof.Client
+	ctPin  treeproof.Pin
+	revPin treeproof.Pin
 }
 
 func newWorld(t *testing.T) *world {
@@ -54,15 +55,15 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctPin, err := ParsePin(ttp.LogKey, 10*time.Minute)
+	ctPin, err := treeproof.ParsePin(ttp.LogKey, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	revPin, err := ParsePin(ttp.RevocationKey, 10*time.Minute)
+	revPin, err := treeproof.ParsePin(ttp.RevocationKey, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{ttp: ttp, clk: clk, ca: ca, client: &Client{Base: ttp.ProverURL}, ctPin: ctPin, revPin: revPin}
+	return &world{ttp: ttp, clk: clk, ca: ca, client: &treeproof.Client{Base: ttp.ProverURL}, ctPin: ctPin, revPin: revPin}
 }
 
 func (w *world) leaf(t *testing.T) *testbed.Leaf {
@@ -74,7 +75,7 @@ func (w *world) leaf(t *testing.T) *testbed.Leaf {
 	return l
 }
 
-func (w *world) ct(t *testing.T, l *testbed.Leaf) *Response {
+func (w *world) ct(t *testing.T, l *testbed.Leaf) *treeproof.Response {
 	t.Helper()
 	r, err := w.client.CT(context.Background(), sha256.Sum256(l.Cert.Raw))
 	if err != nil {
@@ -83,9 +84,9 @@ func (w *world) ct(t *testing.T, l *testbed.Leaf) *Response {
 	return r
 }
 
-func (w *world) rev(t *testing.T, l *testbed.Leaf) (*Response, [32]byte) {
+func (w *world) rev(t *testing.T, l *testbed.Leaf) (*treeproof.Response, [32]byte) {
 	t.Helper()
-	k, err := revocation.CertKey(l.Cert, nil)
+	k, err := pkierev.CertKey(l.Cert, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,35 +120,35 @@ func TestEndToEnd(t *testing.T) {
 	}
 	now := w.clk.Now()
 
-	res, err := VerifyCT(logged.Cert.Raw, w.ct(t, logged), w.ctPin, mmd, now)
+	res, err := treeproof.VerifyCT(logged.Cert.Raw, w.ct(t, logged), w.ctPin, mmd, now)
 	if err != nil || !res.Logged || !res.Present {
 		t.Errorf("logged certificate: %+v %v", res, err)
 	}
-	res, err = VerifyCT(young.Cert.Raw, w.ct(t, young), w.ctPin, mmd, now)
+	res, err = treeproof.VerifyCT(young.Cert.Raw, w.ct(t, young), w.ctPin, mmd, now)
 	if err != nil || !res.Logged || res.Present || res.SCTTime.IsZero() {
 		t.Errorf("young certificate with SCT: %+v %v", res, err)
 	}
-	if _, err := VerifyCT(unlogged.Cert.Raw, w.ct(t, unlogged), w.ctPin, mmd, now); err == nil {
+	if _, err := treeproof.VerifyCT(unlogged.Cert.Raw, w.ct(t, unlogged), w.ctPin, mmd, now); err == nil {
 		t.Error("unlogged certificate accepted")
 	}
 	// The young certificate's SCT outlives the merge delay: absence now
 	// means the log broke its promise.
-	if _, err := VerifyCT(young.Cert.Raw, w.ct(t, young), w.ctPin, time.Minute, now.Add(2*time.Minute)); err == nil {
+	if _, err := treeproof.VerifyCT(young.Cert.Raw, w.ct(t, young), w.ctPin, time.Minute, now.Add(2*time.Minute)); err == nil {
 		t.Error("absence accepted with an SCT older than the MMD")
 	}
 	// An SCT for one certificate does not cover another.
 	stolen := w.ct(t, unlogged)
 	stolen.SCT = w.ct(t, young).SCT
-	if _, err := VerifyCT(unlogged.Cert.Raw, stolen, w.ctPin, mmd, now); err == nil {
+	if _, err := treeproof.VerifyCT(unlogged.Cert.Raw, stolen, w.ctPin, mmd, now); err == nil {
 		t.Error("another certificate's SCT accepted")
 	}
 
 	r, k := w.rev(t, logged)
-	if res, err := VerifyRevocation(k, r, w.revPin, now); err != nil || res.Revoked {
+	if res, err := treeproof.VerifyRevocation(k, r, w.revPin, now); err != nil || res.Revoked {
 		t.Errorf("unrevoked certificate: %+v %v", res, err)
 	}
 	r, k = w.rev(t, revoked)
-	if res, err := VerifyRevocation(k, r, w.revPin, now); err != nil || !res.Revoked {
+	if res, err := treeproof.VerifyRevocation(k, r, w.revPin, now); err != nil || !res.Revoked {
 		t.Errorf("revoked certificate: %+v %v", res, err)
 	}
 }
@@ -164,11 +165,11 @@ func TestVerifierRejections(t *testing.T) {
 	}
 	good := w.ct(t, l)
 	now := w.clk.Now()
-	if _, err := VerifyCT(l.Cert.Raw, good, w.ctPin, mmd, now); err != nil {
+	if _, err := treeproof.VerifyCT(l.Cert.Raw, good, w.ctPin, mmd, now); err != nil {
 		t.Fatalf("baseline: %v", err)
 	}
 	_, otherKey, _ := checkpoint.GenerateKey("pkie.test/log") // same name, other key
-	wrongPin, _ := ParsePin(otherKey, 10*time.Minute)
+	wrongPin, _ := treeproof.ParsePin(otherKey, 10*time.Minute)
 	logCP, _ := w.ttp.Log.Checkpoint(ctx) // same key, origin pkie.test/log, not …/sorted
 	otherOrigin := *good
 	otherOrigin.Checkpoint = string(logCP)
@@ -198,7 +199,7 @@ func TestVerifierRejections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rebound := func(lmsg []byte, v note.Verifier, edit func(*checkpoint.Head)) *Response {
+	rebound := func(lmsg []byte, v note.Verifier, edit func(*checkpoint.Head)) *treeproof.Response {
 		h := *head
 		if lmsg != nil {
 			if err := h.BindLog(lmsg, v); err != nil {
@@ -228,8 +229,8 @@ func TestVerifierRejections(t *testing.T) {
 	smallLogMsg, _ := checkpoint.Sign(smallLog, logSigner)
 
 	for name, tc := range map[string]struct {
-		r   *Response
-		pin Pin
+		r   *treeproof.Response
+		pin treeproof.Pin
 		now time.Time
 		is  error
 	}{
@@ -244,7 +245,7 @@ func TestVerifierRejections(t *testing.T) {
 		"bound log root edited":                      {rebound(nil, nil, func(h *checkpoint.Head) { h.Log.Root[0] ^= 1 }), w.ctPin, now, checkpoint.ErrLogSignature},
 		"bound log smaller than the tree":            {rebound(smallLogMsg, w.ctPin.Verifier, nil), w.ctPin, now, nil},
 	} {
-		_, err := VerifyCT(l.Cert.Raw, tc.r, tc.pin, mmd, tc.now)
+		_, err := treeproof.VerifyCT(l.Cert.Raw, tc.r, tc.pin, mmd, tc.now)
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 			continue
@@ -255,7 +256,7 @@ func TestVerifierRejections(t *testing.T) {
 	}
 	// A revocation response is not a CT response, even for the same key.
 	rr, _ := w.rev(t, l)
-	if _, err := VerifyCT(l.Cert.Raw, rr, w.ctPin, mmd, now); err == nil {
+	if _, err := treeproof.VerifyCT(l.Cert.Raw, rr, w.ctPin, mmd, now); err == nil {
 		t.Error("revocation response accepted as CT evidence")
 	}
 }
@@ -272,7 +273,7 @@ func TestReplayAfterRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, k := w.rev(t, l)
-	if res, err := VerifyRevocation(k, old, w.revPin, w.clk.Now()); err != nil || res.Revoked {
+	if res, err := treeproof.VerifyRevocation(k, old, w.revPin, w.clk.Now()); err != nil || res.Revoked {
 		t.Fatalf("before revocation: %+v %v", res, err)
 	}
 	w.clk.Advance(time.Minute)
@@ -283,12 +284,12 @@ func TestReplayAfterRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh, _ := w.rev(t, l)
-	if res, err := VerifyRevocation(k, fresh, w.revPin, w.clk.Now()); err != nil || !res.Revoked {
+	if res, err := treeproof.VerifyRevocation(k, fresh, w.revPin, w.clk.Now()); err != nil || !res.Revoked {
 		t.Fatalf("after revocation: %+v %v", res, err)
 	}
 	// The replay window is bounded by the maximum age (10 minutes).
 	w.clk.Advance(10 * time.Minute)
-	if _, err := VerifyRevocation(k, old, w.revPin, w.clk.Now()); !errors.Is(err, checkpoint.ErrStale) {
+	if _, err := treeproof.VerifyRevocation(k, old, w.revPin, w.clk.Now()); !errors.Is(err, checkpoint.ErrStale) {
 		t.Fatalf("replayed old proof: %v, want ErrStale", err)
 	}
 	// Meanwhile the authority republished: a fresh proof still verifies.
@@ -296,7 +297,7 @@ func TestReplayAfterRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh, _ = w.rev(t, l)
-	if res, err := VerifyRevocation(k, fresh, w.revPin, w.clk.Now()); err != nil || !res.Revoked {
+	if res, err := treeproof.VerifyRevocation(k, fresh, w.revPin, w.clk.Now()); err != nil || !res.Revoked {
 		t.Fatalf("fresh proof after republish: %+v %v", res, err)
 	}
 }

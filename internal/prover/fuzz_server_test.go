@@ -10,6 +10,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/revocation"
 )
@@ -42,7 +43,7 @@ func FuzzProofRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ctPin, err := ParsePin(vkey, 0)
+	ctPin, err := treeproof.ParsePin(vkey, 0)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func FuzzProofRequest(f *testing.F) {
 		switch {
 		case rec.Code == 400:
 		case rec.Code == 200 && !isCT:
-			if _, err := ParseResponse(rec.Body.Bytes()); err != nil {
+			if _, err := treeproof.ParseResponse(rec.Body.Bytes()); err != nil {
 				t.Fatalf("%s?%s: 200 with an unparseable response: %v", path, query, err)
 			}
 		case rec.Code == 503 && isCT:

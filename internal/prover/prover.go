@@ -1,6 +1,8 @@
 // Package prover holds the provers of the two proof-based PKI enhancements
-// (CT log presence / absence and revocation) and the client-side verifiers
-// that check what they send.
+// (CT log presence / absence and revocation) and the HTTP server that
+// serves their proofs. It is server code: the verifiers that check what it
+// sends, and the Response it sends, are the client's, in package
+// internal/pkies/treeproof.
 //
 // A Prover mirrors one trusted third party's sorted tree. It syncs over HTTP
 // (package feed): it fetches the latest signed sorted-tree head (package
@@ -12,7 +14,7 @@
 // for revocation, whose key log is exactly the feed, that the feed's keys
 // in order hash to the bound log root) before it serves anything. A prover
 // is never trusted by clients: every Response carries the TTP's signed
-// head, and VerifyCT and VerifyRevocation check it, the proof and the
+// head, and treeproof.VerifyCT and VerifyRevocation check it, the proof and the
 // head's freshness against keys the client pinned. The freshness check is
 // what defeats replay (the PEC paper, §7): an old "not revoked" proof carries an
 // old head, which a verifier with a maximum age rejects once the TTP has
@@ -33,14 +35,15 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	"github.com/pkie/pkie/internal/ttpstate"
 	"github.com/pkie/pkie/sortedtree"
 )
 
 // PKIE names, as they appear in responses and on the command line.
 const (
-	CT         = "ct"
-	Revocation = "revocation"
+	CT         = treeproof.CT
+	Revocation = treeproof.Revocation
 )
 
 // Config configures a Prover.
@@ -121,12 +124,6 @@ func LegacyStatePath(dir, pkie string, v note.Verifier) string {
 	return StatePath(dir, pkie, v, origin)
 }
 
-// DefaultOrigin returns the origin of the sorted-tree heads a PKIE's TTP
-// key signs: checkpoint.HeadOrigin of its name, for both PKIEs.
-func DefaultOrigin(pkie string, v note.Verifier) string {
-	return checkpoint.HeadOrigin(v.Name())
-}
-
 // Prover serves proofs from a verified mirror of a TTP's sorted tree.
 type Prover struct {
 	cfg Config
@@ -165,7 +162,7 @@ func New(cfg Config) (*Prover, error) {
 		return nil, fmt.Errorf("prover %s: %w", cfg.PKIE, err)
 	}
 	if cfg.Origin == "" {
-		cfg.Origin = DefaultOrigin(cfg.PKIE, cfg.Verifier)
+		cfg.Origin = treeproof.DefaultOrigin(cfg.PKIE, cfg.Verifier)
 	}
 	if cfg.Origin != headV.Name() {
 		return nil, fmt.Errorf("prover %s: origin %q: the heads of key %q have origin %q", cfg.PKIE, cfg.Origin, cfg.Verifier.Name(), headV.Name())
@@ -270,7 +267,7 @@ func (p *Prover) learnFloor(ctx context.Context) (*checkpoint.Head, error) {
 	var bestMsg []byte
 	for _, msg := range p.cfg.Floors(ctx) {
 		h, err := checkpoint.OpenHeadAnyAge(msg, p.cfg.Verifier)
-		if err != nil || checkLogSize(p.cfg.PKIE, h) != nil {
+		if err != nil || treeproof.CheckLogSize(p.cfg.PKIE, h) != nil {
 			continue // not the TTP's: a peer cannot forge one, only withhold
 		}
 		switch {
@@ -349,7 +346,7 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prover %s: TTP head rejected: %w", p.cfg.PKIE, err)
 	}
-	if err := checkLogSize(p.cfg.PKIE, cp); err != nil {
+	if err := treeproof.CheckLogSize(p.cfg.PKIE, cp); err != nil {
 		return nil, fmt.Errorf("prover %s: TTP head rejected: %w", p.cfg.PKIE, err)
 	}
 	p.mu.RLock()
@@ -476,7 +473,7 @@ var ErrNotSynced = errors.New("prover: not synced with its TTP yet")
 
 // Prove returns a presence or absence proof for key, bundled with the
 // signed head it verifies against.
-func (p *Prover) Prove(key [32]byte) (*Response, error) {
+func (p *Prover) Prove(key [32]byte) (*treeproof.Response, error) {
 	p.mu.RLock()
 	tree, msg := p.tree, p.cpMsg
 	p.mu.RUnlock()
@@ -491,7 +488,7 @@ func (p *Prover) Prove(key [32]byte) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
 	}
-	return &Response{Version: ResponseVersion, PKIE: p.cfg.PKIE, Key: key, Present: pr.Present(),
+	return &treeproof.Response{Version: treeproof.ResponseVersion, PKIE: p.cfg.PKIE, Key: key, Present: pr.Present(),
 		Checkpoint: string(msg), Proof: bin}, nil
 }
 

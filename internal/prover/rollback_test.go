@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/feed"
+	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
@@ -31,7 +33,7 @@ func TestRestartedProverRefusesShrunkTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pin, err := ParsePin(vkey, time.Hour)
+	pin, err := treeproof.ParsePin(vkey, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +45,11 @@ func TestRestartedProverRefusesShrunkTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := revocation.CertKey(leaf.Cert, nil)
+	key, err := pkierev.CertKey(leaf.Cert, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kid, _ := revocation.IssuerKeyID(root.Cert)
+	kid, _ := pkierev.IssuerKeyID(root.Cert)
 
 	a, err := revocation.Open(raDir, revocation.Options{})
 	if err != nil {
@@ -70,11 +72,11 @@ func TestRestartedProverRefusesShrunkTree(t *testing.T) {
 	check := func(p *Prover) (revoked bool, err error) {
 		srv := httptest.NewServer(Handler(ServerOptions{Revocation: p}))
 		defer srv.Close()
-		r, err := (&Client{Base: srv.URL}).Revocation(ctx, key)
+		r, err := (&treeproof.Client{Base: srv.URL}).Revocation(ctx, key)
 		if err != nil {
 			return false, err
 		}
-		res, err := VerifyRevocation(key, r, pin, time.Now())
+		res, err := treeproof.VerifyRevocation(key, r, pin, time.Now())
 		if err != nil {
 			return false, err
 		}

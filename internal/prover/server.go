@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 )
 
 // SCTSource finds the log's SCT for a certificate key; ok is false if the
 // log never saw it.
-type SCTSource func(ctx context.Context, key [32]byte) (sct *ctlog.SCT, ok bool, err error)
+type SCTSource func(ctx context.Context, key [32]byte) (sct *ctwire.SCT, ok bool, err error)
 
 // ServerOptions configure the proof API.
 type ServerOptions struct {
@@ -113,7 +115,7 @@ const MaxCertParam = 12 << 10
 func requestKey(r *http.Request, pkie string) ([32]byte, error) {
 	q := r.URL.Query()
 	if s := q.Get("key"); s != "" {
-		k, err := ParseKey(s)
+		k, err := treeproof.ParseKey(s)
 		return k, err
 	}
 	if s := q.Get("cert"); s != "" && pkie == CT {
@@ -146,55 +148,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
-// Client asks a prover server for proofs.
-type Client struct {
-	Base string       // e.g. "http://127.0.0.1:8443"
-	HTTP *http.Client // nil: a client with a 5 s timeout
-}
-
 var defaultHTTP = &http.Client{Timeout: 5 * time.Second}
-
-// CT fetches the CT proof for a certificate key (SHA-256 of its DER).
-func (c *Client) CT(ctx context.Context, key [32]byte) (*Response, error) {
-	return c.get(ctx, "/v1/ct/proof?key="+Key(key).String())
-}
-
-// Revocation fetches the revocation proof for a revocation key.
-func (c *Client) Revocation(ctx context.Context, key [32]byte) (*Response, error) {
-	return c.get(ctx, "/v1/revocation/proof?key="+Key(key).String())
-}
-
-// String renders the key in hex.
-func (k Key) String() string { b, _ := k.MarshalText(); return string(b) }
-
-func (c *Client) get(ctx context.Context, path string) (*Response, error) {
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTP
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.Base, "/")+path, nil)
-	if err != nil {
-		return nil, fmt.Errorf("prover: %w", err)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("prover: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("prover: reading response: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		json.Unmarshal(body, &e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		return nil, fmt.Errorf("prover: %s: %s", req.URL.Path, e.Error)
-	}
-	return ParseResponse(body)
-}
 
 // LogSCTs returns an SCTSource that asks the log at base (its /v1/log/sct
 // endpoint).
@@ -202,8 +156,8 @@ func LogSCTs(base string, hc *http.Client) SCTSource {
 	if hc == nil {
 		hc = defaultHTTP
 	}
-	return func(ctx context.Context, key [32]byte) (*ctlog.SCT, bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/log/sct?key="+Key(key).String(), nil)
+	return func(ctx context.Context, key [32]byte) (*ctwire.SCT, bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/log/sct?key="+treeproof.Key(key).String(), nil)
 		if err != nil {
 			return nil, false, err
 		}
@@ -219,7 +173,7 @@ func LogSCTs(base string, hc *http.Client) SCTSource {
 			return nil, false, fmt.Errorf("log SCT lookup: %s", resp.Status)
 		}
 		var out struct {
-			SCT *ctlog.SCT `json:"sct"`
+			SCT *ctwire.SCT `json:"sct"`
 		}
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&out); err != nil || out.SCT == nil {
 			return nil, false, fmt.Errorf("log SCT lookup: malformed response")

@@ -52,6 +52,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	rev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/ttpstate"
 	"github.com/pkie/pkie/sortedtree"
 )
@@ -432,7 +433,7 @@ func (a *Authority) AddCRL(ctx context.Context, data []byte, issuer *x509.Certif
 	if err != nil {
 		return nil, err
 	}
-	kid, err := IssuerKeyID(issuer)
+	kid, err := rev.IssuerKeyID(issuer)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +471,7 @@ func (a *Authority) add(ctx context.Context, revs []Revocation, source string, e
 	}
 	rows := make([]row, len(revs))
 	for i, r := range revs {
-		k, err := Key(r.IssuerKeyID, r.Serial)
+		k, err := rev.Key(r.IssuerKeyID, r.Serial)
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
+	rev "github.com/pkie/pkie/internal/pkies/revocation"
 	. "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/sortedtree"
@@ -100,7 +101,7 @@ func TestCRLIngest(t *testing.T) {
 	cp := openCP(t, a)
 	var keys [][32]byte
 	for _, l := range leaves[:2] {
-		k, err := CertKey(l.Cert, nil)
+		k, err := rev.CertKey(l.Cert, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestCRLIngest(t *testing.T) {
 		t.Fatalf("published size %d root %x, want 2 %x", cp.Size, cp.Root, want.Root())
 	}
 	for i, l := range leaves {
-		k, _ := CertKey(l.Cert, ca.Cert)
+		k, _ := rev.CertKey(l.Cert, ca.Cert)
 		if got := want.Contains(k); got != (i < 2) {
 			t.Errorf("leaf %d: revoked %v", i, got)
 		}
@@ -181,7 +182,7 @@ func TestSerialListsAndRepublish(t *testing.T) {
 	now := func() time.Time { return clock }
 	a, _ := newAuthority(t, now)
 	ca := newCA(t, "Serial CA")
-	kid, err := IssuerKeyID(ca.Cert)
+	kid, err := rev.IssuerKeyID(ca.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestSerialListsAndRepublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := CertKey(leaf.Cert, nil)
+	k, _ := rev.CertKey(leaf.Cert, nil)
 	keys, _ := a.Feed().Keys(ctx, 0, 10)
 	found := false
 	for _, kk := range keys {
@@ -231,15 +232,15 @@ func TestSerialListsAndRepublish(t *testing.T) {
 func TestKeyDefinition(t *testing.T) {
 	// Key = SHA-256(len(kid) || kid || serial bytes): different splits of
 	// the same bytes must differ.
-	k1, _ := Key([]byte{1, 2}, big.NewInt(3))
-	k2, _ := Key([]byte{1}, big.NewInt(0x0203))
+	k1, _ := rev.Key([]byte{1, 2}, big.NewInt(3))
+	k2, _ := rev.Key([]byte{1}, big.NewInt(0x0203))
 	if k1 == k2 {
 		t.Fatal("(issuer, serial) pairs collide across the boundary")
 	}
-	if _, err := Key(nil, big.NewInt(1)); err == nil {
+	if _, err := rev.Key(nil, big.NewInt(1)); err == nil {
 		t.Error("empty issuer key identifier accepted")
 	}
-	if _, err := Key([]byte{1}, big.NewInt(-1)); err == nil {
+	if _, err := rev.Key([]byte{1}, big.NewInt(-1)); err == nil {
 		t.Error("negative serial accepted")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+
+	rev "github.com/pkie/pkie/internal/pkies/revocation"
 )
 
 // MaxCRLBytes bounds one CRL. The largest public CRLs are tens of
@@ -44,7 +46,7 @@ func ParseCRL(data []byte, issuer *x509.Certificate) (*x509.RevocationList, erro
 	if !bytes.Equal(crl.RawIssuer, issuer.RawSubject) {
 		return nil, fmt.Errorf("revocation: CRL issued by %q, not by %q", crl.Issuer, issuer.Subject)
 	}
-	kid, err := IssuerKeyID(issuer)
+	kid, err := rev.IssuerKeyID(issuer)
 	if err != nil {
 		return nil, err
 	}

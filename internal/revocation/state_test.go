@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	rev "github.com/pkie/pkie/internal/pkies/revocation"
 	. "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/ttpstate"
 )
@@ -19,7 +20,7 @@ func revokedAuthority(t *testing.T) (dir string, kid []byte) {
 	t.Helper()
 	a, dir := newAuthority(t, nil)
 	ca := newCA(t, "State CA")
-	kid, err := IssuerKeyID(ca.Cert)
+	kid, err := rev.IssuerKeyID(ca.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}

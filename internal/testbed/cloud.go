@@ -23,10 +23,13 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/provers"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 )
 
 // CloudOptions describe a PEC cloud to stand up on loopback with the
@@ -95,7 +98,7 @@ func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 		}
 		c.tempDir = dir
 	}
-	reg := builtin.Registry()
+	reg := provers.Registry()
 	env := func(name string) (pkie.ProverEnv, error) {
 		d := filepath.Join(dir, name)
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -119,23 +122,23 @@ func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 		c.Provers = append(c.Provers, p)
 		return p, nil
 	}
-	interval := ct.Duration(o.SyncInterval)
+	interval := ctprover.Duration(o.SyncInterval)
 	verifiers := map[string]json.RawMessage{}
 	if o.TTPs != nil {
-		if _, err := newProver(pkie.CT, ct.ProverConfig{LogURL: o.TTPs.LogURL, LogKey: o.TTPs.LogKey, SyncInterval: interval}.JSON()); err != nil {
+		if _, err := newProver(pkie.CT, ctprover.ProverConfig{LogURL: o.TTPs.LogURL, LogKey: o.TTPs.LogKey, SyncInterval: interval}.JSON()); err != nil {
 			return nil, err
 		}
-		if _, err := newProver(pkie.Revocation, revocation.ProverConfig{AuthorityURL: o.TTPs.RevocationURL, AuthorityKey: o.TTPs.RevocationKey,
-			SyncInterval: revocation.Duration(o.SyncInterval)}.JSON()); err != nil {
+		if _, err := newProver(pkie.Revocation, revprover.ProverConfig{AuthorityURL: o.TTPs.RevocationURL, AuthorityKey: o.TTPs.RevocationKey,
+			SyncInterval: revprover.Duration(o.SyncInterval)}.JSON()); err != nil {
 			return nil, err
 		}
 	}
 	if o.Notary {
-		nc := pkienotary.ProverConfig{Name: o.Name + " notary", Resolve: o.Resolve, AllowPrivate: true}.JSON()
+		nc := notaryprover.ProverConfig{Name: o.Name + " notary", Resolve: o.Resolve, AllowPrivate: true}.JSON()
 		// The testbed is its cloud's `pkie cloud init`: it makes the
 		// notary's keys unless DataDir already holds them.
 		if nd := filepath.Join(dir, pkienotary.Name); !fileExists(filepath.Join(nd, "v1.key")) {
-			if _, err := pkienotary.Init(nd, nc); err != nil {
+			if _, err := notaryprover.Init(nd, nc); err != nil {
 				return nil, err
 			}
 		}
@@ -143,7 +146,7 @@ func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 		if err != nil {
 			return nil, err
 		}
-		verifiers["notary"] = pkienotary.VerifierConfig{Key: p.(*pkienotary.Prover).PublicKey()}.JSON()
+		verifiers["notary"] = pkienotary.VerifierConfig{Key: p.(*notaryprover.Prover).PublicKey()}.JSON()
 	}
 
 	cert, pin, err := cloudCertificate(o.Name)

@@ -1,13 +1,20 @@
 package domainpolicy_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +22,11 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie"
-	"github.com/pkie/pkie/docs/example/domainpolicy"
-	"github.com/pkie/pkie/internal/cloud"
-	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/builtin"
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/cloud"
+	"github.com/pkie/pkie/pec"
+
+	"example.com/domainpolicy/domainpolicy"
 )
 
 // world: a policy authority on loopback whose policy for www.example.test
@@ -29,8 +36,9 @@ import (
 type world struct {
 	auth        *domainpolicy.Authority
 	url, vkey   string
-	real, rogue *testbed.Leaf
-	reg         *pkie.Registry
+	ca          *testCA
+	real, rogue *leaf
+	reg         *pkie.Registry // the client's: the built-ins' verifiers and the example
 }
 
 func newWorld(t *testing.T) *world {
@@ -46,13 +54,13 @@ func newWorld(t *testing.T) *world {
 	srv := httptest.NewServer(w.auth.Handler())
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
-	ca, _ := testbed.NewRootCA("Policy Test CA", testbed.ECDSAP256)
-	w.real, _ = ca.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
-	w.rogue, _ = ca.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
+	w.ca = newCA(t, "Policy Test CA")
+	w.real = w.ca.issue(t, "www.example.test")
+	w.rogue = w.ca.issue(t, "www.example.test")
 	if err := w.auth.Set("www.example.test", domainpolicy.SPKIHash(w.real.Cert)); err != nil {
 		t.Fatal(err)
 	}
-	w.reg = builtin.Registry()
+	w.reg = check.BuiltinRegistry()
 	if err := w.reg.Register(domainpolicy.Kind()); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +92,7 @@ func (w *world) verifier(t *testing.T, key string) pkie.Verifier {
 	return v
 }
 
-func subject(name string, l *testbed.Leaf) pkie.Subject {
+func subject(name string, l *leaf) pkie.Subject {
 	certs := make([]*x509.Certificate, len(l.Chain))
 	for i, der := range l.Chain {
 		certs[i], _ = x509.ParseCertificate(der)
@@ -112,7 +120,7 @@ func TestProverVerifier(t *testing.T) {
 		name   string
 		v      pkie.Verifier
 		host   string
-		leaf   *testbed.Leaf
+		leaf   *leaf
 		proof  *pkie.Proof
 		now    time.Time
 		status pkie.Status
@@ -138,87 +146,128 @@ func TestProverVerifier(t *testing.T) {
 	}
 }
 
-// TestThroughCloud is the example end to end: a real cloud (internal/cloud)
-// hosting the example's prover, a client registering over QUIC or TCP,
-// submitting the chain it saw, and verifying the proof the cloud pushes.
-// Nothing in the cloud knows the example: it was registered beside the
-// built-ins and its prover built from its JSON configuration.
+// TestThroughCloud is the example end to end, from outside pkie's module
+// as an operator and an application would build it: a cloud binary's
+// main (cloud.Run with cloud.BuiltinRegistry and the example registered
+// beside the built-ins) initialised with the example's prover
+// configuration, serving on loopback; its bundle from its own bundle
+// command; and an application's pec.Dialer (client-only mode, over QUIC
+// and over TLS/TCP) that fetches from the site only once the example's
+// proof, pushed by the cloud, verified under the key the client pinned. A
+// mis-issued certificate for the same name is refused. Nothing in the
+// cloud or the client knows the example beyond its registered Kind.
 func TestThroughCloud(t *testing.T) {
 	w := newWorld(t)
-	cert, _, _, err := cloud.NewCertificate("example-cloud")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cloud.New(cloud.Config{Certificate: cert, Provers: []pkie.Prover{w.prover(t)}, Registry: w.reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { c.ServeQUIC(ctx, pc); done <- struct{}{} }()
-	go func() { c.ServeTCP(ctx, ln); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done; c.Wait() }()
-	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
-	pin := pecwire.SPKIHash(leaf)
-	v := w.verifier(t, w.vkey)
+	defer cancel()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "cloud")
 
-	for _, transport := range []string{pecwire.QUIC, pecwire.TCP} {
+	// The operator's binary: the built-ins and the example.
+	reg := cloud.BuiltinRegistry()
+	if err := reg.Register(domainpolicy.Kind()); err != nil {
+		t.Fatal(err)
+	}
+	run := func(ctx context.Context, stdout io.Writer, args ...string) {
+		t.Helper()
+		var stderr strings.Builder
+		if code := cloud.Run(ctx, args, stdout, &stderr, reg); code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, stderr.String())
+		}
+	}
+	cfg, _ := json.Marshal(domainpolicy.ProverConfig{URL: w.url, Key: w.vkey})
+	cfgFile := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(ctx, io.Discard, "init", "--data", data, "--name", "example-cloud", "--pkie", domainpolicy.Name+"="+cfgFile)
+
+	// serve prints its addresses as one JSON line, then runs until ctx ends.
+	pr, pw := io.Pipe()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		defer pw.Close()
+		var stderr strings.Builder
+		args := []string{"serve", "--data", data, "--quic", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--http", "", "--json"}
+		if code := cloud.Run(ctx, args, pw, &stderr, reg); code != 0 {
+			t.Errorf("serve: exit %d: %s", code, stderr.String())
+		}
+	}()
+	defer func() { cancel(); <-served }()
+	var info struct {
+		Listening map[string]string `json:"listening"`
+		PKIEs     []string          `json:"pkies"`
+	}
+	line, err := bufio.NewReader(pr).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("serve printed no startup line: %v", err)
+	}
+	go io.Copy(io.Discard, pr)
+	if err := json.Unmarshal(line, &info); err != nil || info.Listening["quic"] == "" || info.Listening["tcp"] == "" {
+		t.Fatalf("serve's startup line %q: %v", line, err)
+	}
+	if fmt.Sprint(info.PKIEs) != "["+domainpolicy.Name+"]" {
+		t.Fatalf("the cloud hosts %v, want the example alone", info.PKIEs)
+	}
+	var out bytes.Buffer
+	run(ctx, &out, "bundle", "--data", data, "--point", info.Listening["quic"]+","+info.Listening["tcp"], "--json")
+	var b struct {
+		Bundle json.RawMessage `json:"bundle"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &b); err != nil {
+		t.Fatalf("bundle --json: %v: %s", err, out.Bytes())
+	}
+	bundle, err := pec.ParseBundle(b.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The site, serving the real certificate, then a mis-issued one.
+	sites := map[*leaf]string{w.real: w.ca.serve(t, w.real), w.rogue: w.ca.serve(t, w.rogue)}
+
+	// The application: the example's verifier under the key it pins
+	// itself, never one the cloud's bundle names.
+	v := w.verifier(t, w.vkey)
+	for _, transport := range []string{pec.TransportQUIC, pec.TransportTCP} {
+		client, err := pec.Dial(ctx, pec.ClientConfig{Clouds: []*pec.Bundle{bundle}, Transport: transport})
+		if err != nil {
+			t.Fatalf("%s: %v", transport, err)
+		}
+		defer client.Close()
 		for _, tc := range []struct {
-			leaf   *testbed.Leaf
-			status pkie.Status
-		}{{w.real, pkie.Pass}, {w.rogue, pkie.Fail}} {
-			t.Run(transport+"/"+string(tc.status), func(t *testing.T) {
-				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			leaf    *leaf
+			trusted bool
+		}{{w.real, true}, {w.rogue, false}} {
+			t.Run(fmt.Sprintf("%s/trusted=%v", transport, tc.trusted), func(t *testing.T) {
+				addr := sites[tc.leaf]
+				d := &pec.Dialer{Cloud: client, Registry: w.reg, Verifiers: []pkie.Verifier{v}, Mode: pec.ModeClientOnly,
+					Require: []string{"ca", domainpolicy.Name}, TLSConfig: &tls.Config{RootCAs: w.ca.pool},
+					ProofTimeout: 10 * time.Second,
+					NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+						return (&net.Dialer{}).DialContext(ctx, network, addr)
+					}}
+				dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
 				defer dcancel()
-				var conn *pecwire.Conn
-				if transport == pecwire.QUIC {
-					conn, err = pecwire.DialQUIC(dctx, pc.LocalAddr().String(), pecwire.ClientTLS(pin), nil)
-				} else {
-					conn, err = pecwire.DialTCP(dctx, ln.Addr().String(), pecwire.ClientTLS(pin))
+				conn, err := d.Dial(dctx, "tcp", "www.example.test:443")
+				if !tc.trusted {
+					var refused *pec.VerdictError
+					if !errors.As(err, &refused) {
+						t.Fatalf("a mis-issued certificate: %v, want a refusal", err)
+					}
+					a, _ := refused.Verdict.Source(domainpolicy.Name)
+					if refused.Verdict.Result != check.Untrusted || a.Status != check.Fail || !strings.Contains(a.Detail, "not the leaf's") {
+						t.Fatalf("refused as %s, %s: %s %q", refused.Verdict.Result, a.Source, a.Status, a.Detail)
+					}
+					return
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer conn.Close()
-				deadline := time.Now().Add(10 * time.Second)
-				if err := conn.Send(&pecwire.Register{Version: pecwire.Version}, deadline); err != nil {
-					t.Fatal(err)
-				}
-				m, err := conn.Recv(deadline)
-				if err != nil {
-					t.Fatal(err)
-				}
-				reg, ok := m.(*pecwire.Registered)
-				if !ok {
-					t.Fatalf("got %T, want Registered", m)
-				}
-				nonce := pecwire.Nonce{1, 2, 3, 4, 5, 6, 7, 8}
-				sub := &pecwire.Submit{ClientID: reg.ClientID, Nonce: nonce, Budget: 5 * time.Second,
-					ServerName: "www.example.test", Port: 443, Chain: tc.leaf.Chain,
-					Requests: []pkie.Request{{ID: domainpolicy.ID}}}
-				if err := conn.Send(sub, deadline); err != nil {
-					t.Fatal(err)
-				}
-				m, err = conn.Recv(deadline)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, ok := m.(*pecwire.Proof)
-				if !ok || got.Nonce != nonce || got.ID != domainpolicy.ID || got.Status != pecwire.ProofOK {
-					t.Fatalf("pushed %T %+v", m, m)
-				}
-				a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject("www.example.test", tc.leaf), Proof: got.Proof})
-				if a.Status != tc.status || !strings.Contains(a.Reason, "policy.example.test") {
-					t.Fatalf("verified the pushed proof: %s %q, want %s", a.Status, a.Reason, tc.status)
+				a, _ := conn.Verdict().Source(domainpolicy.Name)
+				if conn.Verdict().Result != check.Trusted || a.Status != check.Pass || !strings.Contains(a.Detail, "policy.example.test") {
+					t.Fatalf("verdict %s, %s: %s %q", conn.Verdict().Result, a.Source, a.Status, a.Detail)
 				}
 			})
 		}
@@ -248,9 +297,7 @@ func FuzzVerify(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ca, _ := testbed.NewRootCA("Fuzz CA", testbed.ECDSAP256)
-	leaf, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
-	subj := subject("www.example.test", leaf)
+	subj := subject("www.example.test", newCA(f, "Fuzz CA").issue(f, "www.example.test"))
 	f.Add([]byte("policy.example.test\npkie example domain-policy v1\nname www.example.test\n\n— policy.example.test AAAA\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := v.Verify(context.Background(), &pkie.VerifyRequest{Subject: subj, Proof: &pkie.Proof{ID: domainpolicy.ID, Version: 1, Body: body}})

@@ -1,6 +1,9 @@
-// Package builtin assembles pkie's built-in enhancements: ct (0x0001),
-// revocation (0x0002) and notary (0x0003). The cloud and the client start
-// from Registry and may register their own enhancements beside them.
+// Package builtin assembles the client halves of pkie's built-in
+// enhancements: ct (0x0001), revocation (0x0002) and notary (0x0003), each
+// with its verifier only. Clients (check, pec) start from Registry and may
+// register their own enhancements beside them; the cloud's registry, which
+// adds the provers, is internal/provers.Registry. Nothing here links a
+// prover, a TTP, a store or a database driver.
 package builtin
 
 import (
@@ -12,7 +15,8 @@ import (
 	"github.com/pkie/pkie/internal/pkies/revocation"
 )
 
-// Kinds returns the built-in enhancements in identifier order.
+// Kinds returns the built-in enhancements' client halves in identifier
+// order.
 func Kinds() []pkie.Kind {
 	return []pkie.Kind{ct.Kind(), revocation.Kind(), notary.Kind()}
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/pkie/pkie/internal/pkies/builtin"
 )
 
+// TestRegistry: the built-ins, each with its client half only (a client
+// links no prover), and a fresh registry at each call.
 func TestRegistry(t *testing.T) {
 	r := builtin.Registry()
 	for _, want := range []struct {
@@ -18,15 +20,12 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("Lookup(%s) = %q, %v; want %q", want.id, k.Name, ok, want.name)
 			continue
 		}
-		if k.NewProver == nil || k.NewVerifier == nil {
-			t.Errorf("%s: a built-in needs both halves", want.name)
+		if k.NewVerifier == nil || k.NewProver != nil {
+			t.Errorf("%s: a client's built-in has its verifier and no prover", want.name)
 		}
 		if k2, ok := r.ByName(want.name); !ok || k2.ID != want.id {
 			t.Errorf("ByName(%q) = %s, %v", want.name, k2.ID, ok)
 		}
-	}
-	if n := len(r.Kinds()); n != 3 {
-		t.Errorf("%d kinds, want 3", n)
 	}
 	// Each call is a fresh registry: registering in one leaves the other alone.
 	extra := pkie.Kind{ID: 0xFF01, Name: "extra", NewVerifier: builtin.Kinds()[0].NewVerifier}

@@ -4,13 +4,14 @@
 // log's maximum merge delay. Trust rests on the log's pinned key alone,
 // never on the prover or the cloud that relays the proof.
 //
-// The prover mirrors the log's sorted tree (package prover, synced and
-// verified before it serves); the proof body is package treeproof's.
+// This package is the client half: the verifier and its configuration. The
+// proof body is package treeproof's; the prover, which mirrors the log's
+// sorted tree, is server code in internal/provers/ct, linked by the cloud
+// only.
 package ct
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,11 +20,10 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/conf"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
-	"github.com/pkie/pkie/internal/prover"
 )
 
 // Name is the enhancement's name.
-const Name = prover.CT
+const Name = treeproof.CT
 
 // Verifier defaults.
 const (
@@ -38,26 +38,6 @@ const (
 // Duration is a JSON duration string ("1h").
 type Duration = conf.Duration
 
-// ProverConfig configures the prover (the JSON object of NewProver).
-type ProverConfig struct {
-	// LogURL is the log's base URL (it serves /v1/sorted and /v1/log/…).
-	LogURL string `json:"log_url"`
-	// LogKey is the log's note verifier key, pinned: nothing the log
-	// serves is mirrored unless signed by it.
-	LogKey string `json:"log_key"`
-	// SyncInterval is how often the prover syncs; zero means 30s.
-	SyncInterval Duration `json:"sync_interval,omitzero"`
-	// MaxAge refuses heads older than this at sync; zero means 24h.
-	MaxAge Duration `json:"max_age,omitzero"`
-	// HealthMaxAge is the head age past which /healthz reports the
-	// prover unhealthy: set it to the max_age the clients' verifiers use.
-	// Zero means 1h, the verifiers' default (DefaultMaxAge).
-	HealthMaxAge Duration `json:"health_max_age,omitzero"`
-}
-
-// JSON returns c as NewProver's configuration.
-func (c ProverConfig) JSON() json.RawMessage { return conf.JSON(c) }
-
 // VerifierConfig configures the verifier (the JSON object of NewVerifier).
 type VerifierConfig struct {
 	// Key is the log's note verifier key.
@@ -71,44 +51,23 @@ type VerifierConfig struct {
 // JSON returns c as NewVerifier's configuration.
 func (c VerifierConfig) JSON() json.RawMessage { return conf.JSON(c) }
 
-// Kind returns the enhancement's registration.
+// Kind returns the enhancement's registration, with its client half only:
+// the cloud adds the prover (internal/provers/ct) to it.
 func Kind() pkie.Kind {
 	return pkie.Kind{
 		ID:          pkie.CT,
 		Name:        Name,
 		Summary:     "the certificate is in the CT log's signed sorted tree, or has the log's SCT within its maximum merge delay",
-		NewProver:   NewProver,
 		NewVerifier: NewVerifier,
 	}
-}
-
-// NewProver builds the CT prover from a ProverConfig in JSON: it mirrors
-// the log's sorted tree in env.DataDir, syncing once before it returns and
-// then every SyncInterval while the host runs it (pkie.Runner).
-func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) (pkie.Prover, error) {
-	var c ProverConfig
-	if err := conf.Decode(config, &c); err != nil {
-		return nil, fmt.Errorf("ct prover configuration: %w", err)
-	}
-	return treeproof.NewProver(ctx, pkie.CT, env, treeproof.MirrorConfig{
-		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
-		HealthMaxAge: c.HealthMaxAge.D(),
-	}, leafKey, prover.LogSCTs)
 }
 
 // logWord names the log a CT head is built from, in reasons.
 const logWord = "the log's checkpoint"
 
-func leafKey(req *pkie.ProveRequest) ([32]byte, error) {
-	if len(req.Chain) == 0 {
-		return [32]byte{}, fmt.Errorf("%w: no certificate", pkie.ErrUnsupported)
-	}
-	return sha256.Sum256(req.Chain[0]), nil
-}
-
 // Verifier checks CT proofs against the log's pinned key.
 type Verifier struct {
-	pin prover.Pin
+	pin treeproof.Pin
 	mmd time.Duration
 	now func() time.Time // for VerifyRequest.Now zero
 }
@@ -161,7 +120,7 @@ func (v *Verifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Asser
 	if now.IsZero() {
 		now = v.now()
 	}
-	res, err := prover.VerifyCT(req.Chain[0], resp, v.pin, v.mmd, now)
+	res, err := treeproof.VerifyCT(req.Chain[0], resp, v.pin, v.mmd, now)
 	if err != nil {
 		a := pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("log %s: %v", v.pin.Verifier.Name(), err)}
 		if res != nil {

@@ -4,6 +4,11 @@
 // proof under a fresh head means not revoked, a presence proof revoked.
 // Trust rests on the authority's pinned key alone, and the freshness limit
 // is what bounds how long a replayed "not revoked" proof passes.
+//
+// This package is the client half: the revocation key (CertKey), the
+// verifier and its configuration. The prover, which mirrors the authority's
+// sorted tree, is server code in internal/provers/revocation; the authority,
+// which lists revocations under the same key, is internal/revocation.
 package revocation
 
 import (
@@ -17,12 +22,10 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/conf"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
-	"github.com/pkie/pkie/internal/prover"
-	"github.com/pkie/pkie/internal/revocation"
 )
 
 // Name is the enhancement's name.
-const Name = prover.Revocation
+const Name = treeproof.Revocation
 
 // DefaultMaxAge bounds how old a signed head a client accepts: how long
 // after a revocation a stale "not revoked" proof still passes. The
@@ -31,26 +34,6 @@ const DefaultMaxAge = treeproof.DefaultClientMaxAge
 
 // Duration is a JSON duration string ("1h").
 type Duration = conf.Duration
-
-// ProverConfig configures the prover (the JSON object of NewProver).
-type ProverConfig struct {
-	// AuthorityURL is the revocation authority's base URL (it serves
-	// /v1/sorted).
-	AuthorityURL string `json:"authority_url"`
-	// AuthorityKey is the authority's note verifier key, pinned.
-	AuthorityKey string `json:"authority_key"`
-	// SyncInterval is how often the prover syncs; zero means 30s.
-	SyncInterval Duration `json:"sync_interval,omitzero"`
-	// MaxAge refuses heads older than this at sync; zero means 24h.
-	MaxAge Duration `json:"max_age,omitzero"`
-	// HealthMaxAge is the head age past which /healthz reports the
-	// prover unhealthy: set it to the max_age the clients' verifiers use.
-	// Zero means 1h, the verifiers' default (DefaultMaxAge).
-	HealthMaxAge Duration `json:"health_max_age,omitzero"`
-}
-
-// JSON returns c as NewProver's configuration.
-func (c ProverConfig) JSON() json.RawMessage { return conf.JSON(c) }
 
 // VerifierConfig configures the verifier (the JSON object of NewVerifier).
 type VerifierConfig struct {
@@ -63,60 +46,20 @@ type VerifierConfig struct {
 // JSON returns c as NewVerifier's configuration.
 func (c VerifierConfig) JSON() json.RawMessage { return conf.JSON(c) }
 
-// Kind returns the enhancement's registration.
+// Kind returns the enhancement's registration, with its client half only:
+// the cloud adds the prover (internal/provers/revocation) to it.
 func Kind() pkie.Kind {
 	return pkie.Kind{
 		ID:          pkie.Revocation,
 		Name:        Name,
 		Summary:     "the certificate is absent from the revocation authority's fresh signed tree of revoked certificates",
-		NewProver:   NewProver,
 		NewVerifier: NewVerifier,
 	}
 }
 
-// NewProver builds the revocation prover from a ProverConfig in JSON: it
-// mirrors the authority's sorted tree in env.DataDir, syncing once before
-// it returns and then every SyncInterval while the host runs it.
-func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) (pkie.Prover, error) {
-	var c ProverConfig
-	if err := conf.Decode(config, &c); err != nil {
-		return nil, fmt.Errorf("revocation prover configuration: %w", err)
-	}
-	return treeproof.NewProver(ctx, pkie.Revocation, env, treeproof.MirrorConfig{
-		PKIE: prover.Revocation, URL: c.AuthorityURL, Key: c.AuthorityKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
-		HealthMaxAge: c.HealthMaxAge.D(),
-	}, proverKey, nil)
-}
-
-// proverKey computes the revocation key on the prover's side, where the
-// issuer of a leaf without an authority key identifier can only be the
-// certificate the server sent after it (checked to have signed it). The
-// verifier never takes this choice on trust: it recomputes the key from its
-// own verified path and a proof for any other key fails.
-func proverKey(req *pkie.ProveRequest) ([32]byte, error) {
-	leaf := req.Leaf()
-	if leaf == nil {
-		return [32]byte{}, fmt.Errorf("%w: no certificate", pkie.ErrUnsupported)
-	}
-	var issuer *x509.Certificate
-	if len(leaf.AuthorityKeyId) == 0 {
-		switch {
-		case len(req.Certs) > 1:
-			issuer = req.Certs[1]
-		case leaf.CheckSignatureFrom(leaf) == nil:
-			issuer = leaf
-		}
-	}
-	k, err := revocation.CertKey(leaf, issuer)
-	if err != nil {
-		return [32]byte{}, fmt.Errorf("%w: %w", pkie.ErrUnsupported, err)
-	}
-	return k, nil
-}
-
 // Verifier checks revocation proofs against the authority's pinned key.
 type Verifier struct {
-	pin prover.Pin
+	pin treeproof.Pin
 	now func() time.Time
 }
 
@@ -156,7 +99,7 @@ func (v *Verifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Asser
 	if err != nil {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: err.Error()}
 	}
-	key, err := revocation.CertKey(leaf, issuer)
+	key, err := CertKey(leaf, issuer)
 	if err != nil {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: err.Error()}
 	}
@@ -177,7 +120,7 @@ func (v *Verifier) VerifyKey(key [32]byte, proof *pkie.Proof, now time.Time) pki
 	if now.IsZero() {
 		now = v.now()
 	}
-	res, err := prover.VerifyRevocation(key, resp, v.pin, now)
+	res, err := treeproof.VerifyRevocation(key, resp, v.pin, now)
 	if err != nil {
 		return pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("%s: %v", who, err)}
 	}

@@ -1,12 +1,15 @@
-// Package treeproof is what the ct and revocation enhancements share: the
-// binary proof body (a TTP's signed sorted-tree head, a sorted-tree proof
-// against it and, for CT, the log's SCT), the prover that mirrors the TTP's
-// tree (package prover's Prover, synced and verified before it serves) and
-// the verifier's pinned key with its cache of verified heads.
+// Package treeproof is the client half that the ct and revocation
+// enhancements share: the binary proof body (a TTP's signed sorted-tree
+// head, a sorted-tree proof against it and, for CT, the log's SCT), the
+// verifier's pinned key with its cache of verified heads, the checks
+// (VerifyCT, VerifyRevocation), and the JSON Response a prover server
+// sends over HTTP with the Client that fetches it.
 //
-// The body is the binary form of prover.Response, the JSON a prover server
-// sends over HTTP: the same evidence, so that one verifier decides whether
-// it came from the PEC cloud or from `pkie prover serve`.
+// The body is the binary form of Response: the same evidence, so that one
+// verifier decides whether it came from the PEC cloud or from `pkie prover
+// serve`. The provers that produce both are server code
+// (internal/provers/treemirror over internal/prover); nothing here links
+// them.
 package treeproof
 
 import (
@@ -14,8 +17,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pkie/pkie/internal/ctlog"
-	"github.com/pkie/pkie/internal/prover"
+	"github.com/pkie/pkie/internal/ctwire"
 )
 
 // Version is the body version this package writes and reads; it is also the
@@ -52,7 +54,7 @@ type Body struct {
 	Proof []byte
 	// SCT is the log's signed timestamp for a certificate absent from the
 	// sorted tree (CT only), or nil.
-	SCT *ctlog.SCT
+	SCT *ctwire.SCT
 }
 
 // MarshalBinary encodes b (version 1, big-endian, docs/formats/proofs.md):
@@ -125,7 +127,7 @@ func (b *Body) UnmarshalBinary(data []byte) error {
 		if len(rest) < sctLen {
 			return fmt.Errorf("treeproof: SCT flagged but %d bytes remain, want %d", len(rest), sctLen)
 		}
-		out.SCT = &ctlog.SCT{Timestamp: binary.BigEndian.Uint64(rest), Signature: append([]byte(nil), rest[8:sctLen]...)}
+		out.SCT = &ctwire.SCT{Timestamp: binary.BigEndian.Uint64(rest), Signature: append([]byte(nil), rest[8:sctLen]...)}
 		rest = rest[sctLen:]
 	}
 	if len(rest) != 0 {
@@ -151,7 +153,7 @@ func field(b []byte, what string, max int) (val, rest []byte, err error) {
 }
 
 // FromResponse converts a prover server's JSON response into a body.
-func FromResponse(r *prover.Response) (*Body, error) {
+func FromResponse(r *Response) (*Body, error) {
 	if r == nil {
 		return nil, errors.New("treeproof: no response")
 	}
@@ -161,7 +163,7 @@ func FromResponse(r *prover.Response) (*Body, error) {
 // Response returns b as the prover.Response of the PKIE named pkie
 // (prover.CT or prover.Revocation), which VerifyCT and VerifyRevocation
 // check.
-func (b *Body) Response(pkie string) *prover.Response {
-	return &prover.Response{Version: prover.ResponseVersion, PKIE: pkie, Key: b.Key, Present: b.Present,
+func (b *Body) Response(pkie string) *Response {
+	return &Response{Version: ResponseVersion, PKIE: pkie, Key: b.Key, Present: b.Present,
 		Checkpoint: string(b.Head), Proof: b.Proof, SCT: b.SCT}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctwire"
 )
 
 func sample(sct bool) *Body {
@@ -16,7 +16,7 @@ func sample(sct bool) *Body {
 	}
 	if sct {
 		b.Present = false
-		b.SCT = &ctlog.SCT{Timestamp: 1700000000000, Signature: bytes.Repeat([]byte{7}, 64)}
+		b.SCT = &ctwire.SCT{Timestamp: 1700000000000, Signature: bytes.Repeat([]byte{7}, 64)}
 	}
 	return b
 }
@@ -78,7 +78,7 @@ func TestBodyStrict(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []*Body{{Proof: []byte{1}}, {Head: []byte{1}}, {Head: []byte{1}, Proof: []byte{1}, SCT: &ctlog.SCT{Signature: []byte{1}}}} {
+	for _, bad := range []*Body{{Proof: []byte{1}}, {Head: []byte{1}}, {Head: []byte{1}, Proof: []byte{1}, SCT: &ctwire.SCT{Signature: []byte{1}}}} {
 		if _, err := bad.MarshalBinary(); err == nil {
 			t.Errorf("MarshalBinary(%+v) accepted", bad)
 		}

@@ -5,32 +5,39 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
-	"github.com/pkie/pkie/internal/prover"
 )
+
+// DefaultClientMaxAge is how old a signed head the CT and revocation
+// verifiers accept by default (their max_age): how long an old proof can be
+// replayed, and how long after a revocation a stale "not revoked" proof
+// still passes. It is also the provers' default health limit, so that
+// /healthz turns unhealthy when clients start refusing their proofs, not a
+// day later.
+const DefaultClientMaxAge = time.Hour
 
 // NewPin returns the pin of a TTP's key with a cache of the heads it has
 // verified (by their exact bytes), so that a client verifying many proofs
 // under one head pays its two signatures once and then only the hash path
 // and a freshness check.
-func NewPin(pkieName, key string, maxAge time.Duration) (prover.Pin, error) {
+func NewPin(pkieName, key string, maxAge time.Duration) (Pin, error) {
 	if key == "" {
-		return prover.Pin{}, fmt.Errorf("%s verifier: the TTP's key is required", pkieName)
+		return Pin{}, fmt.Errorf("%s verifier: the TTP's key is required", pkieName)
 	}
 	if maxAge <= 0 {
-		return prover.Pin{}, fmt.Errorf("%s verifier: max_age must be positive", pkieName)
+		return Pin{}, fmt.Errorf("%s verifier: max_age must be positive", pkieName)
 	}
-	pin, err := prover.ParsePin(key, maxAge)
+	pin, err := ParsePin(key, maxAge)
 	if err != nil {
-		return prover.Pin{}, fmt.Errorf("%s verifier: %w", pkieName, err)
+		return Pin{}, fmt.Errorf("%s verifier: %w", pkieName, err)
 	}
 	return pin, nil
 }
 
 // Open decodes the proof of a request for enhancement id into the
-// prover.Response its verifier checks. A nil proof is (nil, nil): no
+// Response its verifier checks. A nil proof is (nil, nil): no
 // evidence. Any other failure is an error to report as Fail, since only an
 // attacker or a broken prover sends a proof that does not decode.
-func Open(id pkie.ID, pkieName string, p *pkie.Proof) (*prover.Response, error) {
+func Open(id pkie.ID, pkieName string, p *pkie.Proof) (*Response, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -50,7 +57,7 @@ func Open(id pkie.ID, pkieName string, p *pkie.Proof) (*prover.Response, error) 
 // Evidence names a verified head in reasons: the TTP's key name, when the
 // head was signed, the tree's size and root, and the log it was built from
 // (log names that log: "the log's checkpoint", "the authority's key log").
-func Evidence(pin prover.Pin, res *prover.Result, log string) string {
+func Evidence(pin Pin, res *Result, log string) string {
 	return fmt.Sprintf("%s's head signed %s (sorted tree of %d keys, root %x…, built from %s of %d entries)",
 		pin.Verifier.Name(), res.CheckpointTime.UTC().Format(time.RFC3339), res.TreeSize, res.TreeRoot[:6], log, res.LogSize)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -50,8 +51,8 @@ func newWorld(t *testing.T) *world {
 	if _, err := ttp.LogChain(ctx, w.pending.Chain); err != nil {
 		t.Fatal(err)
 	}
-	p, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: w.dataDir},
-		ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: w.dataDir},
+		ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestVerify(t *testing.T) {
 	if err := other.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	otherProver, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ct.ProverConfig{LogURL: other.LogURL, LogKey: other.LogKey}.JSON())
+	otherProver, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ctprover.ProverConfig{LogURL: other.LogURL, LogKey: other.LogKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +183,8 @@ func TestRunSyncs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := newWorld(t)
-	p, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
-		ct.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey, SyncInterval: ct.Duration(20 * time.Millisecond)}.JSON())
+	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
+		ctprover.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey, SyncInterval: ct.Duration(20 * time.Millisecond)}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestConfigs(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`{}`, `{"log_url":"http://127.0.0.1:1"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","sync":"1s"}`} {
-		if _, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, []byte(bad)); err == nil {
+		if _, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, []byte(bad)); err == nil {
 			t.Errorf("prover config %q accepted", bad)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/notary"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 )
 
 // stall is a TCP listener on loopback that accepts connections and never
@@ -65,7 +66,7 @@ func TestProbeShares(t *testing.T) {
 	for i := range flood {
 		c.Resolve[fmt.Sprintf("stall%d.test", i)] = st.ln.Addr().String()
 	}
-	p, err := notary.NewProverFrom(context.Background(), pkie.ProverEnv{DataDir: initDir(t, c)}, c)
+	p, err := notaryprover.NewProverFrom(context.Background(), pkie.ProverEnv{DataDir: initDir(t, c)}, c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package treeproof
+package treemirror
 
 import (
 	"fmt"

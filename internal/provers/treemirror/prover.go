@@ -1,4 +1,4 @@
-package treeproof
+package treemirror
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	"github.com/pkie/pkie/internal/prover"
 )
 
@@ -20,14 +21,6 @@ const (
 	DefaultSyncInterval = 30 * time.Second
 	DefaultMaxAge       = 24 * time.Hour
 )
-
-// DefaultClientMaxAge is how old a signed head the CT and revocation
-// verifiers accept by default (their max_age): how long an old proof can be
-// replayed, and how long after a revocation a stale "not revoked" proof
-// still passes. It is also the prover's default health limit, so that
-// /healthz turns unhealthy when clients start refusing its proofs, not a
-// day later.
-const DefaultClientMaxAge = time.Hour
 
 // MirrorConfig is how a prover reaches and trusts its TTP.
 type MirrorConfig struct {
@@ -38,7 +31,7 @@ type MirrorConfig struct {
 	MaxAge   time.Duration // refuse heads older than this at sync
 	// HealthMaxAge is the head age past which Health reports the prover
 	// unhealthy: the oldest head its clients accept. Zero means
-	// DefaultClientMaxAge, the verifiers' default.
+	// treeproof.DefaultClientMaxAge, the verifiers' default.
 	HealthMaxAge time.Duration
 	Now          func() time.Time // nil: time.Now
 }
@@ -79,7 +72,7 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 		c.MaxAge = DefaultMaxAge
 	}
 	if c.HealthMaxAge == 0 {
-		c.HealthMaxAge = DefaultClientMaxAge
+		c.HealthMaxAge = treeproof.DefaultClientMaxAge
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -153,7 +146,7 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 			p.log.Debug("SCT lookup failed", "err", err)
 		}
 	}
-	b, err := FromResponse(resp)
+	b, err := treeproof.FromResponse(resp)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +154,7 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 	if err != nil {
 		return nil, fmt.Errorf("%s prover: %w", p.p.PKIE(), err)
 	}
-	return &pkie.Proof{ID: p.id, Version: Version, Body: body}, nil
+	return &pkie.Proof{ID: p.id, Version: treeproof.Version, Body: body}, nil
 }
 
 // Run syncs with the TTP every interval until ctx ends.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/ct"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkVerify(b *testing.B) {
 	if err := ttp.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}
-	p, err := ct.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()}, ct.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()}, ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package prover
+package treeproof
 
 import (
 	"crypto/sha256"
@@ -10,9 +10,21 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie/checkpoint"
-	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/sortedtree"
 )
+
+// PKIE names, as they appear in responses and on the command line.
+const (
+	CT         = "ct"
+	Revocation = "revocation"
+)
+
+// DefaultOrigin returns the origin of the sorted-tree heads a PKIE's TTP
+// key signs: checkpoint.HeadOrigin of its name, for both PKIEs.
+func DefaultOrigin(pkie string, v note.Verifier) string {
+	return checkpoint.HeadOrigin(v.Name())
+}
 
 // Pin is what a client trusts about one TTP: its key, and how old a signed
 // sorted-tree head may be.
@@ -75,7 +87,7 @@ func (c *headCache) store(msg string, h *checkpoint.Head) {
 func ParsePin(vkey string, maxAge time.Duration) (Pin, error) {
 	v, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
-		return Pin{}, fmt.Errorf("prover: pinned key: %w", err)
+		return Pin{}, fmt.Errorf("pinned key: %w", err)
 	}
 	return Pin{Verifier: v, MaxAge: maxAge, heads: &headCache{}}, nil
 }
@@ -111,15 +123,17 @@ func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Head, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLogSize(pkie, h); err != nil {
+	if err := CheckLogSize(pkie, h); err != nil {
 		return nil, err
 	}
 	p.heads.store(pkie+"\n"+msg, h)
 	return h, nil
 }
 
-// checkLogSize checks that the log a head is bound to can hold its tree.
-func checkLogSize(pkie string, h *checkpoint.Head) error {
+// CheckLogSize checks that the log a head of the PKIE named pkie (CT or
+// Revocation) is bound to can hold its tree: a prover checks it at sync, a
+// verifier at every head it opens.
+func CheckLogSize(pkie string, h *checkpoint.Head) error {
 	switch {
 	case pkie == CT && h.Log.Size < h.Size:
 		return fmt.Errorf("head of %d certificates bound to a log of only %d entries", h.Size, h.Log.Size)
@@ -188,7 +202,7 @@ func VerifyCT(der []byte, r *Response, pin Pin, mmd time.Duration, now time.Time
 	if r.SCT == nil {
 		return res, errors.New("certificate is absent from the log's sorted tree and has no SCT")
 	}
-	if err := ctlog.VerifySCT(pin.Verifier, der, r.SCT); err != nil {
+	if err := ctwire.VerifySCT(pin.Verifier, der, r.SCT); err != nil {
 		return res, fmt.Errorf("certificate is absent from the log's sorted tree and its SCT is invalid: %w", err)
 	}
 	res.SCTTime = r.SCT.Time()
@@ -207,7 +221,7 @@ func VerifyCT(der []byte, r *Response, pin Pin, mmd time.Duration, now time.Time
 }
 
 // VerifyRevocation checks a revocation prover's response for a revocation
-// key (package revocation) against the authority's pinned key. It returns
+// key (package internal/pkies/revocation's CertKey) against the authority's pinned key. It returns
 // the result whatever the answer; Result.Revoked says it.
 func VerifyRevocation(key [32]byte, r *Response, pin Pin, now time.Time) (*Result, error) {
 	res, _, err := verifyProof(r, key, Revocation, pin, now)

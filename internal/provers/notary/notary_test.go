@@ -19,6 +19,7 @@ import (
 	"github.com/pkie/pkie/internal/consensus"
 	"github.com/pkie/pkie/internal/notarywire"
 	"github.com/pkie/pkie/internal/pkies/notary"
+	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -27,7 +28,7 @@ type world struct {
 	bank, shop *testbed.Site
 	forged     *testbed.Leaf // what a man in the middle shows for bank.test
 	dir        string
-	prover     *notary.Prover
+	prover     *notaryprover.Prover
 }
 
 func newWorld(t *testing.T) *world {
@@ -49,34 +50,34 @@ func newWorld(t *testing.T) *world {
 	w.bank, w.shop = site("bank.test"), site("shop.test")
 	forger, _ := testbed.NewRootCA("Forger", testbed.ECDSAP256)
 	w.forged, _ = forger.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
-	if _, err := notary.Init(w.dir, w.config().JSON()); err != nil {
+	if _, err := notaryprover.Init(w.dir, w.config().JSON()); err != nil {
 		t.Fatal(err)
 	}
 	w.prover = w.newProver(t)
 	return w
 }
 
-func (w *world) config() notary.ProverConfig {
-	return notary.ProverConfig{Name: "cloud.test notary", AllowPrivate: true, Resolve: map[string]string{
+func (w *world) config() notaryprover.ProverConfig {
+	return notaryprover.ProverConfig{Name: "cloud.test notary", AllowPrivate: true, Resolve: map[string]string{
 		"bank.test:443": w.bank.Addr.String(), "shop.test": w.shop.Addr.String(),
 	}}
 }
 
-func (w *world) newProver(t *testing.T) *notary.Prover {
+func (w *world) newProver(t *testing.T) *notaryprover.Prover {
 	t.Helper()
-	p, err := notary.NewProver(context.Background(), pkie.ProverEnv{DataDir: w.dir}, w.config().JSON())
+	p, err := notaryprover.NewProver(context.Background(), pkie.ProverEnv{DataDir: w.dir}, w.config().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.(*notary.Prover).Close() })
-	return p.(*notary.Prover)
+	t.Cleanup(func() { p.(*notaryprover.Prover).Close() })
+	return p.(*notaryprover.Prover)
 }
 
 // initDir returns a fresh state directory where Init made a notary's keys.
-func initDir(t *testing.T, c notary.ProverConfig) string {
+func initDir(t *testing.T, c notaryprover.ProverConfig) string {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := notary.Init(dir, c.JSON()); err != nil {
+	if _, err := notaryprover.Init(dir, c.JSON()); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -116,11 +117,11 @@ func TestProveVerify(t *testing.T) {
 		t.Fatalf("body is not a v1 response: %v %s", err, good.Body)
 	}
 	mitm := prove("bank.test", w.forged.Chain)
-	op, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, w.config())}, w.config().JSON())
+	op, err := notaryprover.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, w.config())}, w.config().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer op.(*notary.Prover).Close()
+	defer op.(*notaryprover.Prover).Close()
 	otherKey, _ := op.Prove(ctx, &pkie.ProveRequest{Subject: subject("bank.test", bank)})
 	flip := func(p *pkie.Proof, i int) *pkie.Proof {
 		b := append([]byte(nil), p.Body...)
@@ -180,7 +181,7 @@ func TestIdentity(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("v1.key: %v %v", st, err)
 	}
-	pub, err := notary.PublicKey(w.dir)
+	pub, err := notaryprover.PublicKey(w.dir)
 	if err != nil || pub != w.prover.PublicKey() {
 		t.Fatalf("PublicKey(dir) = %q, %v; the prover's is %q", pub, err, w.prover.PublicKey())
 	}
@@ -195,7 +196,7 @@ func TestIdentity(t *testing.T) {
 	if err := again.Health(); err != nil {
 		t.Errorf("Health: %v", err)
 	}
-	if _, err := notary.PublicKey(t.TempDir()); err == nil {
+	if _, err := notaryprover.PublicKey(t.TempDir()); err == nil {
 		t.Error("PublicKey of an empty directory")
 	}
 }
@@ -210,10 +211,10 @@ func TestLostKeysRefused(t *testing.T) {
 	w := newWorld(t)
 	pub := w.prover.PublicKey()
 	w.prover.Close()
-	if _, err := notary.Init(w.dir, w.config().JSON()); err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
+	if _, err := notaryprover.Init(w.dir, w.config().JSON()); err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
 		t.Fatalf("Init over existing keys: %v", err)
 	}
-	if again, err := notary.PublicKey(w.dir); err != nil || again != pub {
+	if again, err := notaryprover.PublicKey(w.dir); err != nil || again != pub {
 		t.Fatalf("after a refused Init: %q %v, want %q", again, err, pub)
 	}
 
@@ -240,8 +241,8 @@ func TestLostKeysRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, _ := os.ReadFile(filepath.Join(tc.dir, "v1.key"))
-			_, perr := notary.NewProver(ctx, pkie.ProverEnv{DataDir: tc.dir}, w.config().JSON())
-			_, kerr := notary.PublicKey(tc.dir)
+			_, perr := notaryprover.NewProver(ctx, pkie.ProverEnv{DataDir: tc.dir}, w.config().JSON())
+			_, kerr := notaryprover.PublicKey(tc.dir)
 			for _, err := range []error{perr, kerr} {
 				if err == nil {
 					t.Fatal("a notary without its keys was accepted")
@@ -278,12 +279,12 @@ func TestLostHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	p, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: w.dir, Log: slog.New(slog.NewTextHandler(&logs, nil))}, w.config().JSON())
+	p, err := notaryprover.NewProver(ctx, pkie.ProverEnv{DataDir: w.dir, Log: slog.New(slog.NewTextHandler(&logs, nil))}, w.config().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.(*notary.Prover).Close()
-	if p.(*notary.Prover).PublicKey() != pub {
+	defer p.(*notaryprover.Prover).Close()
+	if p.(*notaryprover.Prover).PublicKey() != pub {
 		t.Error("a lost history changed the notary's key")
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "history is EMPTY") {
@@ -298,14 +299,14 @@ func TestSSRFGuard(t *testing.T) {
 	w := newWorld(t)
 	c := w.config()
 	c.AllowPrivate = false
-	if _, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, c)}, c.JSON()); err == nil || !strings.Contains(err.Error(), "allow_private") {
+	if _, err := notaryprover.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, c)}, c.JSON()); err == nil || !strings.Contains(err.Error(), "allow_private") {
 		t.Fatalf("resolve to loopback without allow_private: %v", err)
 	}
-	p, err := notary.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, notary.ProverConfig{})}, notary.ProverConfig{}.JSON())
+	p, err := notaryprover.NewProver(ctx, pkie.ProverEnv{DataDir: initDir(t, notaryprover.ProverConfig{})}, notaryprover.ProverConfig{}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.(*notary.Prover).Close()
+	defer p.(*notaryprover.Prover).Close()
 	_, err = p.Prove(ctx, &pkie.ProveRequest{Subject: subject("127.0.0.1", w.bank.Leaf().Chain)})
 	if !errors.Is(err, pkie.ErrUnsupported) || !strings.Contains(err.Error(), "not public") {
 		t.Fatalf("probe of 127.0.0.1: %v", err)
@@ -318,10 +319,10 @@ func TestConfigs(t *testing.T) {
 			t.Errorf("verifier config %q accepted", bad)
 		}
 	}
-	if _, err := notary.NewProver(context.Background(), pkie.ProverEnv{}, []byte(`{}`)); err == nil {
+	if _, err := notaryprover.NewProver(context.Background(), pkie.ProverEnv{}, []byte(`{}`)); err == nil {
 		t.Error("prover without a data directory")
 	}
-	if _, err := notary.NewProver(context.Background(), pkie.ProverEnv{DataDir: initDir(t, notary.ProverConfig{})}, []byte(`{"resolve":{"a.test":"nope"}}`)); err == nil {
+	if _, err := notaryprover.NewProver(context.Background(), pkie.ProverEnv{DataDir: initDir(t, notaryprover.ProverConfig{})}, []byte(`{"resolve":{"a.test":"nope"}}`)); err == nil {
 		t.Error("bad resolve entry accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package prover
+package treeproof
 
 import "testing"
 

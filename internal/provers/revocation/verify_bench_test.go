@@ -9,6 +9,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -40,8 +41,8 @@ func BenchmarkVerify(b *testing.B) {
 	if err := ttp.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}
-	p, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()},
-		revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	p, err := revprover.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()},
+		revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		b.Fatal(err)
 	}

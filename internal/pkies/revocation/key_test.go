@@ -3,13 +3,26 @@ package revocation_test
 import (
 	"testing"
 
-	. "github.com/pkie/pkie/internal/revocation"
+	. "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
 // TestCertKeyChecksIssuer: for a leaf without an authority key identifier,
 // CertKey takes the key identifier from the issuer it is given only if that
 // issuer signed the leaf.
+func newCA(t testing.TB, name string) *testbed.CA {
+	t.Helper()
+	root, err := testbed.NewRootCA(name+" Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := root.NewIntermediate(name, testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
 func TestCertKeyChecksIssuer(t *testing.T) {
 	ca, other := newCA(t, "Signer"), newCA(t, "Unrelated")
 	leaf, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{"old.test"}, OmitAKI: true})

@@ -1,4 +1,4 @@
-package treeproof_test
+package treemirror_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/revocation"
-	"github.com/pkie/pkie/internal/pkies/treeproof"
 	"github.com/pkie/pkie/internal/prover"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
+	"github.com/pkie/pkie/internal/provers/treemirror"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -42,10 +43,10 @@ func TestHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyOf := func(*pkie.ProveRequest) ([32]byte, error) { return [32]byte{}, nil }
-	mirror := func(healthMaxAge time.Duration, now func() time.Time) *treeproof.Prover {
+	mirror := func(healthMaxAge time.Duration, now func() time.Time) *treemirror.Prover {
 		t.Helper()
-		p, err := treeproof.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{DataDir: t.TempDir()},
-			treeproof.MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: ttp.RevocationKey, HealthMaxAge: healthMaxAge, Now: now},
+		p, err := treemirror.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{DataDir: t.TempDir()},
+			treemirror.MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: ttp.RevocationKey, HealthMaxAge: healthMaxAge, Now: now},
 			keyOf, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +55,8 @@ func TestHealth(t *testing.T) {
 	}
 	clk := time.Now()
 	p := mirror(0, func() time.Time { return clk })
-	proof, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
-		revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	proof, err := revprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
+		revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestHealth(t *testing.T) {
 	}
 	// The limit in the enhancements' JSON configurations.
 	for _, hm := range []string{"1ns", "3h"} {
-		rp, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
+		rp, err := revprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
 			[]byte(`{"authority_url":"`+ttp.RevocationURL+`","authority_key":"`+ttp.RevocationKey+`","health_max_age":"`+hm+`"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +120,7 @@ func TestHealth(t *testing.T) {
 	}
 	// An unreachable log does not stop the host: the mirror is built
 	// without a tree, unhealthy, and answers ErrUnavailable, never a proof.
-	down, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, keyOf, nil)
+	down, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, keyOf, nil)
 	if err != nil {
 		t.Fatalf("a mirror of an unreachable log: %v", err)
 	}
@@ -129,10 +130,10 @@ func TestHealth(t *testing.T) {
 	if p, err := down.Prove(ctx, &pkie.ProveRequest{Subject: subj}); !errors.Is(err, pkie.ErrUnavailable) {
 		t.Errorf("a mirror of an unreachable log proved: %v %v", p, err)
 	}
-	if _, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: "not a key"}, nil, nil); err == nil {
+	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: "not a key"}, nil, nil); err == nil {
 		t.Error("a mirror with a malformed TTP key was built")
 	}
-	if _, err := treeproof.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treeproof.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: ttp.LogKey, HealthMaxAge: -time.Hour}, nil, nil); err == nil {
+	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: ttp.LogKey, HealthMaxAge: -time.Hour}, nil, nil); err == nil {
 		t.Error("a negative health_max_age was accepted")
 	}
 }

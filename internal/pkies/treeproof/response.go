@@ -1,4 +1,4 @@
-package prover
+package treeproof
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctwire"
 )
 
 // ResponseVersion is the version of the Response JSON.
@@ -17,14 +17,14 @@ const ResponseVersion = 1
 // the PEC paper's scale is under 2 KB; the checkpoint under 1 KB.
 const MaxResponseBytes = 64 << 10
 
-// Response is what a prover sends: the TTP's signed checkpoint and a
+// Response is what a prover server (`pkie prover serve`) sends over HTTP: the TTP's signed checkpoint and a
 // proof against it. Its trust comes from the checkpoint's signature, never
 // from the prover that relays it.
 type Response struct {
 	Version int    `json:"version"`
 	PKIE    string `json:"pkie"`
 	// Key is the key proven: SHA-256 of the certificate DER for CT, the
-	// revocation key (package revocation) for revocation.
+	// revocation key (internal/pkies/revocation.CertKey) for revocation.
 	Key Key `json:"key"`
 	// Present is the prover's claim; verifiers trust only the proof.
 	Present bool `json:"present"`
@@ -35,7 +35,7 @@ type Response struct {
 	// SCT is the log's signed timestamp for a certificate absent from the
 	// sorted tree, when the log has one: the client accepts the absence if
 	// the SCT is younger than the maximum merge delay.
-	SCT *ctlog.SCT `json:"sct,omitempty"`
+	SCT *ctwire.SCT `json:"sct,omitempty"`
 }
 
 // Key is a 32-byte key, hex in JSON.
@@ -43,6 +43,9 @@ type Key [32]byte
 
 // MarshalText renders the key in hex.
 func (k Key) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(k[:])), nil }
+
+// String renders the key in hex.
+func (k Key) String() string { b, _ := k.MarshalText(); return string(b) }
 
 // UnmarshalText parses 64 hex digits.
 func (k *Key) UnmarshalText(b []byte) error {

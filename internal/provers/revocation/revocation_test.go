@@ -10,6 +10,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -33,8 +34,8 @@ func startTTPs(t *testing.T) *testbed.TTPs {
 
 func newProver(t *testing.T, ttp *testbed.TTPs) pkie.Prover {
 	t.Helper()
-	p, err := revocation.NewProver(context.Background(), pkie.ProverEnv{DataDir: t.TempDir()},
-		revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	p, err := revprover.NewProver(context.Background(), pkie.ProverEnv{DataDir: t.TempDir()},
+		revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestConfigs(t *testing.T) {
 			t.Errorf("verifier config %q accepted", bad)
 		}
 	}
-	if _, err := revocation.NewProver(context.Background(), pkie.ProverEnv{DataDir: t.TempDir()}, []byte(`{"authority_url":"http://127.0.0.1:1"}`)); err == nil {
+	if _, err := revprover.NewProver(context.Background(), pkie.ProverEnv{DataDir: t.TempDir()}, []byte(`{"authority_url":"http://127.0.0.1:1"}`)); err == nil {
 		t.Error("prover config without a key accepted")
 	}
 }
@@ -201,8 +202,8 @@ func FuzzVerify(f *testing.F) {
 	if err := ttp.Refresh(ctx); err != nil {
 		f.Fatal(err)
 	}
-	p, err := revocation.NewProver(ctx, pkie.ProverEnv{DataDir: f.TempDir()},
-		revocation.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
+	p, err := revprover.NewProver(ctx, pkie.ProverEnv{DataDir: f.TempDir()},
+		revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON())
 	if err != nil {
 		f.Fatal(err)
 	}
