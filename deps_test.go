@@ -20,7 +20,7 @@ const module = "github.com/pkie/pkie"
 // A new one must be added here on purpose, after checking that it is
 // client code.
 var clientPackages = []string{
-	"", "check", "checkpoint", "obc", "pec", "probe", "sortedtree",
+	"", "check", "checkpoint", "obc", "pec", "pec/cloudbundle", "probe", "sortedtree",
 	"internal/consensus", "internal/ctwire", "internal/notarywire", "internal/pecwire", "internal/termtext",
 	"internal/pkies/builtin", "internal/pkies/conf", "internal/pkies/ct", "internal/pkies/notary",
 	"internal/pkies/revocation", "internal/pkies/treeproof",
