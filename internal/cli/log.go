@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pkie/pkie/internal/ttpstate"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/httplimit"
 	rootstore "github.com/pkie/pkie/internal/roots"
@@ -99,7 +99,7 @@ func rememberRoots(data, choice string) error {
 	if _, err := parseRoots(content, choice); err != nil {
 		return usageError("%v", err)
 	}
-	return ttpstate.WriteFile(filepath.Join(data, RootsFile), content)
+	return atomicfile.WriteFile(filepath.Join(data, RootsFile), content, 0o600)
 }
 
 // loadRootsChoice parses a --roots value: nil for any.

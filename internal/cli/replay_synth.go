@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/replay"
 	"github.com/pkie/pkie/internal/replay/gen"
 	"github.com/pkie/pkie/internal/replay/synth"
@@ -465,7 +466,11 @@ func replaySynthRDNS(ctx context.Context, env *Env, in *traceInput, cfg *synth.C
 	st, rerr := rd.Resolve(ctx, set.Addrs())
 	if fl.cache != "" {
 		// Keep what was answered, even when interrupted.
-		if err := writeFileAtomic(fl.cache, cache); err != nil {
+		err := atomicfile.Write(fl.cache, 0o600, func(w io.Writer) error {
+			_, err := cache.WriteTo(w)
+			return err
+		})
+		if err != nil {
 			return st, set.Over, fmt.Errorf("--rdns-cache %s: %w", fl.cache, err)
 		}
 	}
@@ -486,29 +491,6 @@ func countCached(c *synth.RDNSCache, set *synth.AddrSet) int {
 		}
 	}
 	return n
-}
-
-// writeFileAtomic writes w's output to a temporary file beside path and
-// renames it over path, so a crash leaves the old file or the new one.
-func writeFileAtomic(path string, w io.WriterTo) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	if _, err := w.WriteTo(tmp); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 func sharePct(n, of int64) string {
