@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pkie/pkie/internal/option"
 	"github.com/pkie/pkie/internal/termtext"
 )
 
@@ -331,4 +332,15 @@ func makeOutDir(flagName, dir string) error {
 		return usageError("%s %s: %v", flagName, dir, err)
 	}
 	return checkOutput(flagName, filepath.Join(dir, "plot"))
+}
+
+// optionError turns a library's *option.Error into a usage error naming
+// the command's flags (names maps Options fields to them); other errors
+// pass as they are.
+func optionError(err error, names map[string]string) error {
+	var oe *option.Error
+	if errors.As(err, &oe) {
+		return usageError("%s", oe.Rename(names))
+	}
+	return err
 }

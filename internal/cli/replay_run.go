@@ -5,20 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"net"
-	"net/netip"
 	"os"
 	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/pkie/pkie/internal/consensus"
-	"github.com/pkie/pkie/internal/notary"
 	"github.com/pkie/pkie/internal/replay"
 	"github.com/pkie/pkie/internal/replay/driver"
-	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -30,6 +24,14 @@ type replayRunSummary struct {
 	End      replay.RunEnd    `json:"end"`
 	Results  int64            `json:"results"`
 	Counts   map[string]int64 `json:"counts"`
+}
+
+// replayRunFlags names driver.Setup's fields as replay run's flags do.
+var replayRunFlags = map[string]string{
+	"Local": "--local-notaries", "Bundles": "--notary-bundle", "API": "--api", "Conns": "--conns",
+	"Speedup": "--speedup", "Timeout": "--timeout", "From": "--from", "Until": "--until",
+	"MaxInFlight": "--max-in-flight", "Hosts": "--hosts", "ProbeTimeout": "--probe-timeout",
+	"NotaryProbes": "--notary-probes", "NotaryQueue": "--notary-queue", "NotaryRequests": "--notary-requests", "Dead": "--dead",
 }
 
 func replayRun(ctx context.Context, env *Env, args []string) error {
@@ -71,28 +73,21 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 		return usageError("want --notary local or one or more --notary-bundle FILE, not both")
 	case *notaryMode != "" && *notaryMode != "local":
 		return usageError("--notary %q: the only in-process notary is \"local\"; remote notaries are given by --notary-bundle", *notaryMode)
-	case *api != "convergence" && *api != "v1":
-		return usageError("--api %q: want convergence or v1", *api)
-	case !validSpeedup(*speedup):
-		return usageError("--speedup %v: want a finite number above 0", *speedup)
-	case *timeout == 0:
-		return usageError("--timeout must be positive")
-	case *until != 0 && *until <= *from:
-		return usageError("--until %v is not after --from %v", *until, *from)
-	case *hosts < 1 || *hosts > 254:
-		return usageError("--hosts must be 1 to 254")
-	case *maxInFlight < 1:
-		return usageError("--max-in-flight must be positive")
-	case *deadMode != "refuse" && *deadMode != "silent":
-		return usageError("--dead %q: want refuse or silent", *deadMode)
-	case *connMode != replay.ConnsReuse && *connMode != replay.ConnsFresh:
-		return usageError("--conns %q: want reuse or fresh", *connMode)
-	case *localN < 1 || *localN > 16:
-		return usageError("--local-notaries must be 1 to 16")
-	case *nProbes < 0 || *nProbes > 100000, *nQueue < 0 || *nQueue > 1000000, *nRequests < 0 || *nRequests > 1000000:
-		return usageError("--notary-probes (at most 100000), --notary-queue and --notary-requests (at most 1000000) must be 0 (the default) or positive")
 	case *notaryMode == "" && (*nProbes != 0 || *nQueue != 0 || *nRequests != 0):
 		return usageError("--notary-probes, --notary-queue and --notary-requests size a local notary: give --notary local")
+	}
+	setup := driver.Setup{
+		Bundles: bundles, API: *api, Conns: *connMode, Speedup: *speedup, Timeout: *timeout,
+		From: *from, Until: *until, MaxInFlight: *maxInFlight, Hosts: *hosts,
+		ProbeTimeout: *probeTimeout, NotaryProbes: *nProbes, NotaryQueue: *nQueue, NotaryRequests: *nRequests, Dead: *deadMode,
+	}
+	if *notaryMode == "local" {
+		setup.Local = *localN
+	} else if *localN < 1 || *localN > 16 {
+		return usageError("--local-notaries must be 1 to 16") // checked whether used or not, as always
+	}
+	if err := optionError(setup.Validate(), replayRunFlags); err != nil {
+		return err
 	}
 	if err := checkRecordOut(*out, *force, append([]string{pos[0]}, bundles...)); err != nil {
 		return err
@@ -128,121 +123,11 @@ func replayRun(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
-
-	header := replay.RunHeader{Schedule: pos[0], ScheduleHeader: sr.Header, API: *api, Conns: *connMode}
-	opt := driver.Options{
-		Schedule: sr, Header: header, Speedup: *speedup, Timeout: *timeout,
-		From: *from, Until: *until, MaxInFlight: *maxInFlight,
-	}
-	// Linux routes all of 127.0.0.0/8 to loopback; other systems only the
-	// addresses configured.
-	sources := driver.LoopbackSources(*hosts)
-	bindErr := canBind(sources[len(sources)-1])
-	nSources := *hosts
-	if bindErr != nil {
-		nSources = 1
-	}
-	var fps driver.Fingerprints
-	var world *testbed.World
-	var locals []*driver.Local
-	var nbs []*consensus.Bundle
-	defer func() {
-		for _, l := range locals {
-			l.Close()
-		}
-		if world != nil {
-			world.Close()
-		}
-	}()
-	if *notaryMode == "local" {
-		dead := deadHosts(targets)
-		world, err = testbed.StartWorld(testbed.WorldOptions{
-			Dead:       func(h string) bool { return dead[strings.ToLower(h)] },
-			DeadSilent: *deadMode == "silent",
-		})
-		if err != nil {
-			return err
-		}
-		fps = func(host string, _ uint16) ([20]byte, [32]byte, bool) {
-			s1, s256, err := world.Fingerprint(host)
-			return s1, s256, err == nil
-		}
-		for i := range *localN {
-			name := "local"
-			if *localN > 1 {
-				name = fmt.Sprintf("local-%d", i+1)
-			}
-			l, err := driver.StartLocal(driver.LocalOptions{
-				Name: name, Lookup: world.Lookup, ProbeTimeout: *probeTimeout, Sources: nSources, MaxInFlight: *maxInFlight,
-				Config: notary.Config{MaxProbes: *nProbes, MaxQueue: *nQueue, MaxRequests: *nRequests},
-			})
-			if err != nil {
-				return err
-			}
-			locals = append(locals, l)
-			nbs = append(nbs, l.Bundle)
-		}
-		opt.NotaryBytesEach = func() []int64 {
-			each := make([]int64, len(locals))
-			for i, l := range locals {
-				each[i] = l.Bytes()
-			}
-			return each
-		}
-		opt.ProbeBytes = world.ProbeBytes
-		c := locals[0].Config
-		deadHow := "refusing connections"
-		if *deadMode == "silent" {
-			deadHow = "silent"
-		}
-		opt.Header.Local = fmt.Sprintf("synthetic world: %d listeners, %d names of which %d dead (%s); %d notaries, SQLite history, probe timeout %v, %s; per source address: %d requests, %d probes, %d connections",
-			len(world.Addrs), len(targets), len(dead), deadHow, *localN, *probeTimeout, localTotals(c), c.MaxRequestsPerClient, c.MaxProbesPerClient, c.Conns.MaxConnsPerClient)
-	} else {
-		for _, f := range bundles {
-			b, err := consensus.ReadBundle(f)
-			if err != nil {
-				return err
-			}
-			nbs = append(nbs, b)
-		}
-	}
-	loopback := true
-	for _, b := range nbs {
-		loopback = loopback && driver.OnLoopback(b)
-	}
-	if loopback {
-		if bindErr != nil {
-			fmt.Fprintf(env.Stderr, "pkie replay run: cannot send from %v (%v); every request leaves from one address, so the notaries see one client\n", sources[len(sources)-1], bindErr)
-		} else {
-			opt.Sources = sources
-		}
-	}
-	// Connections from each source address to each notary: enough for
-	// its share of the requests in flight at HTTP/2's 100 streams each,
-	// with room for hashing's unevenness.
-	conns := max(4, 2*(*maxInFlight/max(1, len(opt.Sources))/100+1))
-	for _, b := range nbs {
-		if *api == "v1" {
-			t, err := driver.NewV1(b, fps, conns)
-			if err != nil {
-				return err
-			}
-			defer t.Close()
-			if *connMode == replay.ConnsFresh {
-				t.FreshConnections()
-			}
-			opt.Targets = append(opt.Targets, t)
-		} else {
-			t, err := driver.NewConvergence(b, fps, conns)
-			if err != nil {
-				return err
-			}
-			defer t.Close()
-			if *connMode == replay.ConnsFresh {
-				t.FreshConnections()
-			}
-			opt.Targets = append(opt.Targets, t)
-		}
+	opt := driver.Options{Schedule: sr, Header: replay.RunHeader{Schedule: pos[0], ScheduleHeader: sr.Header, API: *api, Conns: *connMode}}
+	stop, err := setup.Prepare(targets, &opt, func(w string) { fmt.Fprintf(env.Stderr, "pkie replay run: %s\n", w) })
+	defer stop()
+	if err != nil {
+		return err
 	}
 
 	// The record is written in place, not renamed into place at the end:
@@ -336,13 +221,6 @@ func checkRecordOut(out string, force bool, inputs []string) error {
 	return nil
 }
 
-// validSpeedup reports whether f can divide trace time into wall time: the
-// flag parser accepts "NaN" and "Inf", which would make every request due
-// at once (or never) and cannot be written to the record.
-func validSpeedup(f float64) bool {
-	return f > 0 && !math.IsInf(f, 0) && !math.IsNaN(f)
-}
-
 // scheduleRest reads a whole schedule, checking it, and returns its
 // targets and its last request's time.
 func scheduleRest(env *Env, name string) ([]replay.Target, time.Duration, error) {
@@ -371,34 +249,6 @@ func scheduleRest(env *Env, name string) ([]replay.Target, time.Duration, error)
 		return nil, 0, fmt.Errorf("%s: %w", name, err)
 	}
 	return t, last, nil
-}
-
-// deadHosts returns the hosts (lower case) every target of which is dead:
-// the world serves a host on every port or on none.
-func deadHosts(targets []replay.Target) map[string]bool {
-	live := map[string]bool{}
-	dead := map[string]bool{}
-	for _, t := range targets {
-		h := strings.ToLower(t.Host)
-		if t.Dead {
-			dead[h] = true
-		} else {
-			live[h] = true
-		}
-	}
-	for h := range live {
-		delete(dead, h)
-	}
-	return dead
-}
-
-// canBind reports whether connections can leave from a.
-func canBind(a netip.Addr) error {
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: a.AsSlice()})
-	if err != nil {
-		return err
-	}
-	return ln.Close()
 }
 
 func outcomeMix(c map[string]int64) string {
@@ -468,17 +318,4 @@ func printRunProgress(w io.Writer, p driver.Progress, total time.Duration) {
 	fmt.Fprintf(w, "pkie replay run: trace %s%s at wall %s, %.0f sent/s, %d in flight, lag %s (max %s); %s\n",
 		p.Reached.Truncate(time.Second), of, p.Wall.Truncate(time.Second), rate, p.InFlight,
 		p.RecentMaxLag.Round(time.Millisecond), p.MaxLag.Round(time.Millisecond), outcomeMix(p.Counts))
-}
-
-// localTotals says a local notary's totals as configured (zero fields are
-// the notary's defaults).
-func localTotals(c notary.Config) string {
-	n := func(v, def int) int {
-		if v > 0 {
-			return v
-		}
-		return def
-	}
-	probes := n(c.MaxProbes, 64)
-	return fmt.Sprintf("%d probes, %d queued, %d requests in all", probes, n(c.MaxQueue, 4*probes), n(c.MaxRequests, 4096))
 }
