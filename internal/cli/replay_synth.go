@@ -81,6 +81,12 @@ func (in *traceInput) open(prog *traceProgress) (replay.Reader, func(), error) {
 	return r, closeAll, nil
 }
 
+// replaySynthFlags names synth.Limits' fields as replay synth's flags do.
+var replaySynthFlags = map[string]string{
+	"MaxSNI": "--zeek-ssl-max", "CacheMax": "--cache-max", "TargetsMax": "--targets-max", "MaxSpan": "--max-span",
+	"RDNSRate": "--rdns-rate", "RDNSConcurrency": "--rdns-concurrency", "RDNSTimeout": "--rdns-timeout", "RDNSMax": "--rdns-max",
+}
+
 func replaySynth(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "replay synth", "[flags] TRACE|-")
 	format := fs.String("format", "auto", "trace format: auto, jsonl, nfdump, zeek or pcap")
@@ -162,15 +168,12 @@ func replaySynth(ctx context.Context, env *Env, args []string) error {
 		}
 		in.opt.Ports = append(in.opt.Ports, uint16(n))
 	}
-	switch {
-	case *maxSNI <= 0:
-		return usageError("--zeek-ssl-max must be positive")
-	case *rdnsRate <= 0:
-		return usageError("--rdns-rate must be positive")
-	case *rdnsConc <= 0 || *rdnsMax <= 0 || *cacheMax <= 0 || *targetsMax <= 0:
-		return usageError("--rdns-concurrency, --rdns-max, --cache-max and --targets-max must be positive")
-	case *rdnsTimeout <= 0 || *maxSpan <= 0:
-		return usageError("--rdns-timeout and --max-span must be positive")
+	limits := synth.Limits{
+		MaxSNI: *maxSNI, CacheMax: *cacheMax, TargetsMax: *targetsMax, MaxSpan: *maxSpan,
+		RDNSRate: *rdnsRate, RDNSConcurrency: *rdnsConc, RDNSTimeout: *rdnsTimeout, RDNSMax: *rdnsMax,
+	}
+	if err := optionError(limits.Validate(), replaySynthFlags); err != nil {
+		return err
 	}
 	if !*rdns {
 		for _, f := range []string{"resolver", "rdns-rate", "rdns-concurrency", "rdns-timeout", "rdns-cache", "rdns-cache-max-age", "rdns-max"} {

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -297,24 +296,14 @@ func runVerify(ctx context.Context, env *Env, args []string) error {
 // parseBackendNames splits --backends, refusing unknown and repeated names
 // before anything starts.
 func parseBackendNames(s string) ([]string, error) {
-	var names []string
+	names := []string{}
 	for _, n := range strings.Split(s, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" {
-			continue
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
 		}
-		if !slices.Contains(verify.Names, n) {
-			return nil, usageError("--backends: unknown back end %q (known: %s)", n, strings.Join(verify.Names, ", "))
-		}
-		if slices.Contains(names, n) {
-			return nil, usageError("--backends: %s named twice", n)
-		}
-		names = append(names, n)
 	}
-	if len(names) == 0 {
-		return nil, usageError("--backends names no back end (known: %s)", strings.Join(verify.Names, ", "))
-	}
-	return names, nil
+	o := verify.Options{Names: names}
+	return names, optionError(o.Validate(), map[string]string{"Names": "--backends"})
 }
 
 // loadVerifyRoots reads the trust anchors --roots names, as DER, and says
