@@ -25,7 +25,7 @@ func TestSetupValidate(t *testing.T) {
 		{"remote", func(s *Setup) { s.Local, s.Bundles = 0, []string{"a.notary"} }, ""},
 		{"v1, fresh, silent", func(s *Setup) { s.API, s.Conns, s.Dead = "v1", replay.ConnsFresh, "silent" }, ""},
 		{"sized local notary", func(s *Setup) { s.NotaryProbes, s.NotaryQueue, s.NotaryRequests = 100000, 1000000, 1000000 }, ""},
-		{"until after from", func(s *Setup) { s.From, s.Until = time.Second, 2 * time.Second }, ""},
+		{"until after from", func(s *Setup) { s.From, s.Until = time.Second, 2*time.Second }, ""},
 		{"neither local nor bundles", func(s *Setup) { s.Local = 0 }, "Local"},
 		{"both local and bundles", func(s *Setup) { s.Bundles = []string{"a.notary"} }, "Local"},
 		{"17 local", func(s *Setup) { s.Local = 17 }, "Local"},
