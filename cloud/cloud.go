@@ -29,7 +29,8 @@ import (
 	"os"
 
 	"github.com/pkie/pkie"
-	"github.com/pkie/pkie/internal/cli"
+	"github.com/pkie/pkie/internal/cli/command"
+	"github.com/pkie/pkie/internal/cli/serve"
 	"github.com/pkie/pkie/internal/provers"
 )
 
@@ -56,6 +57,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, reg *pkie
 	if reg == nil {
 		reg = BuiltinRegistry()
 	}
-	env := &cli.Env{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
-	return cli.CloudMain(ctx, env, args, reg)
+	env := &command.Env{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	// The serving family alone: a cloud binary links none of the
+	// measurement toolkit, the benchmarks or the testbed.
+	return command.ReportExit(env, "cloud", serve.CloudWith(ctx, env, args, reg))
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pkie/pkie/internal/cli/command"
 )
 
 // TestHelpAfterAValueFlag: -h right after a flag that takes a value asks
@@ -169,7 +171,7 @@ func TestTargetColons(t *testing.T) {
 		{in: "2001:db8::1::2", bad: "more than one colon"},
 		{in: "example.com:http", bad: `port "http"`},
 	} {
-		host, port, err := splitHostPort(tc.in, 443)
+		host, port, err := command.SplitHostPort(tc.in, 443)
 		if tc.bad != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.bad) {
 				t.Errorf("%q: got %q %d, %v; want an error saying %q", tc.in, host, port, err, tc.bad)

@@ -3,11 +3,14 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pkie/pkie/internal/cli/serve"
 )
 
 // TestOBCServeSuggestionWorks runs "pkie obc serve" as a user would (text
@@ -23,7 +26,7 @@ func TestOBCServeSuggestionWorks(t *testing.T) {
 	env := &Env{Stdin: strings.NewReader(""), Stdout: pw, Stderr: logs, Getenv: func(string) string { return "" }}
 	done := make(chan error, 1)
 	go func() {
-		done <- obcServe(ctx, env, []string{"--addr", "127.0.0.1:0", "--write-cert", filepath.Join(dir, "site.pem")})
+		done <- serve.OBCServe(ctx, env, []string{"--addr", "127.0.0.1:0", "--write-cert", filepath.Join(dir, "site.pem")})
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -83,7 +86,7 @@ func TestOBCServeSuggestionWorks(t *testing.T) {
 	if code, out, errs := run(logout, jar); code != ExitOK {
 		t.Fatalf("logout: exit %d\n%s\n%s", code, out, errs)
 	}
-	if b, _ := os.ReadFile(jar); strings.Contains(string(b), obcSessionCookie) {
+	if b, _ := os.ReadFile(jar); strings.Contains(string(b), serve.OBCSessionCookie) {
 		t.Errorf("the jar keeps the session cookie after logout:\n%s", b)
 	}
 	if code, out, _ := run(whoami, jar); code != ExitNegative || strings.Contains(out, "alice") {
@@ -116,4 +119,51 @@ func TestOBCGetExitStatus(t *testing.T) {
 			t.Errorf("obc get %s: exit %d, stderr %q; want exit %d with %q\n%s", tc.path, code, errs, tc.code, tc.err, out)
 		}
 	}
+}
+
+type obcServeStart struct {
+	Listening        string `json:"listening"`
+	URL              string `json:"url"`
+	Mode             string `json:"mode"`
+	CertFile         string `json:"cert_file"`
+	Pin              string `json:"pin_sha256"`
+	BinderKeyCreated bool   `json:"binder_key_created"`
+}
+
+// startOBCServe runs "pkie obc serve --json args..." in this process and
+// returns its startup line and a function that stops it and returns its log.
+func startOBCServe(t *testing.T, args ...string) (obcServeStart, func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	logs := &lockedBuffer{}
+	env := &Env{Stdin: strings.NewReader(""), Stdout: pw, Stderr: logs, Getenv: func(string) string { return "" }}
+	done := make(chan error, 1)
+	go func() {
+		done <- serve.OBCServe(ctx, env, append([]string{"--json", "--addr", "127.0.0.1:0"}, args...))
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("obc serve exited (%v) before listening: %s", <-done, logs.String())
+	}
+	go io.Copy(io.Discard, pr)
+	var st obcServeStart
+	if err := json.Unmarshal([]byte(line), &st); err != nil || st.Listening == "" {
+		t.Fatalf("startup line %q: %v", line, err)
+	}
+	stopped := false
+	stop := func() string {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("obc serve: %v: %s", err, logs.String())
+			}
+		}
+		return logs.String()
+	}
+	t.Cleanup(func() { stop() })
+	return st, stop
 }

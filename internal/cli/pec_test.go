@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/cli/client"
 	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/termtext"
 	"github.com/pkie/pkie/internal/testbed"
@@ -247,7 +248,7 @@ func TestPECGetDeadline(t *testing.T) {
 		t.Fatalf("pec get with no time for proofs: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = runCLI(t, append([]string{"pec", "get"}, w.flags("--proof-timeout", "1ns", "--warn", w.url("good.test"))...)...)
-	if code != ExitFetchedWithWarnings || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") ||
+	if code != client.ExitFetchedWithWarnings || !strings.Contains(out, "INCONCLUSIVE") || !strings.Contains(out, "HTTP/1.1 200 OK") ||
 		!strings.HasPrefix(errs, "pkie pec get: WARNING: the verdict is INCONCLUSIVE") {
 		t.Fatalf("pec get --warn: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -291,8 +292,8 @@ func TestPECGetWarnWithholdingCloud(t *testing.T) {
 	}
 
 	code, out, errs = runCLI(t, args("--warn")...)
-	if code != ExitFetchedWithWarnings {
-		t.Errorf("--warn: exit %d, want %d\n%s\n%s", code, ExitFetchedWithWarnings, out, errs)
+	if code != client.ExitFetchedWithWarnings {
+		t.Errorf("--warn: exit %d, want %d\n%s\n%s", code, client.ExitFetchedWithWarnings, out, errs)
 	}
 	lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
 	if !strings.HasPrefix(lines[0], "pkie pec get: WARNING: the verdict is INCONCLUSIVE, not trusted: fetched anyway because of --warn") {
@@ -323,7 +324,7 @@ func TestPECGetWarnWithholdingCloud(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
-	if code != ExitFetchedWithWarnings || res.ExitStatus != ExitFetchedWithWarnings || res.Status != 200 || res.Verdict.Result != "inconclusive" ||
+	if code != client.ExitFetchedWithWarnings || res.ExitStatus != client.ExitFetchedWithWarnings || res.Status != 200 || res.Verdict.Result != "inconclusive" ||
 		len(res.Warnings) != 3 || !strings.Contains(res.Warnings[2], "missing revocation evidence") {
 		t.Errorf("--json: exit %d, %+v\n%s", code, res, errs)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkie/pkie/internal/cli/client"
+	"github.com/pkie/pkie/internal/cli/measure"
 	"github.com/pkie/pkie/internal/scan"
 	"github.com/pkie/pkie/internal/testbed"
 )
@@ -38,7 +40,7 @@ func TestScanAndRootsCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("scan exit %d: %s", code, stderr)
 	}
-	var sum scanSummaryJSON
+	var sum measure.ScanSummary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("scan --json: %v in %q", err, stdout)
 	}
@@ -54,7 +56,7 @@ func TestScanAndRootsCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resumed scan exit %d: %s", code, stderr)
 	}
-	sum = scanSummaryJSON{}
+	sum = measure.ScanSummary{}
 	json.Unmarshal([]byte(stdout), &sum)
 	if sum.Skipped != 30 || sum.Scanned != len(w.Sites)-30 || sum.Resumed != 30 {
 		t.Errorf("resumed summary %+v", sum)
@@ -115,7 +117,7 @@ func TestScanAndRootsCommands(t *testing.T) {
 		}
 	}
 	// The export is a trust store for pkie check --roots.
-	pool, err := loadRoots(export)
+	pool, err := client.LoadRoots(export)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +226,7 @@ func TestScanKilledResumes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resume exit %d: %s", code, stderr)
 	}
-	var sum scanSummaryJSON
+	var sum measure.ScanSummary
 	json.Unmarshal([]byte(stdout), &sum)
 	if sum.Skipped == 0 || sum.Skipped+sum.Scanned != len(w.Sites) {
 		t.Errorf("resume summary %+v", sum)

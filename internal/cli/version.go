@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/pkie/pkie/internal/cli/command"
 )
 
 // versionInfo is what pkie version reports, from the build information Go
@@ -19,14 +21,14 @@ type versionInfo struct {
 }
 
 func runVersion(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "version", "[--json]")
+	fs := command.NewFlags(env, "version", "[--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(fs, args)
+	pos, err := command.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError("version takes no arguments")
+		return command.UsageError("version takes no arguments")
 	}
 	v := versionInfo{Module: "github.com/pkie/pkie", Version: "unknown", Go: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -43,7 +45,7 @@ func runVersion(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	if *asJSON {
-		return writeJSON(env.Stdout, v)
+		return command.WriteJSON(env.Stdout, v)
 	}
 	fmt.Fprintf(env.Stdout, "pkie %s", v.Version)
 	if v.Revision != "" {

@@ -29,16 +29,12 @@ package cloud
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/hpke"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -49,6 +45,7 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/sessionserver"
 )
 
 // Defaults of Config's bounds.
@@ -307,7 +304,7 @@ func New(cfg Config) (*Cloud, error) {
 		submitBuckets: map[string]*tokenBucket{},
 	}
 	var err error
-	if c.resetKey, err = statelessResetKey(cfg.Certificate); err != nil {
+	if c.resetKey, err = sessionserver.ResetKey("cloud", cfg.Certificate); err != nil {
 		return nil, err
 	}
 	for _, p := range cfg.Provers {
@@ -363,108 +360,6 @@ func (c *Cloud) QUICConfig() *quic.Config {
 		MaxStreamReceiveWindow:         uint64(8 * c.cfg.MaxFrame),
 		InitialConnectionReceiveWindow: uint64(2 * c.cfg.MaxFrame),
 		MaxConnectionReceiveWindow:     uint64(8 * c.cfg.MaxFrame),
-	}
-}
-
-// ServeQUIC serves sessions over QUIC on pc until ctx ends, then closes
-// every QUIC session and returns nil. It does not close pc.
-//
-// The QUIC stateless reset key is derived from the cloud's TLS key, so a
-// replica that restarts with its data directory, or another replica with a
-// copy of it, answers packets of a connection it does not know with a
-// stateless reset (RFC 9000 §10.3): the client learns at its next packet
-// that its session is gone, instead of after its idle timeout.
-func (c *Cloud) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
-	tr := &quic.Transport{Conn: pc, StatelessResetKey: c.resetKey}
-	ln, err := tr.Listen(c.tls, c.QUICConfig())
-	if err != nil {
-		return fmt.Errorf("cloud: quic listen: %w", err)
-	}
-	// Closing the transport destroys its connections without a word, so
-	// the sessions are ended first, each with a CONNECTION_CLOSE that tells
-	// its client to fail over now rather than after missed pings.
-	ctx, cancel := context.WithCancel(ctx)
-	var sessions sync.WaitGroup
-	defer func() {
-		cancel()
-		ln.Close()
-		sessions.Wait()
-		tr.Close()
-	}()
-	for {
-		qc, err := ln.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("cloud: quic accept: %w", err)
-		}
-		addr := httplimit.ClientName(qc.RemoteAddr())
-		if why := c.admit(addr); why != "" {
-			c.m.refused.WithLabelValues(why).Inc()
-			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "cloud busy: "+why)
-			continue
-		}
-		sessions.Add(1)
-		c.wg.Go(func() {
-			defer sessions.Done()
-			hctx, hcancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
-			conn, err := pecwire.AcceptQUIC(hctx, qc, c.cfg.MaxFrame)
-			hcancel()
-			if err != nil {
-				c.leave(addr)
-				c.log.Debug("quic session not opened", "remote", qc.RemoteAddr().String(), "err", err)
-				return
-			}
-			c.serveSession(ctx, conn, addr)
-		})
-	}
-}
-
-// ServeTCP serves sessions over TLS on ln until ctx ends, then closes
-// ln and every TCP session and returns nil.
-func (c *Cloud) ServeTCP(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("cloud: tcp accept: %w", err)
-			}
-			// Out of file descriptors and the like pass; a listener that
-			// gave up would take the replica down with it.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			c.log.Warn("tcp accept failed", "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
-		}
-		backoff = 0
-		addr := httplimit.ClientName(nc.RemoteAddr())
-		if why := c.admit(addr); why != "" {
-			c.m.refused.WithLabelValues(why).Inc()
-			nc.Close()
-			continue
-		}
-		c.wg.Go(func() {
-			hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
-			conn, err := pecwire.AcceptTCP(hctx, nc, c.tls, c.cfg.MaxFrame)
-			cancel()
-			if err != nil {
-				c.leave(addr)
-				c.log.Debug("tcp session not opened", "remote", nc.RemoteAddr().String(), "err", err)
-				return
-			}
-			c.serveSession(ctx, conn, addr)
-		})
 	}
 }
 
@@ -598,21 +493,6 @@ func (c *Cloud) releaseJob(addr string) {
 		delete(c.jobsPerAddr, addr)
 	}
 	c.m.jobs.Set(float64(c.jobs))
-}
-
-// statelessResetKey derives the QUIC stateless reset key from the TLS
-// private key: the same for every process holding that key, unknown to
-// anyone else.
-func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	if err != nil {
-		return nil, fmt.Errorf("cloud: TLS key: %w", err)
-	}
-	mac := hmac.New(sha256.New, der)
-	mac.Write([]byte("pkie cloud: QUIC stateless reset key, v1"))
-	var k quic.StatelessResetKey
-	copy(k[:], mac.Sum(nil))
-	return &k, nil
 }
 
 // Handler serves /healthz, /metrics and /v1/heads/{pkie}.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/pecwire"
 )
 
@@ -154,16 +155,13 @@ func Init(dir string, cfg FileConfig) (*DataDir, error) {
 	return &DataDir{Dir: dir, Config: cfg, Certificate: cert, Leaf: leaf}, nil
 }
 
+// writeExcl creates a key or settings file that must not exist yet,
+// durably (atomicfile.CreateExclusive).
 func writeExcl(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
+	if err := atomicfile.CreateExclusive(path, data, mode); err != nil {
 		return fmt.Errorf("cloud: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("cloud: writing %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 // Load reads a data directory made by Init.

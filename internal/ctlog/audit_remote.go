@@ -18,8 +18,8 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/feed"
-	"github.com/pkie/pkie/internal/ttpstate"
 	"github.com/pkie/pkie/sortedtree"
 )
 
@@ -798,7 +798,7 @@ func readState(path string) ([]byte, error) {
 // (0600) in the same directory, synced, renamed over it, so a crash leaves
 // the old checkpoint or the new one, never half of one.
 func saveState(path string, msg []byte) error {
-	if err := ttpstate.WriteFile(path, msg); err != nil {
+	if err := atomicfile.WriteFile(path, msg, 0o600); err != nil {
 		return &stateError{fmt.Errorf("ctlog: saving the audit state: %w", err)}
 	}
 	return nil

@@ -45,6 +45,7 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/atomicfile"
 )
 
 // Files in a log directory.
@@ -157,11 +158,16 @@ func Init(dir, origin string) (vkey string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("ctlog: origin %q: %w", origin, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, KeyFile), []byte(skey+"\n"), 0o600); err != nil {
-		return "", err
+	// Exclusive: of two inits racing on one directory, the loser must
+	// not replace the key the winner may already have signed with.
+	if err := atomicfile.CreateExclusive(filepath.Join(dir, KeyFile), []byte(skey+"\n"), 0o600); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("ctlog: %s already holds a log key; refusing to replace it", dir)
+		}
+		return "", fmt.Errorf("ctlog: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
-		return "", err
+	if err := atomicfile.WriteFile(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("ctlog: %w", err)
 	}
 	l, err := Open(dir, Options{fresh: true})
 	if err != nil {
@@ -847,18 +853,6 @@ func (l *Log) Entries(ctx context.Context, start, end uint64) ([]Entry, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp := fmt.Sprintf("%s.tmp-%x", path, randBytes(6))
-	if err := os.WriteFile(tmp, data, perm); err != nil {
-		return fmt.Errorf("ctlog: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("ctlog: %w", err)
-	}
-	return nil
 }
 
 func randBytes(n int) []byte {

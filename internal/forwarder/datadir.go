@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
 )
@@ -80,16 +81,13 @@ func Init(dir, name string) (*DataDir, error) {
 	return Load(dir)
 }
 
+// writeExcl creates a key or settings file that must not exist yet,
+// durably (atomicfile.CreateExclusive).
 func writeExcl(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
+	if err := atomicfile.CreateExclusive(path, data, mode); err != nil {
 		return fmt.Errorf("forwarder: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("forwarder: writing %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 // readSecret reads a file that must not be readable by others.

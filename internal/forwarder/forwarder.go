@@ -31,7 +31,6 @@
 package forwarder
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
@@ -47,6 +46,7 @@ import (
 
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/sessionserver"
 )
 
 // Defaults of Config.
@@ -181,6 +181,8 @@ type Forwarder struct {
 	used   *usedSet
 	m      *metrics
 	clouds map[[32]byte]*upstream
+	// resetKey is the QUIC stateless reset key, derived from the TLS key.
+	resetKey *quic.StatelessResetKey
 
 	mu       sync.Mutex
 	clients  map[pecwire.ClientID]*session
@@ -212,6 +214,9 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg: cfg, log: log, ids: ids,
 		used: newUsedSet(cfg.MaxUsed, cfg.UseWindow, cfg.MaxPerUse), m: newMetrics(),
 		clouds: map[[32]byte]*upstream{}, clients: map[pecwire.ClientID]*session{}, perAddr: map[string]int{},
+	}
+	if f.resetKey, err = sessionserver.ResetKey("forwarder", cfg.Certificate); err != nil {
+		return nil, err
 	}
 	for _, b := range cfg.Clouds {
 		pin, err := b.Pin()
@@ -271,106 +276,6 @@ func (f *Forwarder) QUICConfig() *quic.Config {
 		MaxStreamReceiveWindow:         uint64(8 * f.cfg.MaxFrame),
 		InitialConnectionReceiveWindow: uint64(2 * f.cfg.MaxFrame),
 		MaxConnectionReceiveWindow:     uint64(8 * f.cfg.MaxFrame),
-	}
-}
-
-// ServeQUIC serves sessions over QUIC on pc until ctx ends. It does not
-// close pc.
-func (f *Forwarder) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
-	tr := &quic.Transport{Conn: pc}
-	ln, err := tr.Listen(f.tls, f.QUICConfig())
-	if err != nil {
-		return fmt.Errorf("forwarder: quic listen: %w", err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	var sessions sync.WaitGroup
-	defer func() {
-		cancel()
-		ln.Close()
-		sessions.Wait()
-		tr.Close()
-	}()
-	for {
-		qc, err := ln.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("forwarder: quic accept: %w", err)
-		}
-		addr := httplimit.ClientName(qc.RemoteAddr())
-		if why := f.admit(addr); why != "" {
-			f.m.refused.WithLabelValues(why).Inc()
-			qc.CloseWithError(quic.ApplicationErrorCode(pecwire.RejectBusy), "forwarder busy: "+why)
-			continue
-		}
-		sessions.Add(1)
-		f.wg.Go(func() {
-			defer sessions.Done()
-			hctx, hcancel := context.WithTimeout(ctx, f.cfg.HandshakeTimeout)
-			conn, err := pecwire.AcceptQUIC(hctx, qc, f.cfg.MaxFrame)
-			hcancel()
-			if err != nil {
-				f.leave(addr)
-				return
-			}
-			// The handshake's VerifyConnection has refused any unknown
-			// certificate already.
-			cloud, _ := f.peerCloud(qc.ConnectionState().TLS)
-			f.serveSession(ctx, conn, addr, cloud)
-		})
-	}
-}
-
-// ServeTCP serves sessions over TLS on ln until ctx ends, then closes ln.
-func (f *Forwarder) ServeTCP(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("forwarder: tcp accept: %w", err)
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			f.log.Warn("tcp accept failed", "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
-		}
-		backoff = 0
-		addr := httplimit.ClientName(nc.RemoteAddr())
-		if why := f.admit(addr); why != "" {
-			f.m.refused.WithLabelValues(why).Inc()
-			nc.Close()
-			continue
-		}
-		f.wg.Go(func() {
-			// This connection's own config, to learn which cloud (if any)
-			// the handshake authenticated.
-			var cloud string
-			tc := f.tls.Clone()
-			tc.VerifyConnection = func(cs tls.ConnectionState) error {
-				var err error
-				cloud, err = f.peerCloud(cs)
-				return err
-			}
-			hctx, cancel := context.WithTimeout(ctx, f.cfg.HandshakeTimeout)
-			conn, err := pecwire.AcceptTCP(hctx, nc, tc, f.cfg.MaxFrame)
-			cancel()
-			if err != nil {
-				f.leave(addr)
-				return
-			}
-			f.serveSession(ctx, conn, addr, cloud)
-		})
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/atomicfile"
 )
 
 // Identity is a notary's keys: an RSA-2048 key and self-signed certificate
@@ -163,7 +165,9 @@ func (id *Identity) Save(dir string) error {
 		{fileCert, id.CertPEM, 0o644},
 	}
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		// Exclusive and synced: two inits racing on one directory cannot
+		// both win, and a key the notary has served with survives a crash.
+		if err := atomicfile.CreateExclusive(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return fmt.Errorf("notary: writing %s: %w", f.name, err)
 		}
 	}

@@ -47,6 +47,8 @@ type Conn struct {
 	// export is the TLS keying-material exporter of the session's
 	// connection (TicketKey).
 	export func(label string, context []byte, n int) ([]byte, error)
+	// state is the TLS connection state of the session's connection.
+	state func() tls.ConnectionState
 
 	wmu sync.Mutex
 }
@@ -58,6 +60,16 @@ func newConn(s stream, closeFn, closeSend func() error, transport string, remote
 		maxFrame = DefaultMaxFrame
 	}
 	return &Conn{s: s, br: bufio.NewReaderSize(s, 16<<10), closeFn: closeFn, closeSend: closeSend, transport: transport, remote: remote, maxFrame: maxFrame}
+}
+
+// ConnectionState returns the TLS state of the session's connection: the
+// peer's certificates tell a server which of its peers (a cloud
+// authenticated to a forwarder, say) it is talking to.
+func (c *Conn) ConnectionState() tls.ConnectionState {
+	if c.state == nil {
+		return tls.ConnectionState{}
+	}
+	return c.state()
 }
 
 // Transport returns QUIC or TCP.
@@ -206,7 +218,7 @@ func DialQUIC(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config)
 	return newConn(st, func() error {
 		st.Close()
 		return qconn.CloseWithError(0, "")
-	}, st.Close, QUIC, qconn.RemoteAddr(), 0).withExporter(quicExporter(qconn)), nil
+	}, st.Close, QUIC, qconn.RemoteAddr(), 0).withTLS(quicState(qconn)), nil
 }
 
 // AcceptQUIC waits for the session stream a client opens on an accepted
@@ -220,7 +232,7 @@ func AcceptQUIC(ctx context.Context, qconn *quic.Conn, maxFrame int) (*Conn, err
 	return newConn(st, func() error {
 		st.Close()
 		return qconn.CloseWithError(0, "")
-	}, st.Close, QUIC, qconn.RemoteAddr(), maxFrame).withExporter(quicExporter(qconn)), nil
+	}, st.Close, QUIC, qconn.RemoteAddr(), maxFrame).withTLS(quicState(qconn)), nil
 }
 
 // DialTCP opens a session over TLS on TCP.
@@ -231,7 +243,7 @@ func DialTCP(ctx context.Context, addr string, tc *tls.Config) (*Conn, error) {
 		return nil, fmt.Errorf("pecwire: tcp %s: %w", addr, err)
 	}
 	tcp := c.(*tls.Conn)
-	return newConn(tcp, tcp.Close, tcp.CloseWrite, TCP, tcp.RemoteAddr(), 0).withExporter(tlsExporter(tcp)), nil
+	return newConn(tcp, tcp.Close, tcp.CloseWrite, TCP, tcp.RemoteAddr(), 0).withTLS(tcp.ConnectionState), nil
 }
 
 // AcceptTCP completes the TLS handshake of an accepted TCP connection
@@ -242,24 +254,20 @@ func AcceptTCP(ctx context.Context, c net.Conn, tc *tls.Config, maxFrame int) (*
 		c.Close()
 		return nil, fmt.Errorf("pecwire: tcp %s: handshake: %w", c.RemoteAddr(), err)
 	}
-	return newConn(t, t.Close, t.CloseWrite, TCP, c.RemoteAddr(), maxFrame).withExporter(tlsExporter(t)), nil
+	return newConn(t, t.Close, t.CloseWrite, TCP, c.RemoteAddr(), maxFrame).withTLS(t.ConnectionState), nil
 }
 
-func (c *Conn) withExporter(f func(string, []byte, int) ([]byte, error)) *Conn {
-	c.export = f
+// withTLS gives c its connection's TLS state and, from it, its keying
+// material exporter.
+func (c *Conn) withTLS(state func() tls.ConnectionState) *Conn {
+	c.state = state
+	c.export = func(label string, context []byte, n int) ([]byte, error) {
+		cs := state()
+		return cs.ExportKeyingMaterial(label, context, n)
+	}
 	return c
 }
 
-func quicExporter(qc *quic.Conn) func(string, []byte, int) ([]byte, error) {
-	return func(label string, context []byte, n int) ([]byte, error) {
-		cs := qc.ConnectionState().TLS
-		return cs.ExportKeyingMaterial(label, context, n)
-	}
-}
-
-func tlsExporter(tc *tls.Conn) func(string, []byte, int) ([]byte, error) {
-	return func(label string, context []byte, n int) ([]byte, error) {
-		cs := tc.ConnectionState()
-		return cs.ExportKeyingMaterial(label, context, n)
-	}
+func quicState(qc *quic.Conn) func() tls.ConnectionState {
+	return func() tls.ConnectionState { return qc.ConnectionState().TLS }
 }

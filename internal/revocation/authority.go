@@ -51,6 +51,7 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/feed"
 	rev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/ttpstate"
@@ -151,11 +152,16 @@ func Init(dir, origin string) (vkey string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("revocation: origin %q: %w", origin, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, KeyFile), []byte(skey+"\n"), 0o600); err != nil {
-		return "", err
+	// Exclusive: of two inits racing on one directory, the loser must
+	// not replace the key the winner may already have signed with.
+	if err := atomicfile.CreateExclusive(filepath.Join(dir, KeyFile), []byte(skey+"\n"), 0o600); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("revocation: %s already holds a key; refusing to replace it", dir)
+		}
+		return "", fmt.Errorf("revocation: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
-		return "", err
+	if err := atomicfile.WriteFile(filepath.Join(dir, PubFile), []byte(vkey+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("revocation: %w", err)
 	}
 	a, err := Open(dir, Options{fresh: true})
 	if err != nil {
@@ -678,18 +684,6 @@ func (f authFeed) LatestCheckpoint(ctx context.Context) ([]byte, error) { return
 
 func (f authFeed) Keys(ctx context.Context, start uint64, count int) ([][32]byte, error) {
 	return feed.QueryKeys(ctx, f.a.db, keysQuery, start, start+uint64(max(0, min(count, feed.MaxKeys))))
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp := fmt.Sprintf("%s.tmp-%x", path, randBytes(6))
-	if err := os.WriteFile(tmp, data, perm); err != nil {
-		return fmt.Errorf("revocation: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("revocation: %w", err)
-	}
-	return nil
 }
 
 func randBytes(n int) []byte {

@@ -26,13 +26,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/atomicfile"
 )
 
 // Version is the state file format version.
@@ -91,66 +91,23 @@ func Read(path string) (*State, error) {
 }
 
 // Write replaces the state file at path with s, atomically and durably
-// (WriteFile).
+// (atomicfile.WriteFile), mode 0600.
 func Write(path string, s *State) error {
 	s.Version = Version
 	b, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("ttpstate: %w", err)
 	}
-	if err := WriteFile(path, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("ttpstate: saving state: %w", err)
 	}
 	return nil
 }
 
-// WriteFile replaces path with b so that a crash leaves the old contents or
-// the new, never half of either: b is written to a temporary file in the
-// same directory (mode 0600, named as TempPattern matches), synced, renamed
-// over path, and the directory synced so the rename itself is durable.
-func WriteFile(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
-}
-
-func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
-
 // TempPattern matches the names of the temporary files Write leaves behind
-// when the process dies between creating and renaming one: for "x.state",
-// ".x.state.tmp-" and the decimal digits os.CreateTemp adds.
-func TempPattern(path string) *regexp.Regexp {
-	return regexp.MustCompile("^" + regexp.QuoteMeta(tempPrefix(path)) + "[0-9]+$")
-}
+// when the process dies between creating and renaming one
+// (atomicfile.TempPattern).
+func TempPattern(path string) *regexp.Regexp { return atomicfile.TempPattern(path) }
 
 // Open verifies a checkpoint kept in a state file with the party's key and
 // origin, at any age: the state records history, not freshness.

@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/option"
 )
 
 // Names lists every back end pkie knows, in the order it reports them.
@@ -25,6 +28,28 @@ type Options struct {
 	Dirs []string
 	// Timeout bounds each exchange with a helper.
 	Timeout time.Duration
+}
+
+// Validate reports the first problem with o as an *option.Error: an
+// unknown back end, one named twice, a list that names none (rather than
+// nil for all), or a negative Timeout.
+func (o *Options) Validate() error {
+	names := []string{"Names"}
+	if o.Names != nil && len(o.Names) == 0 {
+		return option.Errorf("verify", names, "Names names no back end (known: %s)", strings.Join(Names, ", "))
+	}
+	for i, n := range o.Names {
+		if !slices.Contains(Names, n) {
+			return option.Errorf("verify", names, "Names: unknown back end %q (known: %s)", n, strings.Join(Names, ", "))
+		}
+		if slices.Contains(o.Names[:i], n) {
+			return option.Errorf("verify", names, "Names: %s named twice", n)
+		}
+	}
+	if o.Timeout < 0 {
+		return option.Errorf("verify", []string{"Timeout"}, "Timeout must not be negative")
+	}
+	return nil
 }
 
 // Missing is a back end that could not be opened, and why.

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+
+	"github.com/pkie/pkie/internal/atomicfile"
 )
 
 // LoadKeyFile reads a Binder key from path: standard base64 on one line
@@ -60,24 +62,14 @@ func LoadOrCreateKeyFile(path string) (key []byte, created bool, err error) {
 	}
 	key = make([]byte, MinKeySize)
 	rand.Read(key)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	line := base64.StdEncoding.EncodeToString(key) + "\n"
+	if err := atomicfile.CreateExclusive(path, []byte(line), 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Created by another process since: use its key.
 			key, err = LoadKeyFile(path)
 			return key, false, err
 		}
 		return nil, false, fmt.Errorf("obc/server: binder key: %w", err)
-	}
-	line := base64.StdEncoding.EncodeToString(key) + "\n"
-	if _, err := f.WriteString(line); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, false, fmt.Errorf("obc/server: binder key %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return nil, false, fmt.Errorf("obc/server: binder key %s: %w", path, err)
 	}
 	return key, true, nil
 }

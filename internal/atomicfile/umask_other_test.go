@@ -1,0 +1,5 @@
+//go:build !unix
+
+package atomicfile
+
+func setUmask(int) func() { return func() {} }
