@@ -29,7 +29,7 @@ func Cloud(ctx context.Context, env *command.Env, args []string) error {
 
 // CloudWith is Cloud hosting the enhancements of reg: the entry point of a
 // cloud binary built outside this module with enhancements of its own
-// beside the built-ins (package cloud's Main, through cli.CloudMain).
+// beside the built-ins (package cloud's Main).
 func CloudWith(ctx context.Context, env *command.Env, args []string, reg *pkie.Registry) error {
 	return cloudMain(ctx, env, args, reg)
 }
