@@ -167,22 +167,9 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 		cfg.NotaryDial = resolve.Dial
 	}
 
-	var (
-		sha256FP bool
-		target   = probe.Target{Host: host, Port: port, ServerName: *sni}
-	)
-	if *fingerprint != "" {
-		if *ip != "" {
-			return command.UsageError("--fingerprint checks a fingerprint without connecting: --ip does not apply")
-		}
-		_, perr := check.ParseSHA256(*fingerprint)
-		if sha256FP = perr == nil; !sha256FP && *sni != "" {
-			return command.UsageError("--sni with --fingerprint needs a SHA-256 fingerprint: the Convergence API (SHA-1) cannot carry an SNI name")
-		}
-	} else if *ip != "" {
-		if target.IP, err = netip.ParseAddr(*ip); err != nil {
-			return command.UsageError("--ip %q is not an IP address", *ip)
-		}
+	target, sha256FP, err := checkTarget(host, port, *sni, *ip, *fingerprint)
+	if err != nil {
+		return err
 	}
 
 	c, err := check.New(cfg)
@@ -229,6 +216,29 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 		return nil
 	}
 	return command.Negative()
+}
+
+// checkTarget checks what pkie check is to check: the site to probe, or
+// with a fingerprint the fingerprint to ask the notaries about, which is
+// a SHA-256 one if sha256FP.
+func checkTarget(host string, port int, sni, ip, fingerprint string) (t probe.Target, sha256FP bool, err error) {
+	t = probe.Target{Host: host, Port: port, ServerName: sni}
+	if fingerprint != "" {
+		if ip != "" {
+			return t, false, command.UsageError("--fingerprint checks a fingerprint without connecting: --ip does not apply")
+		}
+		_, perr := check.ParseSHA256(fingerprint)
+		if sha256FP = perr == nil; !sha256FP && sni != "" {
+			return t, false, command.UsageError("--sni with --fingerprint needs a SHA-256 fingerprint: the Convergence API (SHA-1) cannot carry an SNI name")
+		}
+		return t, sha256FP, nil
+	}
+	if ip != "" {
+		if t.IP, err = netip.ParseAddr(ip); err != nil {
+			return t, false, command.UsageError("--ip %q is not an IP address", ip)
+		}
+	}
+	return t, false, nil
 }
 
 // LoadRoots reads a PEM trust store, as pkie check --roots and pkie roots
