@@ -61,10 +61,20 @@ func TestBenchPECStudyUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"bench", "pec", "--placements", "--tls", "1.1"}, "--tls"},
-		{[]string{"bench", "pec", "--placements", "--nearest", "500"}, "client–server pairs"},
-		{[]string{"bench", "pec", "--placements", "--scale", "0.5"}, "scale"},
-		{[]string{"bench", "pec", "--placements", "--random", "0", "--nearest", "0", "--footprint", "0"}, "not all zero"},
-		{[]string{"bench", "pec", "--placements", "--fibre-factor", "0.5"}, "fibre-path factor"},
+		{[]string{"bench", "pec", "--placements", "--nearest", "500"}, "--nearest and --footprint must be at most 182: 14 regions give 182 distinct client–server pairs"},
+		{[]string{"bench", "pec", "--placements", "--random", "5000"}, "--random 5000: 14 regions give 2184 distinct random placements"},
+		{[]string{"bench", "pec", "--placements", "--scale", "0.5"}, "--scale 0.5: round trips are divided by it, so at least 1"},
+		{[]string{"bench", "pec", "--placements", "--random", "0", "--nearest", "0", "--footprint", "0"}, "--random, --nearest and --footprint must not be negative, and not all zero"},
+		{[]string{"bench", "pec", "--placements", "--fibre-factor", "0.5"}, "--fibre-factor 0.5: the fibre-path factor is below 1"},
+		{[]string{"bench", "pec", "--placements", "--reps", "0"}, "--reps must be at least 1"},
+		{[]string{"bench", "pec", "--placements", "--pop-rtt", "0s"}, "--pop-rtt must be positive"},
+		{[]string{"bench", "pec", "--placements", "--log-fill", "-1"}, "--log-fill must be 0 to 1048576 and --revoked-fill 0 to 16777216"},
+		{[]string{"bench", "pec", "--placements", "--revoked-fill", "16777217"}, "--log-fill must be 0 to 1048576 and --revoked-fill 0 to 16777216"},
+		// A zero, or NaN, scale or fibre factor was taken as the default,
+		// silently (NaN: used as given).
+		{[]string{"bench", "pec", "--placements", "--scale", "0"}, "--scale 0: round trips are divided by it"},
+		{[]string{"bench", "pec", "--placements", "--scale", "NaN"}, "--scale NaN: round trips are divided by it"},
+		{[]string{"bench", "pec", "--placements", "--fibre-factor", "0"}, "--fibre-factor 0: the fibre-path factor is below 1"},
 		{[]string{"bench", "pec", "--cost", "--vcpus", "0"}, "--vcpus"},
 		{[]string{"bench", "pec", "--cost", "--from", empty}, "no throughput row"},
 	} {

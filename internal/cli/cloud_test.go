@@ -84,6 +84,35 @@ func TestCloudInitBundle(t *testing.T) {
 	}
 }
 
+// TestCloudServeOptions: cloud serve's flags are checked by
+// cloud.ServeOptions.Validate, before the data directory is read (here it
+// does not exist), and its messages name the flags.
+func TestCloudServeOptions(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--quic", "", "--tcp", ""}, "--quic and --tcp are both empty: a cloud needs at least one listener"},
+		{[]string{"--max-clients", "0"}, "--max-clients must be positive"},
+		{[]string{"--missed-pings", "-1"}, "--missed-pings must be positive"},
+		{[]string{"--max-sessions-per-addr", "0"}, "--max-sessions-per-addr must be positive"},
+		{[]string{"--max-jobs-per-client", "0"}, "--max-jobs-per-client must be positive"},
+		{[]string{"--max-prover-calls", "0"}, "--max-prover-calls must be positive"},
+		{[]string{"--max-jobs-per-addr", "-1"}, "--max-sessions and --max-jobs-per-addr must not be negative"},
+		{[]string{"--max-sessions", "1000000000"}, "--max-sessions asks for 1000000000: raise the limit (ulimit -n) or lower --max-sessions"},
+		{[]string{"--peer", "http://10.0.0.2:9433", "--peer", "10.0.0.3"}, `--peer "10.0.0.3": want the base URL of a replica's HTTP listener`},
+		{[]string{"--max-frame", "1000"}, "--max-frame must be between 16384 and"},
+		{[]string{"--write-timeout", "0s"}, "--keepalive, --handshake-timeout, --write-timeout and --max-budget must be positive"},
+		{[]string{"--keepalive", "1200h"}, "--keepalive 1200h0m0s does not fit the wire format"},
+	} {
+		code, out, errs := runCLI(t, append([]string{"cloud", "serve", "--data", none}, tt.args...)...)
+		if code != ExitUsage || out != "" || !strings.HasPrefix(errs, "pkie cloud: ") || !strings.Contains(errs, tt.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", tt.args, code, errs, tt.want)
+		}
+	}
+}
+
 // TestCloudServe runs `pkie cloud serve` as a process with the built-in
 // notary enhancement probing a site on loopback, pins it from `pkie cloud
 // bundle`, and proves the site's chain over QUIC and over TCP: each proof

@@ -330,10 +330,11 @@ func TestPECGetWarnWithholdingCloud(t *testing.T) {
 	}
 }
 
-// pkie pec get checks what it can without the network (the pinned keys,
-// --require) before it reaches the cloud: the cloud here is a pair of
-// sockets that count what arrives, and nothing may.
-func TestPECGetValidatesBeforeNetwork(t *testing.T) {
+// countingCloud is a PEC cloud that is not one: a pair of sockets behind a
+// bundle that count what arrives. reached returns the count since its
+// last call.
+func countingCloud(t *testing.T) (bundle string, reached func() int) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +346,7 @@ func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 	}
 	t.Cleanup(func() { pc.Close() })
 	var mu sync.Mutex
-	reached := 0
+	n := 0
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -353,7 +354,7 @@ func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			reached++
+			n++
 			mu.Unlock()
 			c.Close()
 		}
@@ -365,7 +366,7 @@ func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			reached++
+			n++
 			mu.Unlock()
 		}
 	}()
@@ -374,10 +375,24 @@ func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundle := filepath.Join(t.TempDir(), "counting.bundle")
+	bundle = filepath.Join(t.TempDir(), "counting.bundle")
 	if err := os.WriteFile(bundle, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return bundle, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		r := n
+		n = 0
+		return r
+	}
+}
+
+// pkie pec get checks what it can without the network (the pinned keys,
+// --require) before it reaches the cloud: the cloud here counts what
+// arrives, and nothing may.
+func TestPECGetValidatesBeforeNetwork(t *testing.T) {
+	bundle, reached := countingCloud(t)
 	_, key, err := checkpoint.GenerateKey("log.test")
 	if err != nil {
 		t.Fatal(err)
@@ -410,10 +425,47 @@ func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 				args = append(args, tt.args[i])
 			}
 			code, out, errs := runCLI(t, append(args, url)...)
-			mu.Lock()
-			n := reached
-			reached = 0
-			mu.Unlock()
+			n := reached()
+			if code != ExitUsage || out != "" || !strings.Contains(errs, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errs, tt.want)
+			}
+			if n != 0 {
+				t.Errorf("the cloud was reached %d times before the usage error", n)
+			}
+		})
+	}
+}
+
+// pkie check --cloud, like pkie pec get, refuses what the flags and files
+// get wrong before it reaches the cloud. Before, it dialled the cloud
+// first and only then read the pinned keys and --require.
+func TestCheckCloudValidatesBeforeNetwork(t *testing.T) {
+	bundle, reached := countingCloud(t)
+	_, key, err := checkpoint.GenerateKey("log.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad ct key", []string{"--ct-key", "not a key", "--require", "ct"}, "--ct-key: "},
+		{"missing revocation key file", []string{"--revocation-key", "@/nonexistent/rev.pub", "--require", "revocation"}, "--revocation-key: "},
+		{"require unconfigured", []string{"--revocation-key", key, "--require", "ct"}, `required source "ct" is not configured (have ca, revocation)`},
+		{"require not built in", []string{"--ct-key", key, "--require", "ct,my-pkie"}, "enhancement my-pkie: this pkie binary was not built with it"},
+		{"no enhancement required", []string{"--ct-key", key}, "no notaries configured, and no enhancement required in their place"},
+		{"fingerprint with ip", []string{"--ct-key", key, "--require", "ct", "--fingerprint", strings.Repeat("ab", 32), "--ip", "192.0.2.1"}, "--ip does not apply"},
+		{"bad ip", []string{"--ct-key", key, "--require", "ct", "--ip", "not-an-ip"}, `--ip "not-an-ip" is not an IP address`},
+		{"bad transport", []string{"--ct-key", key, "--require", "ct", "--transport", "udp"}, `--transport "udp": want auto, quic or tcp`},
+		{"bad proof timeout", []string{"--ct-key", key, "--require", "ct", "--proof-timeout", "0s"}, "--proof-timeout must be positive"},
+		{"missing forwarder", []string{"--ct-key", key, "--require", "ct", "--forwarder", "/nonexistent/fw.bundle"}, "--forwarder: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"check", "--cloud", bundle, "--transport", "tcp", "--no-cache",
+				"--notaries", t.TempDir()}, tt.args...)
+			code, out, errs := runCLI(t, append(args, "site.test:443")...)
+			n := reached()
 			if code != ExitUsage || out != "" || !strings.Contains(errs, tt.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errs, tt.want)
 			}
@@ -475,7 +527,7 @@ func TestPECGetCloudUnreachable(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"pec", "get", "--cloud", bundle, "--ct-key", key, "https://good.test:1/"},
-		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", strings.Repeat("A", 44), "good.test:1"},
+		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", key, "good.test:1"},
 	} {
 		code, out, errs := runCLI(t, args...)
 		if code != 2 || out != "" {

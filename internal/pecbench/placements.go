@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pkie/pkie/internal/option"
 	"github.com/pkie/pkie/internal/pecwire"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/pec"
@@ -119,30 +120,62 @@ func (c *StudyConfig) defaults() {
 	}
 }
 
-// Check reports what is wrong with c before anything runs.
-func (c *StudyConfig) Check() error {
+// The largest fills a study builds its trees with: beyond them the
+// trees take longer to build than the study to run.
+const (
+	MaxLogFill     = 1 << 20
+	MaxRevokedFill = 1 << 24
+)
+
+// Check reports what is wrong with c before anything runs, zero fields
+// taking their defaults, as an *option.Error naming c's fields.
+func (c *StudyConfig) Check() error { return c.check(false) }
+
+// Validate is Check for a config a command gives with every field
+// explicit, its flags defaulting to the defaults: a zero Reps, Scale,
+// FibreFactor or PoPRTT is refused rather than taken as the default, and
+// LogFill and RevokedFill are counts, zero meaning none (set such a fill
+// to -1 before RunStudy, to which zero means the default).
+func (c *StudyConfig) Validate() error { return c.check(true) }
+
+func (c *StudyConfig) check(explicit bool) error {
 	n := len(PaperRegions)
-	if c.Random < 0 || c.Nearest < 0 || c.Footprint < 0 || c.Random+c.Nearest+c.Footprint == 0 {
-		return fmt.Errorf("placements %d random, %d nearest, %d footprint: none negative, not all zero", c.Random, c.Nearest, c.Footprint)
-	}
-	if c.Random > n*(n-1)*(n-2) {
-		return fmt.Errorf("%d random placements: %d regions give %d distinct ones", c.Random, n, n*(n-1)*(n-2))
-	}
-	if c.Nearest > n*(n-1) || c.Footprint > n*(n-1) {
-		return fmt.Errorf("nearest-cloud placements: %d regions give %d distinct client–server pairs", n, n*(n-1))
-	}
-	if c.Scale < 0 || (c.Scale > 0 && c.Scale < 1) {
-		return fmt.Errorf("scale %v: round trips are divided by it, so at least 1", c.Scale)
-	}
-	if c.FibreFactor != 0 && c.FibreFactor < 1 {
-		return fmt.Errorf("fibre-path factor %v below 1", c.FibreFactor)
+	one := func(f string) []string { return []string{f} }
+	switch {
+	case c.Random < 0 || c.Nearest < 0 || c.Footprint < 0 || c.Random+c.Nearest+c.Footprint == 0:
+		return studyErr([]string{"Random", "Nearest", "Footprint"}, "Random, Nearest and Footprint must not be negative, and not all zero")
+	case c.Random > n*(n-1)*(n-2):
+		return studyErr(one("Random"), "Random %d: %d regions give %d distinct random placements", c.Random, n, n*(n-1)*(n-2))
+	case c.Nearest > n*(n-1) || c.Footprint > n*(n-1):
+		return studyErr([]string{"Nearest", "Footprint"}, "Nearest and Footprint must be at most %d: %d regions give %d distinct client–server pairs", n*(n-1), n, n*(n-1))
+	case explicit && c.Reps < 1:
+		return studyErr(one("Reps"), "Reps must be at least 1")
+	// Written !(x >= 1) so that NaN, which the flag parser accepts, is
+	// refused too.
+	case (c.Scale != 0 || explicit) && !(c.Scale >= 1):
+		return studyErr(one("Scale"), "Scale %v: round trips are divided by it, so at least 1", c.Scale)
+	case (c.FibreFactor != 0 || explicit) && !(c.FibreFactor >= 1):
+		return studyErr(one("FibreFactor"), "FibreFactor %v: the fibre-path factor is below 1", c.FibreFactor)
+	case explicit && c.PoPRTT <= 0:
+		return studyErr(one("PoPRTT"), "PoPRTT must be positive")
+	case c.PoPRTT < 0:
+		return studyErr(one("PoPRTT"), "PoPRTT must not be negative")
+	case explicit && (c.LogFill < 0 || c.RevokedFill < 0), c.LogFill > MaxLogFill || c.RevokedFill > MaxRevokedFill:
+		return studyErr([]string{"LogFill", "RevokedFill"}, "LogFill must be 0 to %d and RevokedFill 0 to %d", MaxLogFill, MaxRevokedFill)
 	}
 	for _, v := range c.Versions {
 		if v != tls.VersionTLS12 && v != tls.VersionTLS13 {
-			return fmt.Errorf("TLS version %#x: the study measures 1.2 and 1.3", v)
+			return studyErr(one("Versions"), "Versions: TLS version %#x: the study measures 1.2 and 1.3", v)
 		}
 	}
+	if explicit && len(c.Versions) == 0 {
+		return studyErr(one("Versions"), "Versions: none given")
+	}
 	return nil
+}
+
+func studyErr(fields []string, format string, a ...any) error {
+	return option.Errorf("pecbench", fields, format, a...)
 }
 
 // Study is a whole latency study.
@@ -513,7 +546,7 @@ func clientServerDialer(ctx context.Context, r *rig, version uint16) (dialFunc, 
 // RunStudy runs the latency study.
 func RunStudy(ctx context.Context, cfg StudyConfig) (*Study, error) {
 	if err := cfg.Check(); err != nil {
-		return nil, fmt.Errorf("pecbench: %w", err)
+		return nil, err
 	}
 	cfg.defaults()
 	logf := func(format string, a ...any) { fmt.Fprintf(cfg.Progress, format+"\n", a...) }

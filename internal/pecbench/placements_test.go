@@ -3,12 +3,15 @@ package pecbench
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie/internal/option"
 )
 
 func regionIndex(t *testing.T, code string) int {
@@ -231,6 +234,60 @@ func TestStudy(t *testing.T) {
 		}
 		if strings.HasSuffix(f, ".svg") && !strings.Contains(string(b), "<svg") || strings.HasSuffix(f, ".png") && !strings.HasPrefix(string(b), "\x89PNG") {
 			t.Errorf("%s is not what its name says", f)
+		}
+	}
+}
+
+// TestStudyConfigValidate: Check takes zero as the default, Validate (a
+// command's config, every field given) refuses it; both name the field.
+func TestStudyConfigValidate(t *testing.T) {
+	given := StudyConfig{Random: 1, Nearest: 1, Footprint: 1, Reps: 5, Versions: []uint16{tls.VersionTLS13}, Scale: 10,
+		FibreFactor: DefaultFibreFactor, PoPRTT: DefaultPoPRTT, LogFill: 0, RevokedFill: PaperRevokedLeaves}
+	for _, tc := range []struct {
+		name            string
+		edit            func(*StudyConfig)
+		check, validate string // the first field named; "": valid
+	}{
+		{"given", func(*StudyConfig) {}, "", ""},
+		{"all zero but counts", func(c *StudyConfig) { *c = StudyConfig{Nearest: 3} }, "", "Reps"},
+		{"no placements", func(c *StudyConfig) { c.Random, c.Nearest, c.Footprint = 0, 0, 0 }, "Random", "Random"},
+		{"negative count", func(c *StudyConfig) { c.Footprint = -1 }, "Random", "Random"},
+		{"too many random", func(c *StudyConfig) { c.Random = 14*13*12 + 1 }, "Random", "Random"},
+		{"too many nearest", func(c *StudyConfig) { c.Nearest = 14*13 + 1 }, "Nearest", "Nearest"},
+		{"too many footprint", func(c *StudyConfig) { c.Footprint = 14*13 + 1 }, "Nearest", "Nearest"},
+		{"zero reps", func(c *StudyConfig) { c.Reps = 0 }, "", "Reps"},
+		{"zero scale", func(c *StudyConfig) { c.Scale = 0 }, "", "Scale"},
+		{"small scale", func(c *StudyConfig) { c.Scale = 0.5 }, "Scale", "Scale"},
+		{"negative scale", func(c *StudyConfig) { c.Scale = -10 }, "Scale", "Scale"},
+		{"NaN scale", func(c *StudyConfig) { c.Scale = math.NaN() }, "Scale", "Scale"},
+		{"zero fibre", func(c *StudyConfig) { c.FibreFactor = 0 }, "", "FibreFactor"},
+		{"short fibre", func(c *StudyConfig) { c.FibreFactor = 0.9 }, "FibreFactor", "FibreFactor"},
+		{"zero PoP RTT", func(c *StudyConfig) { c.PoPRTT = 0 }, "", "PoPRTT"},
+		{"negative PoP RTT", func(c *StudyConfig) { c.PoPRTT = -time.Millisecond }, "PoPRTT", "PoPRTT"},
+		{"no log fill", func(c *StudyConfig) { c.LogFill = -1 }, "", "LogFill"},
+		{"log fill too large", func(c *StudyConfig) { c.LogFill = MaxLogFill + 1 }, "LogFill", "LogFill"},
+		{"revoked fill at most", func(c *StudyConfig) { c.RevokedFill = MaxRevokedFill }, "", ""},
+		{"revoked fill too large", func(c *StudyConfig) { c.RevokedFill = MaxRevokedFill + 1 }, "LogFill", "LogFill"},
+		{"TLS 1.1", func(c *StudyConfig) { c.Versions = []uint16{tls.VersionTLS11} }, "Versions", "Versions"},
+		{"no versions", func(c *StudyConfig) { c.Versions = nil }, "", "Versions"},
+	} {
+		c := given
+		tc.edit(&c)
+		for _, m := range []struct {
+			name string
+			err  error
+			want string
+		}{{"Check", c.Check(), tc.check}, {"Validate", c.Validate(), tc.validate}} {
+			var oe *option.Error
+			switch {
+			case m.want == "" && m.err != nil:
+				t.Errorf("%s: %s() = %v, want nil", tc.name, m.name, m.err)
+			case m.want == "":
+			case !errors.As(m.err, &oe):
+				t.Errorf("%s: %s() = %v, want an *option.Error", tc.name, m.name, m.err)
+			case oe.Fields[0] != m.want || !strings.HasPrefix(m.err.Error(), "pecbench: "):
+				t.Errorf("%s: %s() = %q (fields %v), want %s first", tc.name, m.name, m.err, oe.Fields, m.want)
+			}
 		}
 	}
 }

@@ -36,6 +36,13 @@ func runBenchPECStudy(ctx context.Context, env *command.Env, mode string, args [
 	return runBenchPECPlacements(ctx, env, args)
 }
 
+// studyFlags names pecbench.StudyConfig's fields as bench pec
+// --placements's flags do.
+var studyFlags = map[string]string{
+	"Random": "--random", "Nearest": "--nearest", "Footprint": "--footprint", "Reps": "--reps", "Versions": "--tls",
+	"Scale": "--scale", "FibreFactor": "--fibre-factor", "PoPRTT": "--pop-rtt", "LogFill": "--log-fill", "RevokedFill": "--revoked-fill",
+}
+
 func runBenchPECPlacements(ctx context.Context, env *command.Env, args []string) error {
 	fs := command.NewFlags(env, "bench pec", "--placements [--random N] [--nearest N] [--footprint N] [--reps N] [--scale F] [--plot PREFIX] [--json]")
 	fs.Bool("placements", true, "run the latency study (the PEC paper §6.2 and §6.3.1) instead of the rows")
@@ -75,29 +82,8 @@ func runBenchPECPlacements(ctx context.Context, env *command.Env, args []string)
 		}
 		return writeBenchReport(env, "bench pec", "--plot", st, *asJSON, *plot)
 	}
-	if *random < 0 || *nearest < 0 || *footprint < 0 || *random+*nearest+*footprint == 0 {
-		return command.UsageError("--random, --nearest and --footprint must not be negative, and not all zero")
-	}
-	if *reps < 1 {
-		return command.UsageError("--reps must be at least 1")
-	}
-	if *popRTT <= 0 {
-		return command.UsageError("--pop-rtt must be positive")
-	}
-	if *logFill < 0 || *revokedFill < 0 || *logFill > 1<<20 || *revokedFill > 1<<24 {
-		return command.UsageError("--log-fill must be 0 to %d and --revoked-fill 0 to %d", 1<<20, 1<<24)
-	}
 	cfg := pecbench.StudyConfig{Random: *random, Nearest: *nearest, Footprint: *footprint, Reps: *reps, Scale: *scale, FibreFactor: *fibre,
 		PoPRTT: *popRTT, Seed: *seed, LogFill: *logFill, RevokedFill: *revokedFill, Progress: command.PrefixWriter{Env: env, Prefix: "bench pec: "}}
-	// In the config a zero fill means the default: here it means none.
-	for _, z := range []struct {
-		flag int
-		cfg  *int
-	}{{*logFill, &cfg.LogFill}, {*revokedFill, &cfg.RevokedFill}} {
-		if z.flag == 0 {
-			*z.cfg = -1
-		}
-	}
 	for _, v := range strings.Split(*versions, ",") {
 		switch strings.TrimSpace(v) {
 		case "1.2":
@@ -108,8 +94,14 @@ func runBenchPECPlacements(ctx context.Context, env *command.Env, args []string)
 			return command.UsageError("--tls: %q is not 1.2 or 1.3", v)
 		}
 	}
-	if err := cfg.Check(); err != nil {
-		return command.UsageError("%v", err)
+	if err := command.OptionError(cfg.Validate(), studyFlags); err != nil {
+		return err
+	}
+	// To RunStudy a zero fill means the default: here it means none.
+	for _, f := range []*int{&cfg.LogFill, &cfg.RevokedFill} {
+		if *f == 0 {
+			*f = -1
+		}
 	}
 	if err := command.CheckOutput("--plot", *plot); err != nil {
 		return err

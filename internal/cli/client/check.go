@@ -128,21 +128,29 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 	}
 	// Further evidence sources plug in here: append to cfg.Sources and list
 	// their names in --require's help.
+	// Everything the flags and files can get wrong is reported before
+	// any network I/O: the cloud is reached only for a check that can be
+	// made (as pkie pec get).
+	var (
+		ccfg        pec.ClientConfig
+		cloudProofs *pec.CloudProofs
+	)
 	if withCloud {
 		// The cloud proves; the TTP keys stay the client's own pins.
 		if *proofs.ctProver != "" || *proofs.revProver != "" {
 			return command.UsageError("--cloud proves ct and revocation itself: drop --ct-prover and --revocation-prover")
 		}
-		cl, bundles, err := cloud.dial(ctx)
-		if err != nil {
+		if ccfg, err = cloud.load(); err != nil {
 			return err
 		}
-		defer cl.Close()
 		cfg.Registry = builtin.Registry()
-		if cfg.Verifiers, err = cloudVerifiers(env.Stderr, cfg.Registry, bundles, *proofs.ctKey, *proofs.revKey, *proofs.maxAge, *proofs.mmd); err != nil {
+		if cfg.Verifiers, err = cloudVerifiers(env.Stderr, cfg.Registry, ccfg.Clouds, *proofs.ctKey, *proofs.revKey, *proofs.maxAge, *proofs.mmd); err != nil {
 			return err
 		}
-		cfg.Proofs = &pec.CloudProofs{Cloud: cl, Budget: *cloud.budget}
+		// The session is opened, and set here, once check.New has
+		// accepted the configuration.
+		cloudProofs = &pec.CloudProofs{Budget: *cloud.budget}
+		cfg.Proofs = cloudProofs
 	} else if cfg.Sources, err = proofs.sources(); err != nil {
 		return err
 	}
@@ -159,21 +167,29 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 		cfg.NotaryDial = resolve.Dial
 	}
 
+	target, sha256FP, err := checkTarget(host, port, *sni, *ip, *fingerprint)
+	if err != nil {
+		return err
+	}
+
 	c, err := check.New(cfg)
 	if err != nil {
 		return command.UsageError("%v", strings.TrimPrefix(err.Error(), "check: "))
 	}
 	defer c.Close()
+	if withCloud {
+		cl, err := cloud.connect(ctx, ccfg)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cloudProofs.Cloud = cl
+	}
 
 	var v *check.Verdict
 	if *fingerprint != "" {
-		if *ip != "" {
-			return command.UsageError("--fingerprint checks a fingerprint without connecting: --ip does not apply")
-		}
-		if _, perr := check.ParseSHA256(*fingerprint); perr == nil {
+		if sha256FP {
 			_, v, err = c.ConvergeSHA256(ctx, host, port, *sni, *fingerprint)
-		} else if *sni != "" {
-			return command.UsageError("--sni with --fingerprint needs a SHA-256 fingerprint: the Convergence API (SHA-1) cannot carry an SNI name")
 		} else {
 			_, v, err = c.Converge(ctx, host, port, *fingerprint)
 		}
@@ -181,13 +197,7 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 			return command.UsageError("%v", strings.TrimPrefix(err.Error(), "check: "))
 		}
 	} else {
-		t := probe.Target{Host: host, Port: port, ServerName: *sni}
-		if *ip != "" {
-			if t.IP, err = netip.ParseAddr(*ip); err != nil {
-				return command.UsageError("--ip %q is not an IP address", *ip)
-			}
-		}
-		if v, err = c.Check(ctx, t); err != nil {
+		if v, err = c.Check(ctx, target); err != nil {
 			return fmt.Errorf("%v%s", strings.TrimPrefix(err.Error(), "check: "), forbiddenHint(err))
 		}
 	}
@@ -206,6 +216,29 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 		return nil
 	}
 	return command.Negative()
+}
+
+// checkTarget checks what pkie check is to check: the site to probe, or
+// with a fingerprint the fingerprint to ask the notaries about, which is
+// a SHA-256 one if sha256FP.
+func checkTarget(host string, port int, sni, ip, fingerprint string) (t probe.Target, sha256FP bool, err error) {
+	t = probe.Target{Host: host, Port: port, ServerName: sni}
+	if fingerprint != "" {
+		if ip != "" {
+			return t, false, command.UsageError("--fingerprint checks a fingerprint without connecting: --ip does not apply")
+		}
+		_, perr := check.ParseSHA256(fingerprint)
+		if sha256FP = perr == nil; !sha256FP && sni != "" {
+			return t, false, command.UsageError("--sni with --fingerprint needs a SHA-256 fingerprint: the Convergence API (SHA-1) cannot carry an SNI name")
+		}
+		return t, sha256FP, nil
+	}
+	if ip != "" {
+		if t.IP, err = netip.ParseAddr(ip); err != nil {
+			return t, false, command.UsageError("--ip %q is not an IP address", ip)
+		}
+	}
+	return t, false, nil
 }
 
 // LoadRoots reads a PEM trust store, as pkie check --roots and pkie roots

@@ -68,20 +68,6 @@ func addCloudFlags(fs *flag.FlagSet) *cloudFlags {
 	return c
 }
 
-// dial reads the bundles and opens the session with the first reachable
-// cloud.
-func (c *cloudFlags) dial(ctx context.Context) (*pec.Client, []*pec.Bundle, error) {
-	cfg, err := c.load()
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := c.connect(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cl, cfg.Clouds, nil
-}
-
 // load checks the flags and reads the bundles: everything that can be
 // wrong without the network, so that it is reported before any I/O.
 func (c *cloudFlags) load() (pec.ClientConfig, error) {

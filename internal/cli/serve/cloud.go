@@ -280,6 +280,16 @@ next:
 	return out
 }
 
+// cloudServeFlags names cloud.ServeOptions' fields as cloud serve's flags
+// do.
+var cloudServeFlags = map[string]string{
+	"QUIC": "--quic", "TCP": "--tcp", "Peers": "--peer",
+	"Keepalive": "--keepalive", "MissedPings": "--missed-pings", "HandshakeTimeout": "--handshake-timeout", "WriteTimeout": "--write-timeout",
+	"MaxClients": "--max-clients", "MaxSessions": "--max-sessions", "MaxSessionsPerAddr": "--max-sessions-per-addr",
+	"MaxFrame": "--max-frame", "MaxPending": "--max-pending", "MaxJobs": "--max-jobs", "MaxJobsPerAddr": "--max-jobs-per-addr",
+	"MaxJobsPerClient": "--max-jobs-per-client", "MaxProverCalls": "--max-prover-calls", "MaxBudget": "--max-budget",
+}
+
 func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.Registry) error {
 	fs := command.NewFlags(env, "cloud serve", "[--data DIR] [--quic ADDR] [--tcp ADDR] [--http ADDR] [--pkie NAME=CONFIGFILE]... [flags]")
 	data := fs.String("data", defaultDataDir(env, "cloud"), "data directory (from pkie cloud init)")
@@ -315,38 +325,19 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *quicAddr == "" && *tcpAddr == "" {
-		return command.UsageError("--quic and --tcp are both empty: a cloud needs at least one listener")
+	opts := cloud.ServeOptions{
+		Config: cloud.Config{
+			Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
+			MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
+			MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
+			MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, MaxRemembered: *maxRemembered,
+			SubmitRate: *submitRate, SessionSubmitRate: *sessionRate, Forwarders: forwarders,
+		},
+		QUIC: *quicAddr, TCP: *tcpAddr, HTTP: *httpAddr, Peers: peers,
 	}
-	for _, v := range []struct {
-		name string
-		n    int
-	}{{"--missed-pings", *missed}, {"--max-clients", *maxClients}, {"--max-sessions-per-addr", *perAddrSessions},
-		{"--max-frame", *maxFrame}, {"--max-pending", *maxPending}, {"--max-jobs", *maxJobs}, {"--max-jobs-per-client", *perClientJobs},
-		{"--max-prover-calls", *maxCalls}} {
-		if v.n <= 0 {
-			return command.UsageError("%s must be positive", v.name)
-		}
-	}
-	if *maxSessions < 0 || *perAddrJobs < 0 {
-		return command.UsageError("--max-sessions and --max-jobs-per-addr must not be negative")
-	}
-	// Sessions past the open-file limit would take the descriptors
-	// /healthz and the TTP syncs need: refused here, before any sync.
-	if lim := httplimit.FileLimit(); *maxSessions > cloud.SessionsFor(lim) || cloud.SessionsFor(lim) < 1 {
-		return command.UsageError("an open-file limit of %d allows %d sessions (%d descriptors are kept for /healthz, /metrics, TTP syncs, the data directory and the notary's probes), --max-sessions asks for %d: raise the limit (ulimit -n) or lower --max-sessions",
-			lim, max(0, cloud.SessionsFor(lim)), cloud.FileReserve, *maxSessions)
-	}
-	for _, p := range peers {
-		if err := cloud.CheckPeer(p); err != nil {
-			return command.UsageError("--peer %v", err)
-		}
-	}
-	if *maxFrame > pecwire.MaxFrameLimit || *maxFrame < 16<<10 {
-		return command.UsageError("--max-frame must be between %d and %d", 16<<10, pecwire.MaxFrameLimit)
-	}
-	if *keepalive <= 0 || *handshake <= 0 || *writeTimeout <= 0 || *maxBudget <= 0 {
-		return command.UsageError("--keepalive, --handshake-timeout, --write-timeout and --max-budget must be positive")
+	// Refused before anything is loaded, bound or synced.
+	if err := command.OptionError(opts.Validate(), cloudServeFlags); err != nil {
+		return err
 	}
 	d, err := cloud.Load(*data)
 	if err != nil {
@@ -413,7 +404,7 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxConnsPerHost = cloud.MaxConnsPerTTP
 	provers, err := d.BuildProvers(ctx, reg, ps, cloud.ProverOptions{HTTP: &http.Client{Timeout: 30 * time.Second, Transport: tr}, Log: logger,
-		Peers: peers, TrustFirstHead: *trustFirst})
+		Peers: opts.Peers, TrustFirstHead: *trustFirst})
 	if err != nil {
 		return err
 	}
@@ -424,14 +415,9 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 			}
 		}
 	}()
-	c, err := cloud.New(cloud.Config{
-		Certificate: d.Certificate, Provers: provers, Registry: reg, Logger: logger,
-		Keepalive: *keepalive, MissedPings: *missed, HandshakeTimeout: *handshake, WriteTimeout: *writeTimeout,
-		MaxClients: *maxClients, MaxSessions: *maxSessions, MaxSessionsPerAddr: *perAddrSessions,
-		MaxFrame: *maxFrame, MaxPending: *maxPending, MaxJobs: *maxJobs, MaxJobsPerAddr: *perAddrJobs, MaxJobsPerClient: *perClientJobs,
-		MaxProverCalls: *maxCalls, MaxBudget: *maxBudget, MaxRemembered: *maxRemembered,
-		SubmitRate: *submitRate, SessionSubmitRate: *sessionRate, HPKEKey: hk, Forwarders: forwarders,
-	})
+	cfg := opts.Config
+	cfg.Certificate, cfg.Provers, cfg.Registry, cfg.Logger, cfg.HPKEKey = d.Certificate, provers, reg, logger, hk
+	c, err := cloud.New(cfg)
 	if err != nil {
 		return err
 	}

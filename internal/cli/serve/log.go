@@ -165,6 +165,12 @@ func openLogLogged(logger *slog.Logger, data, roots string) (*ctlog.Log, error) 
 	return ctlog.Open(data, o)
 }
 
+// logServeFlags names ctlog.ServeOptions' fields as log serve's flags do.
+var logServeFlags = map[string]string{
+	"BuildInterval": "--build-interval", "BodyTimeout": "--body-timeout",
+	"MaxInFlight": "--max-in-flight", "MaxAddChain": "--max-add-chain", "MaxPerClient": "--max-in-flight-per-ip",
+}
+
 func logServe(ctx context.Context, env *command.Env, args []string) error {
 	fs := command.NewFlags(env, "log serve", "[flags]")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory (from pkie log init)")
@@ -180,8 +186,10 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *every <= 0 || *bodyTimeout <= 0 {
-		return command.UsageError("--build-interval and --body-timeout must be positive")
+	opts := ctlog.ServeOptions{BuildInterval: *every,
+		HandlerOptions: ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain, MaxPerClient: *perIP, BodyTimeout: *bodyTimeout}}
+	if err := command.OptionError(opts.Validate(), logServeFlags); err != nil {
+		return err
 	}
 	co, err := conns()
 	if err != nil {
@@ -208,8 +216,8 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 		return err
 	}
 	logger.Info("sorted tree built", "size", b.Size, "entry", b.EntryIndex)
-	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain, MaxPerClient: *perIP, BodyTimeout: *bodyTimeout}))
-	go l.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
+	srv := ctlog.NewHTTPServer(l.Handler(opts.HandlerOptions))
+	go l.Run(ctx, opts.BuildInterval, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("log listening", "origin", l.Origin(), "addr", ln.Addr().String())
 	info := map[string]any{"listening": ln.Addr().String(), "origin": l.Origin(), "sorted_origin": ctlog.SortedOrigin(l.Origin()),
