@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -367,34 +366,12 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 		return err
 	}
 	// Bind first: a busy port is found before any prover syncs.
-	var pc net.PacketConn
-	var tl, hl net.Listener
-	defer func() {
-		if pc != nil {
-			pc.Close()
-		}
-		if tl != nil {
-			tl.Close()
-		}
-		if hl != nil {
-			hl.Close()
-		}
-	}()
-	if *quicAddr != "" {
-		if pc, err = net.ListenPacket("udp", *quicAddr); err != nil {
-			return fmt.Errorf("--quic: %w", err)
-		}
+	ls, err := bindSessionListeners(*quicAddr, *tcpAddr, *httpAddr)
+	if err != nil {
+		return err
 	}
-	if *tcpAddr != "" {
-		if tl, err = net.Listen("tcp", *tcpAddr); err != nil {
-			return fmt.Errorf("--tcp: %w", err)
-		}
-	}
-	if *httpAddr != "" {
-		if hl, err = net.Listen("tcp", *httpAddr); err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-	}
+	defer ls.Close()
+	pc, tl, hl := ls.quic, ls.tcp, ls.http
 	logger := serveLogger(env, *asJSON)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -131,34 +131,12 @@ func forwarderServe(ctx context.Context, env *command.Env, args []string) error 
 	if err != nil {
 		return err
 	}
-	var pc net.PacketConn
-	var tl, hl net.Listener
-	defer func() {
-		if pc != nil {
-			pc.Close()
-		}
-		if tl != nil {
-			tl.Close()
-		}
-		if hl != nil {
-			hl.Close()
-		}
-	}()
-	if *quicAddr != "" {
-		if pc, err = net.ListenPacket("udp", *quicAddr); err != nil {
-			return fmt.Errorf("--quic: %w", err)
-		}
+	ls, err := bindSessionListeners(*quicAddr, *tcpAddr, *httpAddr)
+	if err != nil {
+		return err
 	}
-	if *tcpAddr != "" {
-		if tl, err = net.Listen("tcp", *tcpAddr); err != nil {
-			return fmt.Errorf("--tcp: %w", err)
-		}
-	}
-	if *httpAddr != "" {
-		if hl, err = net.Listen("tcp", *httpAddr); err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-	}
+	defer ls.Close()
+	pc, tl, hl := ls.quic, ls.tcp, ls.http
 	logger := serveLogger(env, *asJSON)
 	f, err := forwarder.New(forwarder.Config{
 		Certificate: d.Certificate, EphIDKey: d.EphIDKey, Clouds: clouds, Logger: logger,
