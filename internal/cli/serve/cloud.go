@@ -371,7 +371,6 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 		return err
 	}
 	defer ls.Close()
-	pc, tl, hl := ls.quic, ls.tcp, ls.http
 	logger := serveLogger(env, *asJSON)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -401,71 +400,22 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 	if hk == nil {
 		logger.Warn("no HPKE key in the data directory: submissions sealed through privacy forwarders are refused (pkie cloud init --data DIR --new-hpke-key adds one)", "data", *data)
 	}
-	errc := make(chan error, 4)
-	n := 0
 	runDone := make(chan struct{})
 	go func() { c.Run(ctx); close(runDone) }()
-	addrs := map[string]string{}
-	if pc != nil {
-		addrs["quic"] = pc.LocalAddr().String()
-		n++
-		go func() { errc <- c.ServeQUIC(ctx, pc) }()
-	}
-	if tl != nil {
-		addrs["tcp"] = tl.Addr().String()
-		n++
-		go func() { errc <- c.ServeTCP(ctx, tl) }()
-	}
-	if hl != nil {
-		addrs["http"] = hl.Addr().String()
-		srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-		context.AfterFunc(ctx, func() { srv.Close() })
-		n++
-		// Capped so that health checks and scrapes stay within the
-		// descriptors sessions leave (cloud.FileReserve).
-		lim := httplimit.Listen(srv, hl, httplimit.Options{MaxConns: cloud.MaxHTTPConns, MaxConnsPerClient: cloud.MaxHTTPConnsPerAddr})
-		go func() {
-			err := srv.Serve(lim)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			errc <- err
-		}()
-	}
+	// Capped so that health checks and scrapes stay within the
+	// descriptors sessions leave (cloud.FileReserve).
+	addrs, wait := ls.serve(ctx, cancel, c, httplimit.Options{MaxConns: cloud.MaxHTTPConns, MaxConnsPerClient: cloud.MaxHTTPConnsPerAddr})
 	logger.Info("cloud listening", "name", d.Config.Name, "quic", addrs["quic"], "tcp", addrs["tcp"], "http", addrs["http"],
 		"pkies", strings.Join(pkieNames(ps), ","), "spki_sha256", d.SPKIHash())
 	// The address lines let scripts and tests that pass port 0 find the
 	// ports.
-	info := map[string]any{"name": d.Config.Name, "listening": addrs, "pkies": pkieNames(ps), "spki_sha256": d.SPKIHash(), "data": *data}
-	var first error
-	if first = printServing(env, *asJSON, info, listeningLines(addrs)...); first != nil {
-		cancel()
-	}
-	for range n {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-			cancel()
-		}
-	}
-	cancel()
+	first := wait(env, *asJSON, map[string]any{"name": d.Config.Name, "pkies": pkieNames(ps), "spki_sha256": d.SPKIHash(), "data": *data})
 	<-runDone
 	c.Wait()
 	if first == nil {
 		logStopped(logger, "cloud", ctx)
 	}
 	return first
-}
-
-// listeningLines are the text startup lines of a server with several
-// listeners, in a fixed order.
-func listeningLines(addrs map[string]string) []string {
-	var lines []string
-	for _, k := range []string{"quic", "tcp", "http"} {
-		if a, ok := addrs[k]; ok {
-			lines = append(lines, "listening "+k+" "+a)
-		}
-	}
-	return lines
 }
 
 // pointFlag is a repeatable QUICADDR[,TCPADDR] flag.

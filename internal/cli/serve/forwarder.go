@@ -3,12 +3,9 @@ package serve
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/pkie/pkie/internal/cli/command"
 	"github.com/pkie/pkie/internal/forwarder"
@@ -136,7 +133,6 @@ func forwarderServe(ctx context.Context, env *command.Env, args []string) error 
 		return err
 	}
 	defer ls.Close()
-	pc, tl, hl := ls.quic, ls.tcp, ls.http
 	logger := serveLogger(env, *asJSON)
 	f, err := forwarder.New(forwarder.Config{
 		Certificate: d.Certificate, EphIDKey: d.EphIDKey, Clouds: clouds, Logger: logger,
@@ -149,50 +145,14 @@ func forwarderServe(ctx context.Context, env *command.Env, args []string) error 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
-	n := 0
-	addrs := map[string]string{}
-	if pc != nil {
-		addrs["quic"] = pc.LocalAddr().String()
-		n++
-		go func() { errc <- f.ServeQUIC(ctx, pc) }()
-	}
-	if tl != nil {
-		addrs["tcp"] = tl.Addr().String()
-		n++
-		go func() { errc <- f.ServeTCP(ctx, tl) }()
-	}
-	if hl != nil {
-		addrs["http"] = hl.Addr().String()
-		srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-		context.AfterFunc(ctx, func() { srv.Close() })
-		n++
-		go func() {
-			err := srv.Serve(httplimit.Listen(srv, hl, httplimit.Options{MaxConns: forwarder.MaxHTTPConns, MaxConnsPerClient: forwarder.MaxHTTPConnsPerAddr}))
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			errc <- err
-		}()
-	}
+	addrs, wait := ls.serve(ctx, cancel, f, httplimit.Options{MaxConns: forwarder.MaxHTTPConns, MaxConnsPerClient: forwarder.MaxHTTPConnsPerAddr})
 	logger.Info("forwarder listening", "name", d.Name, "quic", addrs["quic"], "tcp", addrs["tcp"], "http", addrs["http"],
 		"clouds", len(clouds), "spki_sha256", d.SPKIHash())
 	var cloudNames []string
 	for _, c := range clouds {
 		cloudNames = append(cloudNames, c.Name)
 	}
-	info := map[string]any{"name": d.Name, "listening": addrs, "spki_sha256": d.SPKIHash(), "clouds": cloudNames, "data": *data}
-	var first error
-	if first = printServing(env, *asJSON, info, listeningLines(addrs)...); first != nil {
-		cancel()
-	}
-	for range n {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-			cancel()
-		}
-	}
-	cancel()
+	first := wait(env, *asJSON, map[string]any{"name": d.Name, "spki_sha256": d.SPKIHash(), "clouds": cloudNames, "data": *data})
 	f.Wait()
 	if first == nil {
 		logStopped(logger, "forwarder", ctx)
