@@ -310,14 +310,10 @@ func TestStatelessReset(t *testing.T) {
 	}()
 	defer func() { cancel2(); <-done2; second.wg.Wait(); pc2.Close() }()
 
-	start := time.Now()
 	c.Send(&pecwire.Ping{Seq: 2}, time.Now().Add(5*time.Second))
 	_, err = c.Recv(time.Now().Add(10 * time.Second))
 	var reset *quic.StatelessResetError
 	if !errors.As(err, &reset) {
 		t.Fatalf("after the restart: err = %v, want a stateless reset", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("reset noticed after %v", d)
 	}
 }
