@@ -154,7 +154,7 @@ func (w *thirdPartyWorld) dialSite(t *testing.T, n int) {
 	}
 }
 
-// TestDialerUnderIdentifierFlood is issue 20 item 1 through the Dialer in
+// TestDialerUnderIdentifierFlood: a client's identifier flooded, through the Dialer in
 // client-server mode: two sessions that never registered keep 64
 // submissions each in flight naming the client's identifier (the one its
 // ClientHellos show), at an enhancement that never answers. Before the
@@ -194,7 +194,7 @@ func TestDialerUnderIdentifierFlood(t *testing.T) {
 // ClientHello's PEC extension and, before the ClientHello reaches the
 // server, submits with its ticket the connection's own submission (the
 // server's chain, which the server sends to anyone) with a 1 ms budget
-// (issue 20 item 7: the copy's budget must not govern), then the ticket
+// (the copy's budget must not govern the client's), then the ticket
 // again with another chain. Every connection is still trusted: the copy
 // costs the client at most the server grace, nothing more.
 func TestDialerCopiedTicket(t *testing.T) {
@@ -225,7 +225,7 @@ func TestDialerCopiedTicket(t *testing.T) {
 		// The copies reach the cloud before the ClientHello goes on to
 		// the server: the cloud answers a Ping after every message sent
 		// before it, so the copy is always first (under load the server
-		// could otherwise win every race, and item 7 go untested).
+		// could otherwise win every race, and the budget rule go untested).
 		copies++
 		if err := a.Send(&pecwire.Ping{Seq: uint64(copies)}, time.Now().Add(10*time.Second)); err != nil {
 			t.Error(err)

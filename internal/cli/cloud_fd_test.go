@@ -23,7 +23,7 @@ import (
 	"github.com/pkie/pkie/internal/testbed"
 )
 
-// TestCloudSessionsLeaveDescriptors (issue 20, item 2): a cloud process
+// TestCloudSessionsLeaveDescriptors: a cloud process
 // with an open-file limit of 400 is flooded with 500 TCP connections that
 // never finish their handshake (a 60s handshake timeout keeps them open).
 // Its sessions are bounded below the limit, so the rest are refused while

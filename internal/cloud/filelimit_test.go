@@ -18,11 +18,11 @@ func TestSessionsFromFileLimit(t *testing.T) {
 		want                     int
 		err                      string
 	}{
-		{limit: 1500, want: 1244},                         // the limit: no longer 81,920
+		{limit: 1500, want: 1244},                         // 1,500 descriptors: no longer 81,920
 		{limit: 1 << 20, want: 65536 + 16384},             // a large limit: the clients' bound
 		{limit: 1500, clients: 100, want: 100 + 64},       // few clients: theirs
 		{limit: 1500, sessions: 1244, want: 1244},         // explicit, within the limit
-		{limit: 1500, sessions: 2100, err: "allows 1244"}, // the 2,100 sessions
+		{limit: 1500, sessions: 2100, err: "allows 1244"}, // 2,100 sessions from three addresses
 		{limit: 200, err: "allows 0"},                     // too low a limit for any
 	} {
 		c, err := New(Config{Certificate: cert, FileLimit: tc.limit, MaxClients: tc.clients, MaxSessions: tc.sessions})

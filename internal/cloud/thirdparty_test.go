@@ -27,8 +27,8 @@ func drainUntilPong(t *testing.T, c *pecwire.Conn) []pecwire.Message {
 	}
 }
 
-// TestThirdPartyCannotTakeOwnShare is the review's reproduction of issue
-// 20 item 1: two sessions that never registered keep 64 slow submissions
+// TestThirdPartyCannotTakeOwnShare reproduces a client's denial by anyone
+// who saw its identifier in a ClientHello: two sessions that never registered keep 64 slow submissions
 // each in flight naming the victim's identifier. Before the fix they took
 // the client's whole share and its own submission was refused ("rate
 // limited: this client has its share of submissions in flight"), over
@@ -162,7 +162,7 @@ func TestTicketHoldersShareBounded(t *testing.T) {
 	}
 }
 
-// TestCopyCannotShortenBudget is issue 20 item 7: a copy of the client's
+// TestCopyCannotShortenBudget: a copy of the client's
 // own submission (same digest: a ClientHello's ticket, the chain the
 // server sends to anyone) sent first with a short budget. Before the fix
 // the first copy's budget governed: the client's own submission was a

@@ -274,7 +274,7 @@ func wantRevocationRefused(t *testing.T, w *forkWorld, r *replica, why string, c
 	}
 }
 
-// TestRestartAfterTTPFork (issue 20, item 5): a replica serves a revoked
+// TestRestartAfterTTPFork: a replica serves a revoked
 // leaf's revocation proof; the authority forks (a longer tree without the
 // leaf, same key); the replica, restarted on its data directory, starts all
 // the same, proves CT, answers revocation as unavailable and reports it
@@ -297,7 +297,7 @@ func TestRestartAfterTTPFork(t *testing.T) {
 	wantRevocationRefused(t, w, r, "REFUSED", true)
 }
 
-// TestFreshReplicaRefusesFork (issue 20, item 6): a replica without state
+// TestFreshReplicaRefusesFork: a replica without state
 // of its own (a copy of the data directory made before the first serve)
 // starts after the authority forked. Told its peer, it learns from it the
 // head the authority published before and refuses the fork; without a peer
@@ -363,7 +363,7 @@ func TestFreshReplicaRefusesFork(t *testing.T) {
 	})
 }
 
-// TestProverLogNamesPKIEOnce (issue 21): the host names each prover's
+// TestProverLogNamesPKIEOnce: the host names each prover's
 // enhancement in its logger; the prover's lines carry the attribute once,
 // not "pkie=ct pkie=ct".
 func TestProverLogNamesPKIEOnce(t *testing.T) {
