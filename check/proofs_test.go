@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
-	"github.com/pkie/pkie/internal/ctlog"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )

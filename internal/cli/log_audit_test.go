@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/pkie/pkie/checkpoint"
-	"github.com/pkie/pkie/internal/ctlog"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/testbed"
 )
 

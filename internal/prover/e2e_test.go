@@ -15,8 +15,8 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pkie/pkie/checkpoint"
-	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"

@@ -11,7 +11,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/pkie/pkie/checkpoint"
-	"github.com/pkie/pkie/internal/ctlog"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 )
 
 // ConsistencySource returns an RFC 6962 consistency proof between two sizes

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 )
 

@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/httplimit"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )

@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/revocation"
 )

@@ -16,8 +16,8 @@ import (
 
 	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/cli/command"
-	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/httplimit"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	rootstore "github.com/pkie/pkie/internal/roots"
 )
 

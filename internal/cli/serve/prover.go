@@ -11,8 +11,8 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/cli/command"
-	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/feed"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/prover"
 )
 

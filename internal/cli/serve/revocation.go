@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/cli/command"
-	"github.com/pkie/pkie/internal/ctlog"
+	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/revocation"
 )
