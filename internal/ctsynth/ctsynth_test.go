@@ -1,0 +1,295 @@
+package ctsynth
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ctx509 "github.com/google/certificate-transparency-go/x509"
+	tnote "github.com/transparency-dev/formats/note"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"github.com/transparency-dev/tessera/client"
+	"github.com/transparency-dev/tessera/ctonly"
+)
+
+// generate makes and opens a log of n entries in a test directory.
+func generate(t testing.TB, n uint64) *Log {
+	t.Helper()
+	dir := t.TempDir()
+	if err := Generate(t.Context(), dir, Options{Entries: n, Origin: "synthetic.pkie.example/test"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func serve(t testing.TB, h http.Handler) *Fetcher {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &Fetcher{URL: srv.URL + "/", Client: srv.Client()}
+}
+
+// TestVerify: logs whose sizes end on, before and after tile boundaries
+// (partial tiles at every level) verify entry by entry, and the ceiling
+// reads every entry.
+func TestVerify(t *testing.T) {
+	for _, n := range []uint64{1, 255, 256, 257, 4 * 256, 256*256 + 3} {
+		l := generate(t, n)
+		f := serve(t, l.Handler())
+		cp, err := f.Verify(t.Context(), l.VerifierKey())
+		if err != nil {
+			t.Fatalf("%d entries: %v", n, err)
+		}
+		if cp.Size != n || cp.Origin != l.Origin() {
+			t.Errorf("%d entries: checkpoint %+v", n, cp)
+		}
+		r, err := f.Ingest(t.Context(), n, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r1, err := f.Ingest(t.Context(), n, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Entries != n || r.KeyXOR != r1.KeyXOR || r.Bytes != r1.Bytes {
+			t.Errorf("%d entries: ingest %+v, then %+v", n, r, r1)
+		}
+	}
+}
+
+// TestMatchesTessera: a tile leaf is byte for byte what Tessera's ctonly
+// encoding (which TesseraCT serves) makes of the same entry, and its leaf
+// hash is Tessera's.
+func TestMatchesTessera(t *testing.T) {
+	for i := range uint64(12) {
+		e := ctonly.Entry{Timestamp: timestampBase + i, IsPrecert: IsPrecert(i), FingerprintsChain: [][32]byte{sha256.Sum256(Issuer())}}
+		if e.IsPrecert {
+			ikh := IssuerKeyHash()
+			e.Certificate, e.Precertificate, e.IssuerKeyHash = PrecertTBS(i), Certificate(i), ikh[:]
+		} else {
+			e.Certificate = Certificate(i)
+		}
+		got, ts := AppendTileLeaf(nil, i)
+		if !bytes.Equal(got, e.LeafData(i)) {
+			t.Fatalf("entry %d: tile leaf differs from ctonly's", i)
+		}
+		if h := LeafHash(got[:ts]); !bytes.Equal(h[:], e.MerkleLeafHash(i)) {
+			t.Fatalf("entry %d: leaf hash differs from ctonly's", i)
+		}
+	}
+}
+
+// TestCertificates: every entry's certificate parses, serials and keys
+// differ between entries, a precert entry's TBS is its precertificate's with
+// the poison removed, and a final certificate's TBS without its SCT list is
+// its precertificate's (so both are keyed alike).
+func TestCertificates(t *testing.T) {
+	seen := map[[32]byte]uint64{}
+	for i := range uint64(64) {
+		der := Certificate(i)
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if _, err := ctx509.ParseCertificate(der); err != nil && !strings.Contains(err.Error(), "poison") {
+			t.Logf("entry %d: ct-go: %v", i, err)
+		}
+		k := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+		if j, dup := seen[k]; dup && seedOf(i) != seedOf(j) {
+			t.Errorf("entries %d and %d share a key", i, j)
+		}
+		seen[k] = i
+		switch kindOf(i) {
+		case kindPrecert:
+			tbs, err := ctx509.RemoveCTPoison(c.RawTBSCertificate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(tbs, PrecertTBS(i)) {
+				t.Errorf("entry %d: precert TBS is not the precertificate's without poison", i)
+			}
+		case kindFinal:
+			tbs, err := ctx509.RemoveSCTList(c.RawTBSCertificate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(tbs, PrecertTBS(i-1)) {
+				t.Errorf("entry %d: final certificate without SCTs is not entry %d's TBS", i, i-1)
+			}
+		}
+	}
+}
+
+// TestTesseraClient: Tessera's own client reads the log's checkpoint and
+// hash tiles and its inclusion proofs verify against the signed root.
+func TestTesseraClient(t *testing.T) {
+	const n = 3*256*256 + 1000
+	l := generate(t, n)
+	f := serve(t, l.Handler())
+	u, _ := url.Parse(f.URL)
+	hf, err := client.NewHTTPFetcher(u, f.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tnote.NewRFC6962Verifier(l.VerifierKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, _, _, err := client.FetchCheckpoint(t.Context(), hf.ReadCheckpoint, v, l.Origin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := client.NewProofBuilder(t.Context(), cp.Size, hf.ReadTile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint64{0, 1, 255, 256, 65535, 65536, n - 1000, n - 1} {
+		p, err := pb.InclusionProof(t.Context(), i)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		b, ts := AppendTileLeaf(nil, i)
+		h := LeafHash(b[:ts])
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, i, cp.Size, h[:], p, cp.Hash); err != nil {
+			t.Errorf("entry %d: %v", i, err)
+		}
+	}
+	// Consistency between an earlier size and the full tree also checks
+	// the stored interior tiles.
+	if _, err := pb.ConsistencyProof(t.Context(), 70000, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVerifyRefuses: a log serving a tile that does not match its hashes, a
+// checkpoint signed by another key, or a damaged checkpoint is refused.
+func TestVerifyRefuses(t *testing.T) {
+	l := generate(t, 600)
+	other := generate(t, 600)
+	flip := func(path string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			l.Handler().ServeHTTP(rec, r)
+			b := rec.Body.Bytes()
+			if r.URL.Path == path {
+				b[len(b)/2] ^= 1
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(b)
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		h        http.Handler
+		key      string
+		mismatch bool
+	}{
+		{"data tile", flip("/tile/data/001"), l.VerifierKey(), true},
+		{"hash tile", flip("/tile/0/000"), l.VerifierKey(), true},
+		{"checkpoint", flip("/checkpoint"), l.VerifierKey(), false},
+		{"wrong key", l.Handler(), other.VerifierKey(), false},
+	} {
+		f := serve(t, tc.h)
+		_, err := f.Verify(t.Context(), tc.key)
+		if err == nil {
+			t.Errorf("%s: verified", tc.name)
+			continue
+		}
+		if tc.mismatch != errors.Is(err, ErrMismatch) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
+
+// TestHandler: paths outside the log, past its end, or malformed are 404;
+// the issuer is served by its fingerprint.
+func TestHandler(t *testing.T) {
+	l := generate(t, 300)
+	f := serve(t, l.Handler())
+	fp := sha256.Sum256(Issuer())
+	for path, ok := range map[string]bool{
+		"checkpoint": true, "tile/0/000": true, "tile/0/001.p/44": true, "tile/0/001": false,
+		"tile/data/001.p/44": true, "tile/data/001.p/45": false, "tile/data/002": false, "tile/1/000.p/1": true,
+		"tile/1/000": false, "tile/2/000.p/1": false, "tile/data/../checkpoint": false, "tile/0/x000/../000": false,
+		"issuer/" + hexs(fp[:]): true, "issuer/00": false, "tile/63/000": false, "nothing": false,
+	} {
+		_, err := f.get(t.Context(), path)
+		if (err == nil) != ok {
+			t.Errorf("GET %s: %v, want ok=%v", path, err, ok)
+		}
+	}
+}
+
+func hexs(b []byte) string { return string(must(b)) }
+
+func must(b []byte) []byte {
+	const hexdigits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, hexdigits[c>>4], hexdigits[c&15])
+	}
+	return out
+}
+
+// TestGenerateRefuses: a finished log is not overwritten, and a directory
+// whose hash file was cut short does not open.
+func TestGenerateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Entries: 10, Origin: "synthetic.pkie.example/test"}
+	if err := Generate(t.Context(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := Generate(t.Context(), dir, o); err == nil {
+		t.Error("generated over a finished log")
+	}
+	if err := os.Truncate(filepath.Join(dir, "level-0.hashes"), 32*9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); err == nil {
+		t.Error("opened a log with a short hash file")
+	}
+	if err := Generate(t.Context(), t.TempDir(), Options{Entries: 0, Origin: "x"}); err == nil {
+		t.Error("generated an empty log")
+	}
+}
+
+func FuzzParseDataTile(f *testing.F) {
+	for _, i := range []uint64{0, 1, 3} {
+		b, _ := AppendTileLeaf(nil, i)
+		f.Add(b, 1)
+	}
+	var two []byte
+	two, _ = AppendTileLeaf(two, 0)
+	two, _ = AppendTileLeaf(two, 1)
+	f.Add(two, 2)
+	f.Add([]byte{}, 1)
+	f.Fuzz(func(t *testing.T, b []byte, want int) {
+		if want < 0 || want > 256 {
+			return
+		}
+		n := 0
+		err := ParseDataTile(b, want, func(i int, l *TileLeaf) error {
+			n++
+			if len(l.Certificate) == 0 || len(l.Fingerprints)%32 != 0 || (l.Precert && len(l.IssuerKeyHash) != 32) {
+				t.Fatalf("entry %d: parsed a malformed leaf", i)
+			}
+			return nil
+		})
+		if err == nil && n != want {
+			t.Fatalf("parsed %d entries, want %d", n, want)
+		}
+	})
+}
