@@ -6,7 +6,7 @@
 set -euo pipefail
 
 # Every package, for --list and the README.
-all=(openssl curl nfdump libssl-dev libjansson-dev pkg-config gcc libc6-dev postgresql cargo)
+all=(openssl curl nfdump libssl-dev libjansson-dev pkg-config gcc libc6-dev postgresql mariadb-server cargo)
 
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${all[@]}"
@@ -31,6 +31,11 @@ command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # PostgreSQL of their own.
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   need+=(postgresql)
+fi
+# The log's Tessera MySQL storage is tested against a throwaway MariaDB
+# (internal/mysqltest) started from these binaries.
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+  need+=(mariadb-server)
 fi
 # pkie verify's webpki back end is Rust; its crates come from crates.io.
 # rustup's cargo does as well as Debian's.
@@ -60,4 +65,7 @@ apt-get install -y -qq --no-install-recommends "${need[@]}"
 # Debian starts a cluster on install; tests run their own on free ports.
 if [[ " ${need[*]} " == *" postgresql "* ]]; then
   command -v service >/dev/null 2>&1 && service postgresql stop >/dev/null 2>&1 || true
+fi
+if [[ " ${need[*]} " == *" mariadb-server "* ]]; then
+  command -v service >/dev/null 2>&1 && service mariadb stop >/dev/null 2>&1 || true
 fi
