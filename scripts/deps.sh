@@ -1,9 +1,29 @@
 #!/usr/bin/env bash
 # Installs the system packages `make test` needs on Debian or Ubuntu, the
 # same ones .ci/run installs: only those missing, with apt-get, as root.
-#   scripts/deps.sh          install what is missing
-#   scripts/deps.sh --list   print every package make test needs, one a line
+#   scripts/deps.sh              install what is missing
+#   scripts/deps.sh --list       print every package make test needs, one a line
+#   scripts/deps.sh --tesseract  install TesseraCT's POSIX binary for the
+#                                interoperability tests (Go, no root; see below)
 set -euo pipefail
+
+# TesseraCT, transparency-dev's static-ct-api log, is software nobody here
+# wrote: internal/ctinterop runs pkie's log, follower and mirror against it
+# (internal/tesseracttest finds the binary). `go install` names it after
+# its package, posix, so it goes into a directory of its own, by version,
+# where the harness looks: $(go env GOPATH)/opt/tesseract-<version>/posix.
+# It is the invoking user's, not root's: .ci/run runs this as itself.
+tesseract_version=v0.1.1
+if [ "${1:-}" = "--tesseract" ]; then
+  gobin="$(go env GOPATH | cut -d: -f1)/opt/tesseract-${tesseract_version}"
+  if [ -x "$gobin/posix" ]; then
+    echo "deps: TesseraCT ${tesseract_version} is here: $gobin/posix"
+    exit 0
+  fi
+  echo "deps: installing TesseraCT ${tesseract_version} into $gobin"
+  GOBIN="$gobin" go install "github.com/transparency-dev/tesseract/cmd/tesseract/posix@${tesseract_version}"
+  exit 0
+fi
 
 # Every package, for --list and the README.
 all=(openssl curl nfdump libssl-dev libjansson-dev pkg-config gcc libc6-dev postgresql mariadb-server cargo)
@@ -13,7 +33,7 @@ if [ "${1:-}" = "--list" ]; then
   exit 0
 fi
 if [ $# -gt 0 ]; then
-  echo "usage: $0 [--list]" >&2
+  echo "usage: $0 [--list | --tesseract]" >&2
   exit 2
 fi
 
@@ -43,6 +63,9 @@ if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   need+=(cargo)
 fi
 
+if [ ! -x "$(go env GOPATH 2>/dev/null | cut -d: -f1)/opt/tesseract-${tesseract_version}/posix" ]; then
+  echo "deps: the interoperability tests also need TesseraCT: run scripts/deps.sh --tesseract as yourself (Go, no root)" >&2
+fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "deps: nothing to install: every package make test needs is here"
   exit 0
