@@ -302,4 +302,3 @@ func reduceInto(lv, up [][32]byte) {
 		}
 	}
 }
-
