@@ -49,7 +49,6 @@ import (
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
-	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -450,34 +449,4 @@ func freePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// LeafIndex returns the leaf_index extension of static-ct-api SCT
-// extensions (equal to the Merkle tree leaf's): the entry's index in the
-// log. An extension list that does not parse, or has no leaf_index or two,
-// is an error.
-func LeafIndex(ext []byte) (uint64, error) {
-	s := cryptobyte.String(ext)
-	var index uint64
-	found := false
-	for !s.Empty() {
-		var typ uint8
-		var data cryptobyte.String
-		if !s.ReadUint8(&typ) || !s.ReadUint16LengthPrefixed(&data) {
-			return 0, errors.New("tesseracttest: SCT extensions do not parse")
-		}
-		if typ != 0 { // leaf_index
-			continue
-		}
-		var hi uint8
-		var lo uint32
-		if found || !data.ReadUint8(&hi) || !data.ReadUint32(&lo) || !data.Empty() {
-			return 0, errors.New("tesseracttest: SCT extensions: a malformed or repeated leaf_index")
-		}
-		index, found = uint64(hi)<<32|uint64(lo), true
-	}
-	if !found {
-		return 0, errors.New("tesseracttest: SCT extensions carry no leaf_index")
-	}
-	return index, nil
 }
