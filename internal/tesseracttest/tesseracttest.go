@@ -450,3 +450,9 @@ func freePort(t testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// ReadIssuer fetches an issuer certificate by its SHA-256 fingerprint
+// (static-ct-api's /issuer/<hex>).
+func (l *Log) ReadIssuer(ctx context.Context, fingerprint [32]byte) ([]byte, error) {
+	return l.get(ctx, fmt.Sprintf("issuer/%x", fingerprint))
+}
