@@ -10,97 +10,13 @@ import (
 
 	ct "github.com/google/certificate-transparency-go"
 	"github.com/google/certificate-transparency-go/client"
-	"github.com/google/certificate-transparency-go/ctutil"
 	"github.com/google/certificate-transparency-go/jsonclient"
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/tesseracttest"
-	"github.com/pkie/pkie/internal/testbed"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	tclient "github.com/transparency-dev/tessera/client"
 )
-
-// submission is one chain given to a log and what came back.
-type submission struct {
-	name    string
-	chain   [][]byte // as submitted, leaf first
-	precert bool
-	sct     *ct.SignedCertificateTimestamp
-}
-
-// corpus is the same set of chains for every log: an x509 leaf under an
-// intermediate, a precertificate, the final certificate carrying the
-// precertificate's SCT (logged as x509 as well), and a leaf issued by the
-// root directly. The final certificate depends on the SCT of the log it is
-// built for, so chains are made per log by submitTo.
-type corpus struct {
-	root   *testbed.CA
-	inter  *testbed.CA
-	plain  *testbed.Leaf
-	pre    *precert
-	direct *testbed.Leaf
-}
-
-func newCorpus(t *testing.T, root *testbed.CA) *corpus {
-	t.Helper()
-	inter, err := root.NewIntermediate("Interop Intermediate", testbed.ECDSAP256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{"plain.interop.test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, err := root.Issue(testbed.LeafOptions{DNSNames: []string{"direct.interop.test"}, Alg: testbed.RSA2048, SendRoot: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corpus{root: root, inter: inter, plain: plain, pre: issuePrecert(t, inter, "embedded.interop.test"), direct: direct}
-}
-
-// submitTo gives the corpus to a log, in one order, each submission
-// waiting for its SCT, and checks every SCT with ctutil against pub.
-func (c *corpus) submitTo(ctx context.Context, t *testing.T, lc *client.LogClient, pub any) []submission {
-	t.Helper()
-	subs := []submission{
-		{name: "plain x509", chain: c.plain.Chain},
-		{name: "precertificate", chain: c.pre.chain, precert: true},
-		{name: "final certificate with embedded SCT"},
-		{name: "leaf under the root, root sent", chain: c.direct.Chain},
-	}
-	for i := range subs {
-		s := &subs[i]
-		if s.chain == nil {
-			s.chain = c.pre.final(t, subs[1].sct)
-			// The embedded SCT verifies against the final certificate
-			// rebuilt as the precertificate the log signed: ct-go
-			// agrees that this certificate is the one announced.
-			if err := ctutil.VerifySCT(pub, ctgoChain(t, s.chain), subs[1].sct, true); err != nil {
-				t.Fatalf("%s: the embedded SCT does not verify: %v", s.name, err)
-			}
-		}
-		var err error
-		if s.precert {
-			s.sct, err = lc.AddPreChain(ctx, asn1Chain(s.chain))
-		} else {
-			s.sct, err = lc.AddChain(ctx, asn1Chain(s.chain))
-		}
-		if err != nil {
-			t.Fatalf("%s: submitting: %v", s.name, err)
-		}
-		if err := ctutil.VerifySCT(pub, ctgoChain(t, s.chain), s.sct, false); err != nil {
-			t.Fatalf("%s: SCT does not verify with ctutil: %v", s.name, err)
-		}
-		idx, err := ctwire.LeafIndex(s.sct.Extensions)
-		if err != nil {
-			t.Fatalf("%s: SCT: %v", s.name, err)
-		}
-		if idx != uint64(i) {
-			t.Fatalf("%s: SCT leaf_index %d, want %d (submitted one at a time)", s.name, idx, i)
-		}
-	}
-	return subs
-}
 
 // TestTesseraCTDataTiles holds pkie's static-ct-api entry parser
 // (ctwire.ParseDataTile) and its sorted-tree keys to TesseraCT's data
@@ -118,7 +34,7 @@ func TestTesseraCTDataTiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCorpus(t, tl.CA)
-	subs := c.submitTo(ctx, t, lc, tl.PublicKey)
+	subs := c.submit(ctx, t, &target{name: "TesseraCT", lc: lc, pub: tl.PublicKey})[0]
 	cp, _, err := tl.WaitSize(ctx, uint64(len(subs)))
 	if err != nil {
 		t.Fatal(err)
