@@ -49,7 +49,6 @@ import (
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
-	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -100,6 +99,8 @@ type Log struct {
 	CA *testbed.CA
 	// Dir is TesseraCT's storage directory.
 	Dir string
+	// Reader reads MonitoringURL.
+	Reader
 
 	t       testing.TB
 	logPath string
@@ -203,6 +204,7 @@ func Start(t testing.TB, o Options) *Log {
 		t.Fatal(err)
 	}
 	l.MonitoringURL = "http://" + ln.Addr().String()
+	l.Reader = Reader{URL: l.MonitoringURL}
 	l.files = &http.Server{Handler: ReadPath(l.Dir), ReadHeaderTimeout: 5 * time.Second}
 	go l.files.Serve(ln)
 	t.Cleanup(func() { l.files.Close() })
@@ -328,42 +330,59 @@ func (l *Log) WaitSize(ctx context.Context, size uint64) (*log.Checkpoint, []byt
 	}
 }
 
-// ReadCheckpoint, ReadTile and ReadEntryBundle fetch the monitoring path
-// over HTTP, in the shapes of Tessera's client fetcher functions
+// Reader reads a static-ct-api monitoring prefix over HTTP (TesseraCT's,
+// or any other log's), in the shapes of Tessera's client fetcher functions
 // (client.CheckpointFetcherFunc, TileFetcherFunc, EntryBundleFetcherFunc)
 // but with static-ct-api's layout: entry bundles are data tiles under
 // tile/data/. A partial tile that has been replaced by its full tile is
-// read from the full one.
-func (l *Log) ReadCheckpoint(ctx context.Context) ([]byte, error) {
-	return l.get(ctx, "checkpoint")
+// read from the full one. A missing file is an error wrapping
+// os.ErrNotExist.
+type Reader struct {
+	URL  string       // the monitoring prefix, without a trailing slash
+	HTTP *http.Client // nil means http.DefaultClient
 }
 
-// ReadTile fetches a hash tile; see ReadCheckpoint.
-func (l *Log) ReadTile(ctx context.Context, level, index uint64, p uint8) ([]byte, error) {
-	return l.partialOrFull(ctx, fmt.Sprintf("tile/%d/%s", level, tileIndex(index)), p)
+// ReadCheckpoint fetches the checkpoint.
+func (r Reader) ReadCheckpoint(ctx context.Context) ([]byte, error) {
+	return r.get(ctx, "checkpoint")
 }
 
-// ReadEntryBundle fetches a data tile; see ReadCheckpoint.
-func (l *Log) ReadEntryBundle(ctx context.Context, index uint64, p uint8) ([]byte, error) {
-	return l.partialOrFull(ctx, "tile/data/"+tileIndex(index), p)
+// ReadTile fetches a hash tile.
+func (r Reader) ReadTile(ctx context.Context, level, index uint64, p uint8) ([]byte, error) {
+	return r.partialOrFull(ctx, fmt.Sprintf("tile/%d/%s", level, tileIndex(index)), p)
 }
 
-func (l *Log) partialOrFull(ctx context.Context, p string, width uint8) ([]byte, error) {
+// ReadEntryBundle fetches a data tile.
+func (r Reader) ReadEntryBundle(ctx context.Context, index uint64, p uint8) ([]byte, error) {
+	return r.partialOrFull(ctx, "tile/data/"+tileIndex(index), p)
+}
+
+// ReadIssuer fetches an issuer certificate by its SHA-256 fingerprint
+// (issuer/<hex>).
+func (r Reader) ReadIssuer(ctx context.Context, fingerprint [32]byte) ([]byte, error) {
+	return r.get(ctx, fmt.Sprintf("issuer/%x", fingerprint))
+}
+
+func (r Reader) partialOrFull(ctx context.Context, p string, width uint8) ([]byte, error) {
 	if width > 0 {
-		b, err := l.get(ctx, p+".p/"+strconv.Itoa(int(width)))
+		b, err := r.get(ctx, p+".p/"+strconv.Itoa(int(width)))
 		if !errors.Is(err, os.ErrNotExist) {
 			return b, err
 		}
 	}
-	return l.get(ctx, p)
+	return r.get(ctx, p)
 }
 
-func (l *Log) get(ctx context.Context, p string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.MonitoringURL+"/"+p, nil)
+func (r Reader) get(ctx context.Context, p string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL+"/"+p, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := r.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -376,9 +395,9 @@ func (l *Log) get(ctx context.Context, p string) ([]byte, error) {
 	case http.StatusOK:
 		return b, nil
 	case http.StatusNotFound:
-		return nil, fmt.Errorf("tesseracttest: GET %s: %w", p, os.ErrNotExist)
+		return nil, fmt.Errorf("tesseracttest: GET %s/%s: %w", r.URL, p, os.ErrNotExist)
 	}
-	return nil, fmt.Errorf("tesseracttest: GET %s: %s", p, resp.Status)
+	return nil, fmt.Errorf("tesseracttest: GET %s/%s: %s", r.URL, p, resp.Status)
 }
 
 // tileIndex formats a tile index as tlog-tiles paths do: groups of three
@@ -450,34 +469,4 @@ func freePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// LeafIndex returns the leaf_index extension of static-ct-api SCT
-// extensions (equal to the Merkle tree leaf's): the entry's index in the
-// log. An extension list that does not parse, or has no leaf_index or two,
-// is an error.
-func LeafIndex(ext []byte) (uint64, error) {
-	s := cryptobyte.String(ext)
-	var index uint64
-	found := false
-	for !s.Empty() {
-		var typ uint8
-		var data cryptobyte.String
-		if !s.ReadUint8(&typ) || !s.ReadUint16LengthPrefixed(&data) {
-			return 0, errors.New("tesseracttest: SCT extensions do not parse")
-		}
-		if typ != 0 { // leaf_index
-			continue
-		}
-		var hi uint8
-		var lo uint32
-		if found || !data.ReadUint8(&hi) || !data.ReadUint32(&lo) || !data.Empty() {
-			return 0, errors.New("tesseracttest: SCT extensions: a malformed or repeated leaf_index")
-		}
-		index, found = uint64(hi)<<32|uint64(lo), true
-	}
-	if !found {
-		return 0, errors.New("tesseracttest: SCT extensions carry no leaf_index")
-	}
-	return index, nil
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/google/certificate-transparency-go/ctutil"
 	"github.com/google/certificate-transparency-go/jsonclient"
 	ctx509 "github.com/google/certificate-transparency-go/x509"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	tclient "github.com/transparency-dev/tessera/client"
-	"golang.org/x/crypto/cryptobyte"
 )
 
 // TestSubmitAndProve is the harness's own check, with the field's clients
@@ -81,7 +81,7 @@ func TestSubmitAndProve(t *testing.T) {
 		if sct.LogID.KeyID != l.LogID {
 			t.Fatalf("SCT log id %x, want %x", sct.LogID.KeyID, l.LogID)
 		}
-		index, err := LeafIndex(sct.Extensions)
+		index, err := ctwire.LeafIndex(sct.Extensions)
 		if err != nil {
 			t.Fatalf("SCT for %s: %v", host, err)
 		}
@@ -216,47 +216,4 @@ func TestReadPath(t *testing.T) {
 			t.Errorf("%s %s served a file outside the read path", tc.method, tc.path)
 		}
 	}
-}
-
-func TestLeafIndex(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ext  []byte
-		want uint64
-		ok   bool
-	}{
-		{"zero", []byte{0, 0, 5, 0, 0, 0, 0, 0}, 0, true},
-		{"max", []byte{0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff}, 1<<40 - 1, true},
-		{"after another", []byte{7, 0, 1, 9, 0, 0, 5, 0, 0, 0, 1, 2}, 258, true},
-		{"empty", nil, 0, false},
-		{"short", []byte{0, 0, 4, 0, 0, 0, 1}, 0, false},
-		{"truncated", []byte{0, 0, 5, 0, 0}, 0, false},
-		{"twice", []byte{0, 0, 5, 0, 0, 0, 0, 1, 0, 0, 5, 0, 0, 0, 0, 2}, 0, false},
-	} {
-		got, err := LeafIndex(tc.ext)
-		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
-			t.Errorf("%s: LeafIndex(%x) = %d, %v; want %d, ok=%v", tc.name, tc.ext, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
-func FuzzLeafIndex(f *testing.F) {
-	f.Add([]byte{0, 0, 5, 0, 0, 0, 0, 1})
-	f.Add([]byte{7, 0, 1, 9, 0, 0, 5, 0, 0, 0, 1, 2})
-	f.Fuzz(func(t *testing.T, ext []byte) {
-		i, err := LeafIndex(ext)
-		if err != nil {
-			return
-		}
-		// Re-encoding the index alone must give it back.
-		var b cryptobyte.Builder
-		b.AddUint8(0)
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			b.AddUint8(uint8(i >> 32))
-			b.AddUint32(uint32(i))
-		})
-		if j, err := LeafIndex(b.BytesOrPanic()); err != nil || j != i {
-			t.Fatalf("round trip of %d: %d, %v", i, j, err)
-		}
-	})
 }
