@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctfollow"
@@ -116,7 +115,7 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(w.logSrv.Close)
 	r := l.Reader()
 	f, err := ctfollow.Open(ctx, ctfollow.Config{Kind: ctfollow.KindStatic, Key: l.VerifierKey(), Dir: filepath.Join(w.dir, "follow"),
-		Fetch: &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer},
+		Fetch:  &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -437,4 +436,3 @@ func TestMirrorHTTPAndAudit(t *testing.T) {
 		t.Fatalf("audit with another mirror key: %v", err)
 	}
 }
-
