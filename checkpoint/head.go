@@ -3,8 +3,8 @@ package checkpoint
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/binary"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"

@@ -93,4 +93,3 @@ type guardedVerifier struct{ note.Verifier }
 func (v guardedVerifier) Verify(msg, sig []byte) bool {
 	return len(sig) >= guardMinSigSize && v.Verifier.Verify(msg, sig)
 }
-

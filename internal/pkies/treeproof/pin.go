@@ -42,8 +42,8 @@ type Pin struct {
 	// (checkpoint.NewLogVerifier), or nil for a TTP that runs its log.
 	LogVerifier note.Verifier
 	Origin      string        // the heads' origin; empty means the only one accepted (DefaultOrigin, or the mirror key's name)
-	MaxAge   time.Duration // reject heads older than this; required
-	Skew     time.Duration // allow heads this far in the future; zero means 1 minute
+	MaxAge      time.Duration // reject heads older than this; required
+	Skew        time.Duration // allow heads this far in the future; zero means 1 minute
 
 	heads *headCache // heads already verified with Verifier (ParsePin); nil: none kept
 }
