@@ -104,6 +104,8 @@ func (c *Config) logf(format string, a ...any) {
 	}
 }
 
+const onMirrorTree = "the mirror's sorted-tree file"
+
 // Run measures everything Config asks for.
 func Run(ctx context.Context, c Config) (*Result, error) {
 	if c.Entries == 0 {
@@ -186,7 +188,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	pc := proofbench.Config{Samples: c.Samples, Dir: c.WorkDir, Origin: "pkie.example/ct-mirror", Paper: proofbench.PaperCT(), Log: c.Progress}
 	if r.Mirror != nil && r.Mirror.TreeFile != "" {
 		pc.TreeFile = r.Mirror.TreeFile
-		r.ProofsOn = "the mirror's sorted-tree file"
+		r.ProofsOn = onMirrorTree
 	} else {
 		pc.Leaves = c.Entries
 		r.ProofsOn = "a sorted tree of as many random keys as the log has distinct keys (the mirror's tree was not built)"

@@ -23,9 +23,13 @@ func TestRunSmall(t *testing.T) {
 	if r.Log.Reused || r.Ceiling.Entries != c.Entries || r.Mirror == nil || r.Mirror.Entries != c.Entries {
 		t.Fatalf("result %+v, mirror %+v", r, r.Mirror)
 	}
-	// Every entry yields a key, a final certificate two.
-	if r.Mirror.Keys < c.Entries {
-		t.Errorf("mirror stored %d keys for %d entries", r.Mirror.Keys, c.Entries)
+	// Every entry yields a key, a final certificate two of which one is
+	// its precertificate's: the tree holds exactly one key per entry.
+	if r.Mirror.Keys <= c.Entries || r.Mirror.TreeKeys != c.Entries || r.Mirror.TreeFileBytes == 0 || r.Mirror.FirstHeadSeconds < r.Mirror.FollowSeconds {
+		t.Errorf("mirror %+v for %d entries", r.Mirror, c.Entries)
+	}
+	if r.Proofs.Leaves != c.Entries || r.ProofsOn != onMirrorTree {
+		t.Errorf("proofs on %q, %d leaves", r.ProofsOn, r.Proofs.Leaves)
 	}
 	if r.Proofs == nil || r.Proofs.GenPresenceUsP50 <= 0 || r.Ed25519VerifyUsP50 <= 0 || r.ECDSAP256VerifyUsP50 <= 0 {
 		t.Errorf("proofs %+v, signature ceilings %v %v", r.Proofs, r.Ed25519VerifyUsP50, r.ECDSAP256VerifyUsP50)

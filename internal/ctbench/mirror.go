@@ -38,8 +38,10 @@ type MirrorResult struct {
 	// persisted; zero if no tree was built.
 	FirstHeadSeconds float64 `json:"first_head_seconds,omitempty"`
 	TreeFile         string  `json:"tree_file,omitempty"`
-	TreeFileBytes    int64   `json:"tree_file_bytes,omitempty"`
-	KeysFileBytes    int64   `json:"keys_file_bytes"`
+	// TreeKeys is the number of distinct keys in the tree.
+	TreeKeys      uint64 `json:"tree_keys,omitempty"`
+	TreeFileBytes int64  `json:"tree_file_bytes,omitempty"`
+	KeysFileBytes int64  `json:"keys_file_bytes"`
 	// PeakRSSBytes is the child's peak resident memory (its rusage
 	// maxrss), filled in by the parent.
 	PeakRSSBytes uint64 `json:"peak_rss_bytes"`

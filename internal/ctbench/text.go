@@ -22,7 +22,8 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-44s %12.0f %10.1f %10.1f  %.2f× the ceiling\n", "mirror: ctfollow, every entry verified", m.EntriesPerSecond, float64(c.Bytes)/m.FollowSeconds/1e6, m.FollowSeconds, r.MirrorVsCeiling)
 		fmt.Fprintf(w, "  mirror process: peak RSS %.1f MB; %d keys, keys file %.2f GB", float64(m.PeakRSSBytes)/1e6, m.Keys, float64(m.KeysFileBytes)/1e9)
 		if m.TreeFile != "" {
-			fmt.Fprintf(w, "; tree file %.2f GB; first signed head after %.1f s", float64(m.TreeFileBytes)/1e9, m.FirstHeadSeconds)
+			fmt.Fprintf(w, "; tree of %d keys, file %.2f GB; first signed head %.1f s after start (%.1f s after the last entry)",
+				m.TreeKeys, float64(m.TreeFileBytes)/1e9, m.FirstHeadSeconds, m.FirstHeadSeconds-m.FollowSeconds)
 		}
 		fmt.Fprintln(w)
 	}
