@@ -48,10 +48,14 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("add-chain %+v", a)
 		}
 	}
-	// A second run reuses the log; one of another size is refused.
-	c.Chains, c.SkipMirror = 0, true
+	// A second run reuses the log, its ceiling over the first two tiles;
+	// one of another size is refused.
+	c.Chains, c.SkipMirror, c.CeilingEntries = 0, true, 600
 	if r, err = Run(t.Context(), c); err != nil || !r.Log.Reused {
 		t.Fatalf("second run: %v, reused %v", err, r != nil && r.Log.Reused)
+	}
+	if r.Ceiling.Entries != 512 {
+		t.Errorf("ceiling over %d entries, want 512", r.Ceiling.Entries)
 	}
 	c.Entries++
 	if _, err := Run(t.Context(), c); err == nil {

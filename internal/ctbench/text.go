@@ -12,14 +12,18 @@ func (r *Result) WriteText(w io.Writer) {
 	if r.Log.Reused {
 		how = fmt.Sprintf("reused; generated earlier in %.1f s", r.Log.GenerateSeconds)
 	}
-	fmt.Fprintf(w, "synthetic static-ct-api log: %d entries (%s); hash tiles %.2f GB stored, data tiles %.2f GB served\n",
+	fmt.Fprintf(w, "synthetic static-ct-api log: %d entries (%s); hash tiles %.2f GB stored, data tiles %.2f GB\n",
 		r.Entries, how, float64(r.Log.HashTileBytes)/1e9, float64(r.Log.DataTileBytes)/1e9)
 	fmt.Fprintf(w, "ingest over loopback HTTP, %d parallel tile fetches:\n", r.Parallel)
 	fmt.Fprintf(w, "  %-44s %12s %10s %10s\n", "", "entries/s", "MB/s", "seconds")
 	c := r.Ceiling
-	fmt.Fprintf(w, "  %-44s %12.0f %10.1f %10.1f\n", "ceiling: GET + parse + leaf hash + key hash", c.EntriesPerSecond, float64(c.Bytes)/c.Seconds/1e6, c.Seconds)
+	fmt.Fprintf(w, "  %-44s %12.0f %10.1f %10.1f", "ceiling: GET + parse + leaf hash + key hash", c.EntriesPerSecond, float64(c.Bytes)/c.Seconds/1e6, c.Seconds)
+	if c.Entries < r.Entries {
+		fmt.Fprintf(w, "  over the first %d entries", c.Entries)
+	}
+	fmt.Fprintln(w)
 	if m := r.Mirror; m != nil {
-		fmt.Fprintf(w, "  %-44s %12.0f %10.1f %10.1f  %.2f× the ceiling\n", "mirror: ctfollow, every entry verified", m.EntriesPerSecond, float64(c.Bytes)/m.FollowSeconds/1e6, m.FollowSeconds, r.MirrorVsCeiling)
+		fmt.Fprintf(w, "  %-44s %12.0f %10.1f %10.1f  %.2f× the ceiling\n", "mirror: ctfollow, every entry verified", m.EntriesPerSecond, float64(r.Log.DataTileBytes)/m.FollowSeconds/1e6, m.FollowSeconds, r.MirrorVsCeiling)
 		fmt.Fprintf(w, "  mirror process: peak RSS %.1f MB; %d keys, keys file %.2f GB", float64(m.PeakRSSBytes)/1e6, m.Keys, float64(m.KeysFileBytes)/1e9)
 		if m.TreeFile != "" {
 			fmt.Fprintf(w, "; tree of %d keys, file %.2f GB; first signed head %.1f s after start (%.1f s after the last entry)",

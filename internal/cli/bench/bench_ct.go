@@ -17,6 +17,7 @@ func runBenchCT(ctx context.Context, env *command.Env, args []string) error {
 	data := fs.String("data", "", "directory of the synthetic log, reused if it holds one of --entries entries (default: pkie-ct-synth-N in the system temp dir)")
 	work := fs.String("work", "", "directory for the mirror's state and tree during the run (default: --data)")
 	parallel := fs.Int("parallel", 4, "concurrent tile fetches, for the ceiling and the mirror alike")
+	ceiling := fs.Uint64("ceiling-entries", 10_000_000, "measure the ingest ceiling over the log's first this many entries (0: all)")
 	samples := fs.Int("keys", 1000, "present and as many absent keys to prove (>= 1000)")
 	chains := fs.Int("chains", 2000, "distinct chains submitted to pkie's log and to TesseraCT (0: skip add-chain)")
 	concurrency := fs.Int("concurrency", 64, "concurrent add-chain clients, the same for both logs")
@@ -67,7 +68,7 @@ func runBenchCT(ctx context.Context, env *command.Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "%s a synthetic log of %d entries in %s (generation took %.1f s; hash tiles %.2f GB)\n", verb, l.Entries(), *data, l.GenerateSeconds(), float64(l.HashBytes())/1e9)
 		return nil
 	}
-	c := ctbench.Config{Entries: *entries, DataDir: *data, WorkDir: *work, Parallel: *parallel, Samples: *samples,
+	c := ctbench.Config{Entries: *entries, DataDir: *data, WorkDir: *work, Parallel: *parallel, CeilingEntries: *ceiling, Samples: *samples,
 		SkipMirror: *noMirror, Chains: *chains, Concurrency: *concurrency, TesseraCT: *tesseract,
 		Progress: command.PrefixWriter{Env: env, Prefix: "bench ct: "}}
 	if !*inProcess {
