@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -224,24 +225,13 @@ func TestHandler(t *testing.T) {
 		"checkpoint": true, "tile/0/000": true, "tile/0/001.p/44": true, "tile/0/001": false,
 		"tile/data/001.p/44": true, "tile/data/001.p/45": false, "tile/data/002": false, "tile/1/000.p/1": true,
 		"tile/1/000": false, "tile/2/000.p/1": false, "tile/data/../checkpoint": false, "tile/0/x000/../000": false,
-		"issuer/" + hexs(fp[:]): true, "issuer/00": false, "tile/63/000": false, "nothing": false,
+		"issuer/" + hex.EncodeToString(fp[:]): true, "issuer/00": false, "tile/63/000": false, "nothing": false,
 	} {
 		_, err := f.get(t.Context(), path)
 		if (err == nil) != ok {
 			t.Errorf("GET %s: %v, want ok=%v", path, err, ok)
 		}
 	}
-}
-
-func hexs(b []byte) string { return string(must(b)) }
-
-func must(b []byte) []byte {
-	const hexdigits = "0123456789abcdef"
-	out := make([]byte, 0, 2*len(b))
-	for _, c := range b {
-		out = append(out, hexdigits[c>>4], hexdigits[c&15])
-	}
-	return out
 }
 
 // TestGenerateRefuses: a finished log is not overwritten, and a directory

@@ -65,12 +65,17 @@ type template struct {
 	tbsOff, tbsLen int // the TBSCertificate inside der
 }
 
+// The parsed templates and their issuer's hashes: set once by init from
+// the embedded files, read-only after.
 var (
 	tmplLeaf, tmplPrecert, tmplFinal template
 	issuerKeyHash                    [32]byte
 	issuerFingerprint                [32]byte
-	timestampBase                    uint64 = 1769904000000 // 2026-02-01T00:00:00Z in ms
 )
+
+// timestampBase is entry 0's timestamp (2026-02-01T00:00:00Z in ms); entry
+// i is logged i ms later.
+const timestampBase uint64 = 1769904000000
 
 func init() {
 	leaf, err := x509.ParseCertificate(leafDER)

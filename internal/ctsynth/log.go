@@ -16,6 +16,7 @@
 package ctsynth
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -35,8 +36,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"bufio"
 
 	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/transparency-dev/formats/log"
