@@ -97,6 +97,10 @@ type Result struct {
 	GenVsPathP50      float64 `json:"gen_vs_path_p50"`
 	VerifySigVsSigP50 float64 `json:"verify_sig_vs_sig_p50"`
 
+	// Head is a CT client's verification against the mirror's own signed
+	// head (when the mirror built one).
+	Head *HeadVerify `json:"mirror_head,omitempty"`
+
 	AddChain []*AddChainResult `json:"add_chain,omitempty"`
 	// AddChainRatio is pkie's log's throughput over TesseraCT's.
 	AddChainRatio float64  `json:"add_chain_pkie_vs_tesseract,omitempty"`
@@ -207,6 +211,12 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, fmt.Errorf("ctbench: proofs: %w", err)
 	}
 	r.Ed25519VerifyUsP50, r.ECDSAP256VerifyUsP50 = signatureCeilings()
+	if r.Mirror != nil && r.Mirror.TreeFile != "" {
+		c.logf("proofs: a CT client's verification against the mirror's signed head")
+		if r.Head, err = measureHeadVerify(ctx, filepath.Dir(r.Mirror.TreeFile), r.Mirror.TreeFile, l.VerifierKey(), c.Samples, r.Ed25519VerifyUsP50, r.ECDSAP256VerifyUsP50); err != nil {
+			return nil, err
+		}
+	}
 	if r.Proofs.CeilingPathUsP50 > 0 {
 		r.GenVsPathP50 = max(r.Proofs.GenPresenceUsP50, r.Proofs.GenAbsenceUsP50) / r.Proofs.CeilingPathUsP50
 	}

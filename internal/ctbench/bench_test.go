@@ -34,6 +34,9 @@ func TestRunSmall(t *testing.T) {
 	if r.Proofs == nil || r.Proofs.GenPresenceUsP50 <= 0 || r.Ed25519VerifyUsP50 <= 0 || r.ECDSAP256VerifyUsP50 <= 0 {
 		t.Errorf("proofs %+v, signature ceilings %v %v", r.Proofs, r.Ed25519VerifyUsP50, r.ECDSAP256VerifyUsP50)
 	}
+	if r.Head == nil || r.Head.VerifyPresenceUsP50 <= 0 || r.Head.HeadBytes == 0 {
+		t.Errorf("no verification against the mirror's head: %+v", r.Head)
+	}
 	want := 1
 	if c.TesseraCT != "" {
 		want = 2

@@ -47,6 +47,12 @@ func (r *Result) WriteText(w io.Writer) {
 			fmt.Sprintf("one ECDSA P-256 verify (a static-ct-api checkpoint's) %.1f µs", r.ECDSAP256VerifyUsP50))
 		row("verify presence + signed head", p.VerifyPresenceHeadUsP50, p.VerifyPresenceHeadUsAvg, p.VerifyPresenceHeadUsMax, "head and the checkpoint it binds: two signatures")
 		row("verify absence + signed head", p.VerifyAbsenceHeadUsP50, p.VerifyAbsenceHeadUsAvg, p.VerifyAbsenceHeadUsMax, "")
+		if hv := r.Head; hv != nil {
+			fmt.Fprintf(w, "  against the mirror's own signed head (%d bytes: its Ed25519 signature and the log's ECDSA P-256 checkpoint signature), p50:\n", hv.HeadBytes)
+			fmt.Fprintf(w, "    prove (encoded) presence %.1f, absence %.1f µs; verify head + proof presence %.1f, absence %.1f µs;\n",
+				hv.ProvePresenceUsP50, hv.ProveAbsenceUsP50, hv.VerifyPresenceUsP50, hv.VerifyAbsenceUsP50)
+			fmt.Fprintf(w, "    ceiling one Ed25519 + one ECDSA P-256 verify %.1f µs: %.2f× it\n", hv.CeilingUsP50, hv.Ratio)
+		}
 		paper := ""
 		if pp := p.Paper; pp != nil {
 			paper = fmt.Sprintf("; PEC paper Table 1 (%d keys): presence %.0f, absence %.0f avg (%.0f-%.0f)", pp.Leaves, pp.PresenceBytes.Avg, pp.AbsenceBytes.Avg, pp.AbsenceBytes.Min, pp.AbsenceBytes.Max)
