@@ -19,8 +19,11 @@ import (
 // head (its Ed25519 signature, and the log's ECDSA P-256 signature on the
 // static-ct-api checkpoint it is bound to, checkpoint.OpenMirrorHead), then
 // decode and verify the proof against the head's root. Generation is the
-// mirror's Prove (the proof encoded, as a prover serves it). Microseconds,
-// p50 over Samples present and as many absent keys.
+// mirror's Prove (the proof encoded, as a prover serves it), timed right
+// after the mirror reopened its tree: ctmirror does not say when the tree's
+// background fill is done, so generation may include it (proofbench's
+// figures wait for it). Microseconds, p50 over Samples present and as many
+// absent keys.
 type HeadVerify struct {
 	Samples             int     `json:"samples"`
 	HeadBytes           int     `json:"head_bytes"`
