@@ -47,7 +47,7 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("add-chain results %+v", r.AddChain)
 	}
 	for _, a := range r.AddChain {
-		if a.Chains != c.Chains || a.PerSecond <= 0 {
+		if a.Chains != c.Chains-1 || a.PerSecond <= 0 {
 			t.Errorf("add-chain %+v", a)
 		}
 	}

@@ -46,8 +46,8 @@ func runBenchCT(ctx context.Context, env *command.Env, args []string) error {
 	if *parallel < 1 || *parallel > 256 {
 		return command.UsageError("--parallel must be between 1 and 256")
 	}
-	if *chains < 0 || *concurrency < 1 || *concurrency > 4096 {
-		return command.UsageError("--chains must be at least 0 and --concurrency between 1 and 4096")
+	if *chains < 0 || *chains == 1 || *concurrency < 1 || *concurrency > 4096 {
+		return command.UsageError("--chains must be 0 or at least 2, and --concurrency between 1 and 4096")
 	}
 	if *data == "" {
 		*data = filepath.Join(os.TempDir(), "pkie-ct-synth-"+strconv.FormatUint(*entries, 10))
