@@ -133,7 +133,7 @@ func TestRoundTrip(t *testing.T) {
 			if err := ctutil.VerifySCT(l.PublicKey(), chain, sct, false); err != nil {
 				t.Fatalf("ctutil.VerifySCT: %v", err)
 			}
-			idx, err := parseLeafIndex(sct.Extensions)
+			idx, err := ParseLeafIndex(sct.Extensions)
 			if err != nil || idx != uint64(i) {
 				t.Fatalf("leaf_index %d, %v; want %d", idx, err, i)
 			}
@@ -269,7 +269,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if idx, _ := parseLeafIndex(sct.Extensions); idx != 0 {
+	if idx, _ := ParseLeafIndex(sct.Extensions); idx != 0 {
 		t.Errorf("duplicate got leaf_index %d, want 0", idx)
 	}
 	if err := ctutil.VerifySCT(l.PublicKey(), ctChain(t, subs[0].chain), sct, false); err != nil {
