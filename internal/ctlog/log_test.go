@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -522,6 +523,21 @@ func TestSignerRefusesRollback(t *testing.T) {
 	} {
 		if _, err := l.signer.Sign(c.Marshal()); err == nil {
 			t.Errorf("signed %d %x of origin %s", c.Size, c.Hash[:4], c.Origin)
+		}
+	}
+}
+
+// TestShortNoteSignature: a checkpoint whose signature is a bare 8-byte
+// timestamp is refused; formats/note's own RFC 6962 verifier panics on it.
+func TestShortNoteSignature(t *testing.T) {
+	p := newPKI(t)
+	l := openLog(t, initLog(t, p))
+	defer l.Close()
+	for _, n := range []int{0, 7, 8, 9, 11} {
+		sig := append(binary.BigEndian.AppendUint32(nil, l.Verifier().KeyHash()), make([]byte, n)...)
+		msg := testOrigin + "\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n\n\u2014 " + testOrigin + " " + base64.StdEncoding.EncodeToString(sig) + "\n"
+		if _, _, _, err := f_log.ParseCheckpoint([]byte(msg), testOrigin, l.Verifier()); err == nil {
+			t.Errorf("a %d-byte signature verified", n)
 		}
 	}
 }
