@@ -16,6 +16,7 @@ import (
 	cttls "github.com/google/certificate-transparency-go/tls"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/ctwire"
+	"github.com/pkie/pkie/internal/mysqltest"
 	"github.com/pkie/pkie/internal/tesseracttest"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/transparency-dev/merkle/proof"
@@ -33,14 +34,20 @@ type pkieLog struct {
 const pkieOrigin = "pkie.interop.test/log"
 
 // startPKIELog initialises and opens a log accepting chains to root's
-// hierarchy and serves its whole HTTP API on loopback.
+// hierarchy, on Tessera's POSIX storage, and serves its whole HTTP API on
+// loopback.
 func startPKIELog(ctx context.Context, t *testing.T, root *testbed.CA) *pkieLog {
+	return startPKIELogWith(ctx, t, root, ctlog.Options{})
+}
+
+// startPKIELogWith is startPKIELog with options (another storage).
+func startPKIELogWith(ctx context.Context, t *testing.T, root *testbed.CA, o ctlog.Options) *pkieLog {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := ctlog.Init(ctx, dir, pkieOrigin, ctlog.InitOptions{Roots: root.PEM()}); err != nil {
 		t.Fatalf("ctlog.Init: %v", err)
 	}
-	l, err := ctlog.Open(ctx, dir, ctlog.Options{})
+	l, err := ctlog.Open(ctx, dir, o)
 	if err != nil {
 		t.Fatalf("ctlog.Open: %v", err)
 	}
@@ -81,14 +88,24 @@ func logClient(t *testing.T, url string, pub any) *client.LogClient {
 // tiles, proves every entry's inclusion and follows the log from one
 // checkpoint to the next, checking consistency itself; the data tile, read
 // with ct-go's TLS decoder, holds the same Merkle leaves get-entries does.
+// It runs on both of the log's storages: Tessera's POSIX files and
+// Tessera's MySQL driver on a throwaway MariaDB (internal/mysqltest).
 func TestPKIELogWithCTGo(t *testing.T) {
+	t.Run("posix", func(t *testing.T) { testPKIELogWithCTGo(t, func() ctlog.Options { return ctlog.Options{} }) })
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		testPKIELogWithCTGo(t, func() ctlog.Options { return ctlog.Options{MySQLDSN: mysqltest.Start(t).DSN} })
+	})
+}
+
+func testPKIELogWithCTGo(t *testing.T, options func() ctlog.Options) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root, err := testbed.NewRootCA("Interop Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := startPKIELog(ctx, t, root)
+	pl := startPKIELogWith(ctx, t, root, options())
 	pub := pl.log.PublicKey()
 	lc := logClient(t, pl.url, pub)
 
