@@ -1,19 +1,39 @@
 #!/usr/bin/env bash
 # Installs the system packages `make test` needs on Debian or Ubuntu, the
 # same ones .ci/run installs: only those missing, with apt-get, as root.
-#   scripts/deps.sh          install what is missing
-#   scripts/deps.sh --list   print every package make test needs, one a line
+#   scripts/deps.sh              install what is missing
+#   scripts/deps.sh --list       print every package make test needs, one a line
+#   scripts/deps.sh --tesseract  install TesseraCT's POSIX binary for the
+#                                interoperability tests (Go, no root; see below)
 set -euo pipefail
 
+# TesseraCT, transparency-dev's static-ct-api log, is software nobody here
+# wrote: internal/ctinterop runs pkie's log, follower and mirror against it
+# (internal/tesseracttest finds the binary). `go install` names it after
+# its package, posix, so it goes into a directory of its own, by version,
+# where the harness looks: $(go env GOPATH)/opt/tesseract-<version>/posix.
+# It is the invoking user's, not root's: .ci/run runs this as itself.
+tesseract_version=v0.1.1
+if [ "${1:-}" = "--tesseract" ]; then
+  gobin="$(go env GOPATH | cut -d: -f1)/opt/tesseract-${tesseract_version}"
+  if [ -x "$gobin/posix" ]; then
+    echo "deps: TesseraCT ${tesseract_version} is here: $gobin/posix"
+    exit 0
+  fi
+  echo "deps: installing TesseraCT ${tesseract_version} into $gobin"
+  GOBIN="$gobin" go install "github.com/transparency-dev/tesseract/cmd/tesseract/posix@${tesseract_version}"
+  exit 0
+fi
+
 # Every package, for --list and the README.
-all=(openssl curl nfdump libssl-dev libjansson-dev pkg-config gcc libc6-dev postgresql cargo)
+all=(openssl curl nfdump libssl-dev libjansson-dev pkg-config gcc libc6-dev postgresql mariadb-server cargo)
 
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${all[@]}"
   exit 0
 fi
 if [ $# -gt 0 ]; then
-  echo "usage: $0 [--list]" >&2
+  echo "usage: $0 [--list | --tesseract]" >&2
   exit 2
 fi
 
@@ -32,12 +52,20 @@ command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   need+=(postgresql)
 fi
+# The log's Tessera MySQL storage is tested against a throwaway MariaDB
+# (internal/mysqltest) started from these binaries.
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+  need+=(mariadb-server)
+fi
 # pkie verify's webpki back end is Rust; its crates come from crates.io.
 # rustup's cargo does as well as Debian's.
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   need+=(cargo)
 fi
 
+if [ ! -x "$(go env GOPATH 2>/dev/null | cut -d: -f1)/opt/tesseract-${tesseract_version}/posix" ]; then
+  echo "deps: the interoperability tests also need TesseraCT: run scripts/deps.sh --tesseract as yourself (Go, no root)" >&2
+fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "deps: nothing to install: every package make test needs is here"
   exit 0
@@ -60,4 +88,7 @@ apt-get install -y -qq --no-install-recommends "${need[@]}"
 # Debian starts a cluster on install; tests run their own on free ports.
 if [[ " ${need[*]} " == *" postgresql "* ]]; then
   command -v service >/dev/null 2>&1 && service postgresql stop >/dev/null 2>&1 || true
+fi
+if [[ " ${need[*]} " == *" mariadb-server "* ]]; then
+  command -v service >/dev/null 2>&1 && service mariadb stop >/dev/null 2>&1 || true
 fi

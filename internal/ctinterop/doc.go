@@ -1,0 +1,18 @@
+// Package ctinterop holds tests only: pkie's Certificate Transparency parts
+// checked against software nobody here wrote, in make test.
+//
+//   - TesseraCT v0.1.1 (transparency-dev's static-ct-api log, its POSIX
+//     binary, run by internal/tesseracttest) is the log pkie's follower and
+//     mirror read; its data tiles, parsed by certificate-transparency-go's
+//     TLS decoder, are the reference pkie's own parser (internal/ctwire) is
+//     held to.
+//   - certificate-transparency-go v1.4.0's client submits chains to pkie's
+//     log and verifies the SCTs (ctutil); Tessera's client reads pkie's
+//     tiles and verifies inclusion and consistency.
+//   - A pkie log and a TesseraCT log given the same chains serve checkpoints
+//     of the same size whose entries parse the same.
+//
+// Where TesseraCT's binary is missing the tests that need it are skipped,
+// except under CI, where they fail (internal/tesseracttest says where the
+// binary is looked for and how scripts/deps.sh installs it).
+package ctinterop

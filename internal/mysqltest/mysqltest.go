@@ -1,0 +1,272 @@
+// Package mysqltest starts a throwaway MariaDB server from the installed
+// server binaries for tests that need a real MySQL-compatible database (the
+// log's Tessera MySQL storage). Where the binaries are missing a test is
+// skipped, except under CI (CI set in the environment), where their absence
+// is a failure: .ci/run installs them (scripts/deps.sh, Debian's
+// mariadb-server).
+//
+// Each Server lives in a temporary directory of its own, listens on a free
+// loopback port and is stopped when the test ends. Its root account has no
+// password and is reachable over TCP from 127.0.0.1 only.
+package mysqltest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Server is a running throwaway MariaDB server.
+type Server struct {
+	// DSN names the server's empty database "pkie" as the root user, in
+	// github.com/go-sql-driver/mysql's form, with no parameters: append
+	// "?multiStatements=true" (say) to apply a schema file.
+	DSN string
+	// Addr is the server's host:port on loopback.
+	Addr string
+
+	t       testing.TB
+	server  string // mariadbd
+	dir     string
+	port    int
+	asUser  *user.User
+	dbs     atomic.Int64
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stopped chan struct{}
+}
+
+// binaries finds mariadb-install-db and mariadbd (or their MySQL-era
+// names, which Debian keeps as links).
+func binaries() (install, server string, err error) {
+	look := func(names ...string) string {
+		for _, n := range names {
+			if p, err := exec.LookPath(n); err == nil {
+				return p
+			}
+			for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"} {
+				p := filepath.Join(d, n)
+				if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	install = look("mariadb-install-db", "mysql_install_db")
+	server = look("mariadbd", "mysqld")
+	if install == "" || server == "" {
+		return "", "", fmt.Errorf("no MariaDB server binaries (mariadb-install-db and mariadbd) on PATH or under /usr/sbin")
+	}
+	return install, server, nil
+}
+
+// Start initialises a fresh data directory in a temporary directory, starts
+// MariaDB on a free loopback port, creates the database "pkie" and stops the
+// server when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	install, server, err := binaries()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mysqltest: %v (CI must install mariadb-server)", err)
+		}
+		t.Skipf("mysqltest: %v", err)
+	}
+	s := &Server{t: t, server: server}
+	// mariadbd refuses to run as root unless told to; run it as an
+	// unprivileged user instead, as Debian's service does.
+	if os.Geteuid() == 0 {
+		for _, name := range []string{"mysql", "nobody"} {
+			if u, err := user.Lookup(name); err == nil {
+				s.asUser = u
+				break
+			}
+		}
+		if s.asUser == nil {
+			t.Fatalf("mysqltest: running as root and no unprivileged user (mysql, nobody) to run MariaDB as")
+		}
+	}
+	s.dir, err = os.MkdirTemp("", "pkie-mysqltest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	if err := s.chown(s.dir); err != nil {
+		t.Fatal(err)
+	}
+	// --no-defaults: the machine's /etc/mysql configuration (its socket,
+	// its data directory) is not ours. The root account gets no password
+	// (authentication method "normal" instead of Debian's unix_socket) so
+	// that a TCP DSN reaches it.
+	out, err := s.command(install, "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"),
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mysqltest: mariadb-install-db: %v\n%s", err, out)
+	}
+	s.port = freePort(t)
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s.start()
+	t.Cleanup(s.Stop)
+	if err := s.exec("CREATE DATABASE pkie"); err != nil {
+		t.Fatalf("mysqltest: %v", err)
+	}
+	s.DSN = s.dsn("pkie")
+	return s
+}
+
+// NewDatabase creates another empty database on s and returns its DSN (in
+// the form of Server.DSN): tests that share one server keep their tables
+// apart.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("pkie%d", s.dbs.Add(1))
+	if err := s.exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("mysqltest: %v", err)
+	}
+	return s.dsn(name)
+}
+
+func (s *Server) dsn(db string) string {
+	c := mysql.NewConfig()
+	c.User = "root"
+	c.Net = "tcp"
+	c.Addr = s.Addr
+	c.DBName = db
+	return c.FormatDSN()
+}
+
+// exec runs one statement as root without a default database.
+func (s *Server) exec(stmt string) error {
+	db, err := sql.Open("mysql", s.dsn(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
+}
+
+func (s *Server) chown(path string) error {
+	if s.asUser == nil {
+		return nil
+	}
+	uid, _ := strconv.Atoi(s.asUser.Uid)
+	gid, _ := strconv.Atoi(s.asUser.Gid)
+	if err := os.Chmod(path, 0o700); err != nil {
+		return err
+	}
+	return os.Chown(path, uid, gid)
+}
+
+func (s *Server) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	if s.asUser != nil {
+		uid, _ := strconv.Atoi(s.asUser.Uid)
+		gid, _ := strconv.Atoi(s.asUser.Gid)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	}
+	return cmd
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	logPath := filepath.Join(s.dir, "mariadb.log")
+	cmd := s.command(s.server, "--no-defaults",
+		"--datadir="+filepath.Join(s.dir, "data"),
+		"--socket="+filepath.Join(s.dir, "sock"),
+		"--pid-file="+filepath.Join(s.dir, "mariadb.pid"),
+		"--tmpdir="+s.dir,
+		"--log-error="+logPath,
+		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(s.port),
+		"--skip-name-resolve", "--skip-log-bin",
+		"--max-connections=200", "--innodb-buffer-pool-size=32M")
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("mysqltest: starting mariadbd: %v", err)
+	}
+	s.cmd = cmd
+	s.stopped = make(chan struct{})
+	go func(stopped chan struct{}) { cmd.Wait(); close(stopped) }(s.stopped)
+	db, err := sql.Open("mysql", s.dsn(""))
+	if err != nil {
+		s.t.Fatalf("mysqltest: %v", err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := db.PingContext(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-s.stopped:
+			log, _ := os.ReadFile(logPath)
+			s.t.Fatalf("mysqltest: mariadbd exited during start-up:\n%s", log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			s.t.Fatalf("mysqltest: mariadbd did not accept connections within 30 s: %v\n%s", err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Kill stops the server with SIGKILL, as a crash would, and starts it again
+// on the same data directory and port: what was committed must survive.
+func (s *Server) Kill() {
+	s.t.Helper()
+	s.mu.Lock()
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.stopped
+	s.mu.Unlock()
+	s.start()
+}
+
+// Stop shuts the server down.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM) // orderly shutdown
+	select {
+	case <-s.stopped:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.stopped
+	}
+	s.cmd = nil
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
