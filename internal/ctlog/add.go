@@ -231,6 +231,9 @@ func (h *hashIndex) lookup(ctx context.Context, l *Log, size uint64, hash [32]by
 		if err != nil {
 			return 0, false, err
 		}
+		if uint64(len(b)/32) <= h.n%layout.TileWidth {
+			return 0, false, fmt.Errorf("ctlog: level-0 tile %d holds %d hashes, fewer than the %d indexed", t, len(b)/32, h.n%layout.TileWidth)
+		}
 		for j := h.n % layout.TileWidth; j < uint64(len(b)/32); j++ {
 			var k [32]byte
 			copy(k[:], b[32*j:])
