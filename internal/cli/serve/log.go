@@ -24,6 +24,7 @@ import (
 
 	"github.com/pkie/pkie/internal/cli/command"
 	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
 	rootstore "github.com/pkie/pkie/internal/roots"
 )
@@ -305,7 +306,7 @@ func logAdd(ctx context.Context, env *command.Env, args []string) error {
 			return fmt.Errorf("%s: the log's answer: %w", files[i], err)
 		}
 		r := result{File: files[i], Timestamp: sct.Timestamp, LogID: sct.LogID.KeyID[:]}
-		if r.LeafIndex, err = ctlog.ParseLeafIndex(sct.Extensions); err != nil {
+		if r.LeafIndex, err = ctwire.LeafIndex(sct.Extensions); err != nil {
 			return fmt.Errorf("%s: the log's SCT: %w", files[i], err)
 		}
 		if r.SCT, err = tlsSCT(sct); err != nil {
