@@ -95,6 +95,12 @@ func (l *Log) AddChain(ctx context.Context, chain [][]byte, precert bool) (*AddC
 	return res, nil
 }
 
+// MarshalSCT returns the TLS encoding of an SCT (RFC 6962 §3.2), as a TLS
+// extension or a certificate's SCT list carries it.
+func MarshalSCT(sct *ct.SignedCertificateTimestamp) ([]byte, error) {
+	return cttls.Marshal(*sct)
+}
+
 func signSCT(k *ecdsa.PrivateKey, msg []byte) ([]byte, error) {
 	h := sha256.Sum256(msg)
 	sig, err := ecdsa.SignASN1(rand.Reader, k, h[:])

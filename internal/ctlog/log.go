@@ -96,7 +96,7 @@ func Open(ctx context.Context, dir string, o Options) (_ *Log, err error) {
 		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	vkey := strings.TrimSpace(string(pub))
-	v, err := f_note.NewRFC6962Verifier(vkey)
+	v, err := newVerifier(vkey)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: %s: %w", PubFile, err)
 	}

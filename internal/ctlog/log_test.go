@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,8 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/tessera/client"
+
+	"github.com/pkie/pkie/internal/mysqltest"
 )
 
 const testOrigin = "ct.example.test/log"
@@ -133,7 +136,7 @@ func TestRoundTrip(t *testing.T) {
 			if err := ctutil.VerifySCT(l.PublicKey(), chain, sct, false); err != nil {
 				t.Fatalf("ctutil.VerifySCT: %v", err)
 			}
-			idx, err := parseLeafIndex(sct.Extensions)
+			idx, err := ParseLeafIndex(sct.Extensions)
 			if err != nil || idx != uint64(i) {
 				t.Fatalf("leaf_index %d, %v; want %d", idx, err, i)
 			}
@@ -269,7 +272,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if idx, _ := parseLeafIndex(sct.Extensions); idx != 0 {
+	if idx, _ := ParseLeafIndex(sct.Extensions); idx != 0 {
 		t.Errorf("duplicate got leaf_index %d, want 0", idx)
 	}
 	if err := ctutil.VerifySCT(l.PublicKey(), ctChain(t, subs[0].chain), sct, false); err != nil {
@@ -523,5 +526,81 @@ func TestSignerRefusesRollback(t *testing.T) {
 		if _, err := l.signer.Sign(c.Marshal()); err == nil {
 			t.Errorf("signed %d %x of origin %s", c.Size, c.Hash[:4], c.Origin)
 		}
+	}
+}
+
+// TestShortNoteSignature: a checkpoint whose signature is a bare 8-byte
+// timestamp is refused; formats/note's own RFC 6962 verifier panics on it.
+func TestShortNoteSignature(t *testing.T) {
+	p := newPKI(t)
+	l := openLog(t, initLog(t, p))
+	defer l.Close()
+	for _, n := range []int{0, 7, 8, 9, 11} {
+		sig := append(binary.BigEndian.AppendUint32(nil, l.Verifier().KeyHash()), make([]byte, n)...)
+		msg := testOrigin + "\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n\n\u2014 " + testOrigin + " " + base64.StdEncoding.EncodeToString(sig) + "\n"
+		if _, _, _, err := f_log.ParseCheckpoint([]byte(msg), testOrigin, l.Verifier()); err == nil {
+			t.Errorf("a %d-byte signature verified", n)
+		}
+	}
+}
+
+// TestMySQL runs the log on Tessera's MySQL storage in a throwaway MariaDB:
+// submissions read back through the HTTP API, a restart keeps the tree,
+// and a database that lost it (another, empty database under the same log
+// directory) is refused.
+func TestMySQL(t *testing.T) {
+	ctx := context.Background()
+	db := mysqltest.Start(t)
+	p := newPKI(t)
+	dir := initLog(t, p)
+	o := Options{MySQLDSN: db.DSN, BatchMaxAge: 10 * time.Millisecond}
+	l, err := Open(ctx, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := time.Now().Add(90 * 24 * time.Hour)
+	chain := p.leaf(t, "mysql.example", false, false, far)
+	for range 2 { // the second is a duplicate
+		if _, err := l.AddChain(ctx, chain, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.AddChain(ctx, p.leaf(t, "pre.mysql.example", true, true, far), true); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, l)
+	c := logClient(t, l, srv.URL)
+	raw, err := c.GetRawEntries(ctx, 0, 10)
+	if err != nil || len(raw.Entries) != 2 {
+		t.Fatalf("get-entries: %v, %v", raw, err)
+	}
+	resp := get(t, srv.URL+"/tile/data/000.p/2", http.StatusOK)
+	b, _ := io.ReadAll(resp.Body)
+	es, err := ParseDataTile(b)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("data tile: %d entries, %v", len(es), err)
+	}
+	get(t, srv.URL+fmt.Sprintf("/issuer/%x", es[1].Chain[0]), http.StatusOK)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err = Open(ctx, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := size(t, l); n != 2 {
+		t.Errorf("after restart: %d entries, want 2", n)
+	}
+	l.Close()
+
+	o.MySQLDSN = db.NewDatabase(t)
+	if l, err := Open(ctx, dir, o); err == nil || !errors.Is(err, ErrBehind) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("an empty database under a log that signed 2 entries: %v", err)
+	} else {
+		t.Log(err)
 	}
 }
