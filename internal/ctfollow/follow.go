@@ -301,29 +301,19 @@ func (f *Follower) load() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("ctfollow: %w", err)
 	}
-	statePath := filepath.Join(dir, StateFile)
-	raw, err := os.ReadFile(statePath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if _, kerr := os.Stat(f.keysPath); kerr == nil {
-			return &StateError{Dir: dir, Err: fmt.Errorf("%s exists but %s is missing: the state was lost; move the directory away to start over", KeysFile, StateFile)}
-		}
-		f.st = &State{Origin: f.origin}
-		if err := f.writeState(f.st); err != nil {
-			return err
-		}
-	case err != nil:
-		return fmt.Errorf("ctfollow: %w", err)
-	default:
-		st, err := f.parseState(raw)
-		if err != nil {
-			return &StateError{Dir: dir, Err: err}
-		}
-		f.st = st
-	}
+	_, kerr := os.Stat(f.keysPath)
+	keysExisted := kerr == nil
 	kf, err := os.OpenFile(f.keysPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ctfollow: %w", err)
+	}
+	if err := lockKeys(kf); err != nil {
+		kf.Close()
+		return err
+	}
+	if err := f.loadState(keysExisted); err != nil {
+		kf.Close()
+		return err
 	}
 	fi, err := kf.Stat()
 	if err != nil {
@@ -347,6 +337,29 @@ func (f *Follower) load() error {
 		return fmt.Errorf("ctfollow: %w", err)
 	}
 	f.keys = kf
+	return nil
+}
+
+// loadState reads the state file, or writes an empty one if there is
+// none and there was no keys file either.
+func (f *Follower) loadState(keysExisted bool) error {
+	dir := f.c.Dir
+	raw, err := os.ReadFile(filepath.Join(dir, StateFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if keysExisted {
+			return &StateError{Dir: dir, Err: fmt.Errorf("%s exists but %s is missing: the state was lost; move the directory away to start over", KeysFile, StateFile)}
+		}
+		f.st = &State{Origin: f.origin}
+		return f.writeState(f.st)
+	case err != nil:
+		return fmt.Errorf("ctfollow: %w", err)
+	}
+	st, err := f.parseState(raw)
+	if err != nil {
+		return &StateError{Dir: dir, Err: err}
+	}
+	f.st = st
 	return nil
 }
 

@@ -222,4 +222,11 @@ func TestRestartRefusals(t *testing.T) {
 		t.Fatalf("keys file of %d bytes after Open, want %d", len(b), len(goodKeys))
 	}
 	fx.checkState(f, 20)
+
+	// A second follower on the same directory is refused while the
+	// first holds it.
+	if f2, err := Open(context.Background(), fx.config(KindStatic)); err == nil {
+		f2.Close()
+		t.Fatal("two followers opened one state directory")
+	}
 }
