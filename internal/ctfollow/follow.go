@@ -18,6 +18,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -265,6 +266,9 @@ func verifier(c Config) (note.Verifier, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ctfollow: log key %q: neither PEM, nor base64 SubjectPublicKeyInfo, nor an RFC 6962 note verifier key: %w", key, err)
 		}
+		if err := requireECDSA(key); err != nil {
+			return nil, "", err
+		}
 		if c.Origin != "" && c.Origin != v.Name() {
 			return nil, "", fmt.Errorf("ctfollow: origin %q but the log key names %q", c.Origin, v.Name())
 		}
@@ -273,6 +277,9 @@ func verifier(c Config) (note.Verifier, string, error) {
 	pub, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
 		return nil, "", fmt.Errorf("ctfollow: log key: %w", err)
+	}
+	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+		return nil, "", fmt.Errorf("ctfollow: log key is %T: %s", pub, errNotECDSA)
 	}
 	name := c.Origin
 	if name == "" {
@@ -293,6 +300,32 @@ func verifier(c Config) (note.Verifier, string, error) {
 		return nil, "", fmt.Errorf("ctfollow: origin %q, want %q for an RFC 6962 log (derived from its URL)", c.Origin, v.Name())
 	}
 	return guardedVerifier{v}, v.Name(), nil
+}
+
+// errNotECDSA explains why only ECDSA log keys are taken: formats/note's
+// RFC 6962 verifier (v0.0.0-20251017110053) accepts an RSA signature
+// exactly when it does not verify (it returns rsa.VerifyPKCS1v15(...) !=
+// nil), so an RSA-keyed log would be followed on forged checkpoints.
+var errNotECDSA = errors.New("only ECDSA log keys are supported (formats/note's RFC 6962 verifier mis-verifies RSA signatures)")
+
+// requireECDSA checks that an RFC 6962 note verifier key holds an ECDSA key.
+func requireECDSA(vkey string) error {
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("ctfollow: log key %q: not a note verifier key", vkey)
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) < 2 {
+		return fmt.Errorf("ctfollow: log key %q: bad base64 key", vkey)
+	}
+	pub, err := x509.ParsePKIXPublicKey(raw[1:])
+	if err != nil {
+		return fmt.Errorf("ctfollow: log key %q: %w", vkey, err)
+	}
+	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+		return fmt.Errorf("ctfollow: log key is %T: %w", pub, errNotECDSA)
+	}
+	return nil
 }
 
 // load reads or creates the state in c.Dir.
