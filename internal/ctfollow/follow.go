@@ -530,9 +530,14 @@ func (f *Follower) Sync(ctx context.Context, progress func(Progress)) (*State, e
 			return nil, f.refuse(&ForkError{VerifiedSize: old.Size, GotSize: cp.Size, VerifiedRoot: old.Root, GotRoot: cp.Hash})
 		}
 		st := old.clone()
-		st.Checkpoint, st.Root, st.Verified = raw, cp.Hash, f.c.Now()
-		if err := f.writeState(st); err != nil {
-			return nil, err
+		st.Verified = f.c.Now()
+		if !bytes.Equal(raw, old.Checkpoint) {
+			// The log signed its tree again (a new timestamp): keep the
+			// newest signature, which a mirror's head can be bound to.
+			st.Checkpoint, st.Root = raw, cp.Hash
+			if err := f.writeState(st); err != nil {
+				return nil, err
+			}
 		}
 		f.set(st)
 		return st.clone(), nil
