@@ -150,6 +150,8 @@ func TestKeyForms(t *testing.T) {
 		{"base64 SPKI and origin", KindStatic, spki, "ctfollow.test/log", true},
 		{"PEM and origin", KindStatic, pemKey, "ctfollow.test/log", true},
 		{"SPKI without origin", KindStatic, spki, "", false},
+		{"RFC 6962 SPKI, origin from the URL", KindRFC6962, spki, "", true},
+		{"RFC 6962 PEM, origin from the URL", KindRFC6962, pemKey, "", true},
 		{"junk", KindStatic, "not a key", "", false},
 		{"RSA vkey", KindStatic, rsaVKey(t, "ctfollow.test/log"), "", false},
 		{"RSA SPKI", KindRFC6962, rsaSPKI(t), "", false},
