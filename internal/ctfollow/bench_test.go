@@ -2,6 +2,7 @@ package ctfollow
 
 import (
 	"context"
+	"encoding/hex"
 	"testing"
 
 	"github.com/pkie/pkie/internal/ctwire"
@@ -45,7 +46,8 @@ func BenchmarkSync(b *testing.B) {
 		fetch *Fetchers
 	}{
 		{"http", nil},
-		{"local", &Fetchers{Checkpoint: files.ReadCheckpoint, Tile: files.ReadTile, EntryBundle: fileDataTiles(fx.log.root)}},
+		{"local", &Fetchers{Checkpoint: files.ReadCheckpoint, Tile: files.ReadTile, EntryBundle: fileDataTiles(fx.log.root),
+			Issuer: func(_ context.Context, fp [32]byte) ([]byte, error) { return fx.srv.issuers[hex.EncodeToString(fp[:])], nil }}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {

@@ -242,7 +242,12 @@ func newGetter(c Config) (*httpGetter, error) {
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: requestTimeout}
+		// Keep a connection per parallel fetch: the default transport
+		// keeps two idle ones per host, so the rest would be redialled
+		// for every tile.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = c.Parallel
+		hc = &http.Client{Timeout: requestTimeout, Transport: t}
 	}
 	return &httpGetter{c: hc, base: u}, nil
 }
