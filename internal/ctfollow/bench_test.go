@@ -47,7 +47,9 @@ func BenchmarkSync(b *testing.B) {
 	}{
 		{"http", nil},
 		{"local", &Fetchers{Checkpoint: files.ReadCheckpoint, Tile: files.ReadTile, EntryBundle: fileDataTiles(fx.log.root),
-			Issuer: func(_ context.Context, fp [32]byte) ([]byte, error) { return fx.srv.issuers[hex.EncodeToString(fp[:])], nil }}},
+			Issuer: func(_ context.Context, fp [32]byte) ([]byte, error) {
+				return fx.srv.issuers[hex.EncodeToString(fp[:])], nil
+			}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
