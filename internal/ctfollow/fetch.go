@@ -161,6 +161,9 @@ func ordered[T any](ctx context.Context, n uint64, parallel int, fetch func(ctx 
 		if r.err != nil {
 			return r.err
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := use(job, r.v); err != nil {
 			return err
 		}
