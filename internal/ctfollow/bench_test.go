@@ -3,6 +3,7 @@ package ctfollow
 import (
 	"context"
 	"encoding/hex"
+	"log/slog"
 	"testing"
 
 	"github.com/pkie/pkie/internal/ctwire"
@@ -54,7 +55,8 @@ func BenchmarkSync(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
-				c := Config{Kind: KindStatic, URL: fx.srv.URL, Key: fx.log.key.vkey, Dir: b.TempDir(), Fetch: tc.fetch}
+				c := Config{Kind: KindStatic, URL: fx.srv.URL, Key: fx.log.key.vkey, Dir: b.TempDir(), Fetch: tc.fetch,
+					Logger: slog.New(slog.DiscardHandler)}
 				f, err := Open(context.Background(), c)
 				if err != nil {
 					b.Fatal(err)
