@@ -61,7 +61,7 @@ type Config struct {
 	// tile/ are) or an RFC 6962 log's URL (ct/v1/... is appended). Unused
 	// when Fetch is set.
 	URL string
-	// Key is the log's public key, in one of two forms:
+	// Key is the log's public key, ECDSA P-256, in one of two forms:
 	//   - a signed-note verifier key for RFC 6962 note signatures, as
 	//     transparency-dev/formats/note.NewRFC6962Verifier parses it
 	//     ("<name>+<hash>+<base64(0x05 || SPKI)>"); its name is the origin;

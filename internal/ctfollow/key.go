@@ -2,6 +2,7 @@ package ctfollow
 
 import (
 	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -44,8 +45,8 @@ func verifier(c Config) (note.Verifier, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("ctfollow: log key: %w", err)
 	}
-	if _, ok := pub.(*ecdsa.PublicKey); !ok {
-		return nil, "", fmt.Errorf("ctfollow: log key is %T: %s", pub, errNotECDSA)
+	if err := requireP256(pub); err != nil {
+		return nil, "", err
 	}
 	name := c.Origin
 	if name == "" {
@@ -68,11 +69,11 @@ func verifier(c Config) (note.Verifier, string, error) {
 	return guardedVerifier{v}, v.Name(), nil
 }
 
-// errNotECDSA explains why only ECDSA log keys are taken: formats/note's
+// errNotECDSA explains why only ECDSA P-256 log keys are taken: formats/note's
 // RFC 6962 verifier (v0.0.0-20251017110053) accepts an RSA signature
 // exactly when it does not verify (it returns rsa.VerifyPKCS1v15(...) !=
 // nil), so an RSA-keyed log would be followed on forged checkpoints.
-var errNotECDSA = errors.New("only ECDSA log keys are supported (formats/note's RFC 6962 verifier mis-verifies RSA signatures)")
+var errNotECDSA = errors.New("only ECDSA P-256 log keys are supported (formats/note's RFC 6962 verifier mis-verifies RSA signatures)")
 
 // requireECDSA checks that an RFC 6962 note verifier key holds an ECDSA key.
 func requireECDSA(vkey string) error {
@@ -88,8 +89,15 @@ func requireECDSA(vkey string) error {
 	if err != nil {
 		return fmt.Errorf("ctfollow: log key %q: %w", vkey, err)
 	}
-	if _, ok := pub.(*ecdsa.PublicKey); !ok {
-		return fmt.Errorf("ctfollow: log key is %T: %w", pub, errNotECDSA)
+	return requireP256(pub)
+}
+
+// requireP256 accepts an ECDSA P-256 key only: the key static-ct-api logs
+// sign with, and the only one a mirror's head can bind (checkpoint's
+// NewLogVerifier).
+func requireP256(pub any) error {
+	if k, ok := pub.(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() {
+		return fmt.Errorf("ctfollow: log key is a %T: %w", pub, errNotECDSA)
 	}
 	return nil
 }
