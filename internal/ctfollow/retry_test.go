@@ -3,10 +3,12 @@ package ctfollow
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRetry: a log that answers 503 a few times is retried with back-off
@@ -80,4 +82,19 @@ func TestSyncCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.checkState(f, 1000)
+}
+
+func TestRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want time.Duration
+	}{{"", 0}, {"3", 3 * time.Second}, {"0", 0}, {"-5", 0}, {"86400", maxRetryAfter}, {"Wed, 21 Oct 2026 07:28:00 GMT", 0}} {
+		h := http.Header{}
+		if tc.v != "" {
+			h.Set("Retry-After", tc.v)
+		}
+		if got := retryAfter(h); got != tc.want {
+			t.Errorf("Retry-After %q: wait %v, want %v", tc.v, got, tc.want)
+		}
+	}
 }
