@@ -78,6 +78,10 @@ func TestBuildFileEqualsBuild(t *testing.T) {
 // build of all the keys at once, whether the new keys overlap the base's
 // or not; only the keys from first on are read.
 func TestBuildFileMerge(t *testing.T) {
+	// Release merged pages every 1,000 keys, so that the merges below
+	// drop pages of both files many times while they run.
+	defer func(n int) { releaseEvery = n }(releaseEvery)
+	releaseEvery = 1000
 	for _, tc := range []struct{ old, add int }{{0, 5}, {5, 0}, {1000, 1}, {1000, 3000}, {200000, 5000}} {
 		all := someKeys("m", tc.old+tc.add)
 		// Overlap: some new keys repeat old ones.
