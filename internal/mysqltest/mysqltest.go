@@ -201,6 +201,7 @@ func (s *Server) start() {
 		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(s.port),
 		"--skip-name-resolve", "--skip-log-bin",
 		"--max-connections=200", "--innodb-buffer-pool-size=32M")
+	cmd.SysProcAttr = dieWithParent(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("mysqltest: starting mariadbd: %v", err)
 	}

@@ -232,6 +232,7 @@ func Start(t testing.TB, o Options) *Log {
 	t.Cleanup(func() { logf.Close() })
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = dieWithParent(nil)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("tesseracttest: starting %s: %v", bin, err)
 	}
