@@ -27,17 +27,17 @@ func TestNewcomerMessages(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"check", "--frob", "x"}, `flag provided but not defined: --frob (run "pkie check -h" for the flags)`},
-		{"unknown subcommand", []string{"log", "frob"}, `unknown subcommand "frob"; want init, serve, add, import, build or audit`},
+		{"unknown subcommand", []string{"log", "frob"}, `unknown subcommand "frob"; want init, serve, add or roots`},
 		{"negative duration", []string{"check", "--timeout", "-1s", "x"}, "--timeout -1s is negative"},
 		{"negative duration elsewhere", []string{"probe", "--timeout", "-5s", "x"}, "--timeout -5s is negative"},
-		{"key file without @", []string{"log", "audit", "--url", "http://127.0.0.1:1", "--key", "log/log.pub"}, "write @log/log.pub"},
 		{"URL for a host", []string{"probe", "https://example.com/"}, "give HOST[:PORT], not a URL"},
-		{"bad origin", []string{"log", "init", "--data", filepath.Join(dir, "bad"), "--origin", "my log"}, "allowed are letters"},
+		{"bad origin", []string{"log", "init", "--data", filepath.Join(dir, "bad"), "--origin", "my log"}, "without scheme or trailing slash"},
 		{"plot into a missing directory", []string{"overhead", "--plot", filepath.Join(dir, "nodir", "x"), "https://127.0.0.1:1/"}, "--plot"},
 		{"roots plot into a missing directory", []string{"roots", "--plot", filepath.Join(dir, "nodir", "x"), csv}, "--plot"},
 		{"roots export into a missing directory", []string{"roots", "--export", filepath.Join(dir, "nodir", "x.pem"), csv}, "--export"},
 		{"roots of a file that is no scan", []string{"roots", "--quiet", csv}, "no scan record loaded"},
-		{"audit of a missing tree", []string{"log", "audit", "--data", logDir, "--tree", filepath.Join(dir, "missing.tree")}, "--tree"},
+		{"log add without a chain", []string{"log", "add", "--url", "http://127.0.0.1:1"}, "want at least one chain file"},
+		{"log roots of nothing", []string{"log", "roots"}, "want one of --data and --url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, tc.args...)
@@ -81,10 +81,7 @@ func TestServeBindsFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, _, errOut := runCLI(t, role, "serve", "--data", data, "--listen", busy.Addr().String(), "--roots", "any")
-		if role == "revocation" {
-			code, _, errOut = runCLI(t, role, "serve", "--data", data, "--listen", busy.Addr().String())
-		}
+		code, _, errOut := runCLI(t, role, "serve", "--data", data, "--listen", busy.Addr().String())
 		after, _ := os.ReadFile(state)
 		if code == 0 || !strings.Contains(errOut, "--listen") || string(after) != string(before) {
 			t.Fatalf("%s serve on a busy port: exit %d, %q; state changed %v", role, code, errOut, string(after) != string(before))
@@ -92,10 +89,10 @@ func TestServeBindsFirst(t *testing.T) {
 	}
 }
 
-// TestLogRemembersRoots: a log initialised with --roots accepts chains to
-// those roots in later commands that do not repeat the flag, instead of
-// falling back to Mozilla's.
-func TestLogRemembersRoots(t *testing.T) {
+// TestLogServeAndAdd: a log initialised with --roots keeps them (by
+// content: the source file may go), serves them at get-roots, and accepts a
+// chain to them submitted with log add, whose SCT it prints.
+func TestLogServeAndAdd(t *testing.T) {
 	ca, err := testbed.NewRootCA("Remembered Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +114,24 @@ func TestLogRemembersRoots(t *testing.T) {
 	if code, _, errOut := runCLI(t, "log", "init", "--data", data, "--origin", "log.test", "--roots", roots); code != 0 {
 		t.Fatalf("log init --roots: %d %s", code, errOut)
 	}
-	os.Remove(roots) // remembered by content, not by path
-	if code, out, errOut := runCLI(t, "log", "add", "--data", data, chainFile); code != 0 {
-		t.Fatalf("log add without --roots: %d %s %s", code, out, errOut)
+	if code, _, _ := runCLI(t, "log", "init", "--data", data, "--origin", "log.test", "--roots", roots); code == 0 {
+		t.Fatal("a second init replaced the log's key")
+	}
+	os.Remove(roots) // kept by content, not by path
+	c := startChild(t, "log", "serve", "--data", data, "--listen", "127.0.0.1:0")
+	u := "http://" + c.waitLine(t, "listening ")
+	for _, args := range [][]string{{"--data", data}, {"--url", u}} {
+		code, out, errOut := runCLI(t, append([]string{"log", "roots"}, args...)...)
+		if code != 0 || !strings.Contains(out, string(ca.PEM())) {
+			t.Errorf("log roots %v: %d %q %s", args, code, out, errOut)
+		}
+	}
+	code, out, errOut := runCLI(t, "log", "add", "--url", u, "--json", chainFile)
+	if code != 0 || !strings.Contains(out, `"leaf_index": 0`) {
+		t.Fatalf("log add: %d %s %s", code, out, errOut)
+	}
+	code, _, errOut = runCLI(t, "log", "add", "--url", u, "--precert", chainFile)
+	if code == 0 || !strings.Contains(errOut, "not a precertificate") {
+		t.Fatalf("log add --precert of a certificate: %d %s", code, errOut)
 	}
 }

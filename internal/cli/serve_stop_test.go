@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie/internal/testbed"
 )
 
 // TestServeStartAndStop runs every serve command of this package as a real
@@ -20,9 +22,14 @@ import (
 func TestServeStartAndStop(t *testing.T) {
 	dir := t.TempDir()
 	p := func(name string) string { return filepath.Join(dir, name) }
+	ca, err := testbed.NewRootCA("Serve Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p("root.pem"), "CERTIFICATE", ca.Cert.Raw)
 	for _, init := range [][]string{
 		{"notary", "init", "--data", p("notary"), "--name", "n.test"},
-		{"log", "init", "--data", p("log"), "--origin", "log.test", "--roots", "any"},
+		{"log", "init", "--data", p("log"), "--origin", "log.test", "--roots", p("root.pem")},
 		{"revocation", "init", "--data", p("rev"), "--origin", "rev.test"},
 		{"revocation", "init", "--data", p("rev2"), "--origin", "rev2.test"},
 		{"cloud", "init", "--data", p("cloud"), "--name", "pec.test"},
@@ -52,7 +59,7 @@ func TestServeStartAndStop(t *testing.T) {
 		{"notary", []string{"notary", "serve", "--data", p("notary"), "--listen", "127.0.0.1:0"},
 			"notary stopped", []string{"listening", "name", "certificate_sha256", "pkie_v1_ed25519", "data", "store"}},
 		{"log", []string{"log", "serve", "--data", p("log"), "--listen", "127.0.0.1:0"},
-			"log stopped", []string{"listening", "origin", "verifier_key", "data"}},
+			"log stopped", []string{"listening", "origin", "verifier_key", "head_verifier_key", "data", "storage"}},
 		{"revocation", []string{"revocation", "serve", "--data", p("rev"), "--listen", "127.0.0.1:0"},
 			"revocation authority stopped", []string{"listening", "origin", "verifier_key", "data"}},
 		{"prover", []string{"prover", "serve", "--revocation", raURL, "--revocation-key", "@" + p("rev2/revocation.pub"), "--state", p("prover"), "--listen", "127.0.0.1:0"},

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pkie/pkie/internal/testbed"
@@ -11,8 +12,8 @@ import (
 
 // TestLostDatabaseRefused: with the database gone and the key kept, the
 // commands that sign refuse loudly, naming both sizes; the revocation
-// authority starts over only with --dangerously-accept-fork; the log's
-// local audit reports the loss.
+// authority starts over only with --dangerously-accept-fork; the log
+// refuses to serve.
 func TestLostDatabaseRefused(t *testing.T) {
 	dir := t.TempDir()
 	rm := func(d, db string) {
@@ -48,30 +49,27 @@ func TestLostDatabaseRefused(t *testing.T) {
 		t.Fatalf("after the accepted fork: %s", errs)
 	}
 
+	// The log: its storage lost after it signed entries.
 	logDir := filepath.Join(dir, "log")
-	if code, _, errs := runCLI(t, "log", "init", "--data", logDir, "--origin", "cli.test/log"); code != 0 {
+	ca, _ := testbed.NewRootCA("State Root", testbed.ECDSAP256)
+	rootPEM := filepath.Join(dir, "root.pem")
+	writePEM(t, rootPEM, "CERTIFICATE", ca.Cert.Raw)
+	if code, _, errs := runCLI(t, "log", "init", "--data", logDir, "--origin", "cli.test/log", "--roots", rootPEM); code != 0 {
 		t.Fatal(errs)
 	}
-	ca, _ := testbed.NewRootCA("State Root", testbed.ECDSAP256)
 	l, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"state.test"}})
 	chain := filepath.Join(dir, "chain.pem")
 	writePEM(t, chain, "CERTIFICATE", l.Chain...)
-	if code, _, errs := runCLI(t, "log", "add", "--data", logDir, "--roots", "any", chain); code != 0 {
+	c := startChild(t, "log", "serve", "--data", logDir, "--listen", "127.0.0.1:0")
+	if code, _, errs := runCLI(t, "log", "add", "--url", "http://"+c.waitLine(t, "listening "), chain); code != 0 {
 		t.Fatal(errs)
 	}
-	if code, _, errs := runCLI(t, "log", "build", "--data", logDir); code != 0 {
-		t.Fatal(errs)
-	}
-	rm(logDir, "log.db")
-	for _, args := range [][]string{
-		{"log", "add", "--data", logDir, "--roots", "any", chain},
-		{"log", "build", "--data", logDir},
-		{"log", "serve", "--data", logDir, "--listen", "127.0.0.1:0"},
-	} {
-		code, _, errs := runCLI(t, args...)
-		if code != ExitUsage || !strings.Contains(errs, "holds 0 entries, but the log last signed a tree of 2") {
-			t.Errorf("%v on a lost database: exit %d %q", args[:2], code, errs)
-		}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.cmd.Wait()
+	os.RemoveAll(filepath.Join(logDir, "tiles"))
+	code, _, errs = runCLI(t, "log", "serve", "--data", logDir, "--listen", "127.0.0.1:0")
+	if code != ExitUsage || !strings.Contains(errs, "holds no checkpoint, but the log last signed a tree of 1 entries") {
+		t.Errorf("log serve on a lost storage: exit %d %q", code, errs)
 	}
 }
 

@@ -1,8 +1,8 @@
 package ctlog
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
@@ -93,6 +93,12 @@ func (l *Log) AddChain(ctx context.Context, chain [][]byte, precert bool) (*AddC
 	res.SCT = ct.SignedCertificateTimestamp{SCTVersion: ct.V1, LogID: ct.LogID{KeyID: l.logID}, Timestamp: ts,
 		Extensions: ext, Signature: ct.DigitallySigned{Algorithm: cttls.SignatureAndHashAlgorithm{Hash: cttls.SHA256, Signature: cttls.ECDSA}, Signature: sig}}
 	return res, nil
+}
+
+// MarshalSCT returns the TLS encoding of an SCT (RFC 6962 §3.2), as a TLS
+// extension or a certificate's SCT list carries it.
+func MarshalSCT(sct *ct.SignedCertificateTimestamp) ([]byte, error) {
+	return cttls.Marshal(*sct)
 }
 
 func signSCT(k *ecdsa.PrivateKey, msg []byte) ([]byte, error) {

@@ -49,7 +49,7 @@ func (l *TileLeaf) MerkleTreeLeaf() []byte {
 }
 
 // LeafIndex returns the entry's static-ct-api leaf_index extension.
-func (l *TileLeaf) LeafIndex() (uint64, error) { return parseLeafIndex(l.Extensions) }
+func (l *TileLeaf) LeafIndex() (uint64, error) { return ParseLeafIndex(l.Extensions) }
 
 // maxTileLeaves bounds a data tile: 256 entries.
 const maxTileLeaves = 256
@@ -125,9 +125,9 @@ func leafIndexExtension(idx uint64) []byte {
 	return []byte{0, 0, 5, byte(idx >> 32), byte(idx >> 24), byte(idx >> 16), byte(idx >> 8), byte(idx)}
 }
 
-// parseLeafIndex finds the leaf_index extension in CTExtensions; it must
-// be there, exactly once, as static-ct-api says.
-func parseLeafIndex(ext []byte) (uint64, error) {
+// ParseLeafIndex returns the leaf_index extension of an SCT's or entry's
+// CTExtensions; it must be there, exactly once, as static-ct-api says.
+func ParseLeafIndex(ext []byte) (uint64, error) {
 	s := cryptobyte.String(ext)
 	var idx uint64
 	found := false

@@ -22,9 +22,9 @@ import (
 	"github.com/transparency-dev/tessera"
 	"github.com/transparency-dev/tessera/client"
 	"github.com/transparency-dev/tessera/ctonly"
+	tmysql "github.com/transparency-dev/tessera/storage/mysql"
 	tposix "github.com/transparency-dev/tessera/storage/posix"
 	antispam "github.com/transparency-dev/tessera/storage/posix/antispam"
-	tmysql "github.com/transparency-dev/tessera/storage/mysql"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -86,7 +86,7 @@ type Log struct {
 // wrapping ErrBehind) a storage whose tree does not extend the last
 // checkpoint the log signed, as StateFile records it, and a log key
 // readable by others.
-func Open(ctx context.Context, dir string, o Options) (l *Log, err error) {
+func Open(ctx context.Context, dir string, o Options) (_ *Log, err error) {
 	key, err := readKey(filepath.Join(dir, KeyFile))
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func Open(ctx context.Context, dir string, o Options) (l *Log, err error) {
 		return nil, fmt.Errorf("ctlog: %w", err)
 	}
 	vkey := strings.TrimSpace(string(pub))
-	v, err := f_note.NewRFC6962Verifier(vkey)
+	v, err := newVerifier(vkey)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: %s: %w", PubFile, err)
 	}
@@ -112,7 +112,7 @@ func Open(ctx context.Context, dir string, o Options) (l *Log, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l = &Log{dir: dir, origin: v.Name(), key: key, vkey: vkey, verify: v, roots: rs, policy: o.Policy,
+	l := &Log{dir: dir, origin: v.Name(), key: key, vkey: vkey, verify: v, roots: rs, policy: o.Policy,
 		now: o.Now, head: head, headKey: headKey}
 	if l.now == nil {
 		l.now = time.Now

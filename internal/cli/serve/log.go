@@ -1,54 +1,62 @@
 package serve
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/hex"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/pkie/pkie/internal/atomicfile"
+	ct "github.com/google/certificate-transparency-go"
+	"k8s.io/klog/v2"
+
 	"github.com/pkie/pkie/internal/cli/command"
+	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/httplimit"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	rootstore "github.com/pkie/pkie/internal/roots"
 )
 
 func Log(ctx context.Context, env *command.Env, args []string) error {
 	sub := map[string]func(context.Context, *command.Env, []string) error{
-		"init": logInit, "serve": logServe, "add": logAdd, "import": logImport, "build": logBuild, "audit": logAudit,
+		"init": logInit, "serve": logServe, "add": logAdd, "roots": logRoots,
 	}
 	if len(args) > 0 && sub[args[0]] == nil && !command.IsHelp(args[0]) {
-		return command.UsageError("unknown subcommand %q; want init, serve, add, import, build or audit (run \"pkie log -h\")", args[0])
+		return command.UsageError("unknown subcommand %q; want init, serve, add or roots (run \"pkie log -h\")", args[0])
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprintln(env.Stderr, "Usage: pkie log init|serve|add|import|build|audit [flags]\n\n"+
-			"  init     create a log directory with a fresh Ed25519 key\n"+
-			"  serve    serve the log's HTTP API and build the sorted tree periodically\n"+
-			"  add      log certificate chains (PEM or DER files) and print their SCTs\n"+
-			"  import   bulk-log a directory of PEM/DER chains or a JSON-lines file\n"+
-			"  build    build, sign and append the sorted tree now\n"+
-			"  audit    check the published sorted tree against the log (--url: from outside, via its HTTP API)")
+		fmt.Fprintln(env.Stderr, "Usage: pkie log init|serve|add|roots [flags]\n\n"+
+			"  init     create a static-ct-api log directory with a fresh ECDSA P-256 key\n"+
+			"  serve    serve the log: RFC 6962 submission, static-ct-api tiles, the RFC 6962 read API\n"+
+			"  add      submit certificate chains (PEM files) to a running log and print their SCTs\n"+
+			"  roots    print the roots a log accepts (--data, or a running log's get-roots with --url)")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			return nil
 		}
-		return command.UsageError("want a subcommand: init, serve, add, import, build or audit")
+		return command.UsageError("want a subcommand: init, serve, add or roots")
 	}
 	return sub[args[0]](ctx, env, args[1:])
 }
 
+// logRootsHelp explains --roots.
+const logRootsHelp = "accepted roots: mozilla (Mozilla's NSS store, as public CT logs accept) or a PEM file"
+
 func logInit(ctx context.Context, env *command.Env, args []string) error {
-	fs := command.NewFlags(env, "log init", "[--data DIR] --origin NAME")
+	fs := command.NewFlags(env, "log init", "[--data DIR] --origin NAME [--roots mozilla|FILE]")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	origin := fs.String("origin", "", "the log's checkpoint origin and key name, e.g. log.example.org/2026 (required)")
-	roots := fs.String("roots", "", logRootsHelp+" (default mozilla); remembered in the log directory for serve, add and import")
+	origin := fs.String("origin", "", "the log's URL prefix without scheme, in lower case, e.g. log.example.org/2026h1: its checkpoint origin and key name (required)")
+	roots := fs.String("roots", "mozilla", logRootsHelp+"; copied into the log directory ("+ctlog.RootsFile+")")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
@@ -56,129 +64,66 @@ func logInit(ctx context.Context, env *command.Env, args []string) error {
 	if *origin == "" {
 		return command.UsageError("--origin is required")
 	}
-	if *roots != "" {
-		if _, err := loadRootsChoice(*roots); err != nil {
+	pemRoots, err := rootsPEM(*roots)
+	if err != nil {
+		return command.UsageError("--roots: %v", err)
+	}
+	vkey, err := ctlog.Init(ctx, *data, *origin, ctlog.InitOptions{Roots: pemRoots})
+	if err != nil {
+		if strings.Contains(err.Error(), "origin") {
 			return command.UsageError("%v", err)
 		}
-	}
-	vkey, err := ctlog.Init(*data, *origin)
-	if err != nil {
-		return err
-	}
-	if err := rememberRoots(*data, *roots); err != nil {
 		return err
 	}
 	if *asJSON {
-		return command.WriteJSON(env.Stdout, map[string]string{"data": *data, "origin": *origin, "sorted_origin": ctlog.SortedOrigin(*origin), "verifier_key": vkey})
+		return command.WriteJSON(env.Stdout, map[string]string{"data": *data, "origin": *origin, "verifier_key": vkey})
 	}
-	fmt.Fprintf(env.Stdout, "log %q initialised in %s (key 0600)\nverifier key (pin it in clients and provers):\n%s\n", *origin, *data, vkey)
+	fmt.Fprintf(env.Stdout, "log %q initialised in %s (keys 0600)\nverifier key (pin it in monitors and provers):\n%s\n", *origin, *data, vkey)
 	return nil
 }
 
-// logRootsHelp explains --roots for every log command that accepts chains.
-const logRootsHelp = "accepted roots: mozilla (Mozilla's NSS store, as CT logs accept), a PEM file, or any (accept every parseable chain: test logs only)"
-
-// RootsFile is the file in a log directory that remembers which roots the
-// log accepts (see logRootsHelp): "mozilla", "any", or the PEM roots
-// themselves, copied so a moved or edited source file cannot change them.
-const RootsFile = "roots"
-
-// rememberRoots records choice (a --roots value; "" records nothing) in
-// the log directory, for later commands that are not given --roots.
-func rememberRoots(data, choice string) error {
-	if choice == "" {
-		return nil
-	}
-	content := []byte(choice + "\n")
-	if choice != "any" && choice != "mozilla" {
-		b, err := os.ReadFile(choice)
-		if err != nil {
-			return command.UsageError("--roots: %v", err)
-		}
-		content = b
-	}
-	if _, err := parseRoots(content, choice); err != nil {
-		return command.UsageError("%v", err)
-	}
-	return atomicfile.WriteFile(filepath.Join(data, RootsFile), content, 0o600)
-}
-
-// loadRootsChoice parses a --roots value: nil for any.
-func loadRootsChoice(choice string) (*x509.CertPool, error) {
-	switch choice {
-	case "any", "mozilla":
-		return parseRoots([]byte(choice), choice)
-	}
-	b, err := os.ReadFile(choice)
-	if err != nil {
-		return nil, fmt.Errorf("--roots: %w", err)
-	}
-	return parseRoots(b, choice)
-}
-
-func parseRoots(b []byte, name string) (*x509.CertPool, error) {
-	switch strings.TrimSpace(string(b)) {
-	case "any":
-		return nil, nil
-	case "mozilla":
+// rootsPEM resolves --roots to PEM: Mozilla's store, or a file's
+// certificates.
+func rootsPEM(choice string) ([]byte, error) {
+	if choice == "mozilla" {
 		s, err := rootstore.Mozilla()
 		if err != nil {
 			return nil, err
 		}
-		return s.Pool(), nil
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("--roots %s holds no PEM certificate", name)
-	}
-	return pool, nil
-}
-
-// openLog opens the log at data accepting chains to roots (see
-// logRootsHelp), or, if roots is "", to those the log directory remembers
-// (Mozilla's if none). A real log refuses chains to unknown roots, or
-// anyone could fill it with certificates of their own making.
-func openLog(env *command.Env, data, roots string) (*ctlog.Log, error) {
-	return openLogLogged(slog.New(slog.NewTextHandler(env.Stderr, nil)), data, roots)
-}
-
-// openLogLogged is openLog with the log's warnings going to logger.
-func openLogLogged(logger *slog.Logger, data, roots string) (*ctlog.Log, error) {
-	o := ctlog.Options{Logf: warnf(logger)}
-	var err error
-	if roots == "" {
-		b, rerr := os.ReadFile(filepath.Join(data, RootsFile))
-		switch {
-		case errors.Is(rerr, os.ErrNotExist):
-			o.Roots, err = parseRoots([]byte("mozilla"), "mozilla")
-		case rerr != nil:
-			return nil, fmt.Errorf("the log's remembered roots: %w", rerr)
-		default:
-			o.Roots, err = parseRoots(b, filepath.Join(data, RootsFile))
+		var b bytes.Buffer
+		for _, c := range s.Certs {
+			pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 		}
-	} else {
-		o.Roots, err = loadRootsChoice(roots)
+		return b.Bytes(), nil
 	}
+	b, err := command.ReadLimited(choice, 16<<20)
 	if err != nil {
 		return nil, err
 	}
-	return ctlog.Open(data, o)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", choice)
+	}
+	return b, nil
 }
 
-// logServeFlags names ctlog.ServeOptions' fields as log serve's flags do.
+// logServeFlags names the bounds as log serve's flags do.
 var logServeFlags = map[string]string{
-	"BuildInterval": "--build-interval", "BodyTimeout": "--body-timeout",
-	"MaxInFlight": "--max-in-flight", "MaxAddChain": "--max-add-chain", "MaxPerClient": "--max-in-flight-per-ip",
+	"BodyTimeout": "--body-timeout", "MaxInFlight": "--max-in-flight", "MaxAddChain": "--max-add-chain", "MaxPerClient": "--max-in-flight-per-ip",
 }
 
 func logServe(ctx context.Context, env *command.Env, args []string) error {
 	fs := command.NewFlags(env, "log serve", "[flags]")
 	data := fs.String("data", defaultDataDir(env, "log"), "log directory (from pkie log init)")
 	listen := fs.String("listen", "127.0.0.1:8091", "HTTP listen address")
-	every := fs.Duration("build-interval", time.Minute, "build, sign and append the sorted tree this often (keep it well under clients' --proof-max-age)")
-	roots := fs.String("roots", "", logRootsHelp+"; chains that do not verify to one are refused (default: the roots the log was initialised or last served with, else mozilla; the choice is remembered)")
-	maxInFlight := fs.Int("max-in-flight", 64, "read requests (checkpoint, proofs, entries, SCTs, feed) handled at once; more get 503")
-	maxAddChain := fs.Int("max-add-chain", 64, "add-chain requests handled at once, apart from reads; more get 503")
+	mysqlDSN := fs.String("mysql", "", "store the log in this MySQL or MariaDB database (go-sql-driver DSN, e.g. user:pass@tcp(db:3306)/ctlog) instead of "+ctlog.TilesDir+"/ in the log directory")
+	notAfterStart := fs.String("not-after-start", "", "accept only leaves expiring at or after this time (RFC 3339): a temporal shard's start")
+	notAfterLimit := fs.String("not-after-limit", "", "accept only leaves expiring before this time (RFC 3339): a temporal shard's end")
+	rejectExpired := fs.Bool("reject-expired", false, "refuse leaves that have expired")
+	eku := fs.String("eku", "any", "extended key usage a leaf must carry: any, or serverAuth")
+	checkpointEvery := fs.Duration("checkpoint-interval", 0, "how often a grown tree gets a new checkpoint, and so how long add-chain waits at most (0: 200ms, 1s with --mysql)")
+	maxInFlight := fs.Int("max-in-flight", 64, "read requests (checkpoint, tiles, issuers, RFC 6962 reads) handled at once; more get 503")
+	maxAddChain := fs.Int("max-add-chain", 64, "add-chain and add-pre-chain requests handled at once, apart from reads; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of each of those (0: a quarter)")
 	bodyTimeout := fs.Duration("body-timeout", httplimit.DefaultBodyTimeout, "time an add-chain body may take to arrive, plus 1 s per 64 KiB")
 	conns := connFlags(fs)
@@ -186,9 +131,14 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	opts := ctlog.ServeOptions{BuildInterval: *every,
-		HandlerOptions: ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain, MaxPerClient: *perIP, BodyTimeout: *bodyTimeout}}
-	if err := command.OptionError(opts.Validate(), logServeFlags); err != nil {
+	if *maxInFlight < 0 || *maxAddChain < 0 || *perIP < 0 || *checkpointEvery < 0 {
+		return command.UsageError("--max-in-flight, --max-add-chain, --max-in-flight-per-ip and --checkpoint-interval must not be negative")
+	}
+	if *bodyTimeout <= 0 {
+		return command.UsageError("--body-timeout must be positive")
+	}
+	policy, err := logPolicy(*notAfterStart, *notAfterLimit, *rejectExpired, *eku)
+	if err != nil {
 		return err
 	}
 	co, err := conns()
@@ -199,50 +149,129 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	// Bound before anything is built or signed: a busy port must not cost
-	// a signed tree head.
 	defer ln.Close()
-	if err := rememberRoots(*data, *roots); err != nil {
-		return err
-	}
 	logger := serveLogger(env, *asJSON)
-	l, err := openLogLogged(logger, *data, *roots)
+	// Tessera logs through klog: into this command's log, not around it.
+	klog.SetSlogLogger(logger)
+	var l *ctlog.Log
+	drain, err := routeStderr(logger, func() (err error) {
+		l, err = ctlog.Open(ctx, *data, ctlog.Options{Policy: policy, MySQLDSN: *mysqlDSN, CheckpointInterval: *checkpointEvery})
+		return err
+	})
 	if err != nil {
+		drain()
 		return err
 	}
-	defer l.Close()
-	b, err := l.BuildSorted(ctx)
-	if err != nil {
+	closed := false
+	closeLog := func() error {
+		if closed {
+			return nil
+		}
+		closed = true
+		err := l.Close()
+		drain()
 		return err
 	}
-	logger.Info("sorted tree built", "size", b.Size, "entry", b.EntryIndex)
-	srv := ctlog.NewHTTPServer(l.Handler(opts.HandlerOptions))
-	go l.Run(ctx, opts.BuildInterval, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
+	defer closeLog()
+	// The place where pkie's sorted tree of the log's certificates will be
+	// mounted (HandlerOptions.Extension, under /pkie/): not yet.
+	var sortedTree http.Handler
+	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain,
+		MaxPerClient: *perIP, BodyTimeout: *bodyTimeout, Extension: sortedTree}))
 	go func() { <-ctx.Done(); srv.Close() }()
-	logger.Info("log listening", "origin", l.Origin(), "addr", ln.Addr().String())
-	info := map[string]any{"listening": ln.Addr().String(), "origin": l.Origin(), "sorted_origin": ctlog.SortedOrigin(l.Origin()),
-		"verifier_key": l.VerifierKey(), "data": *data, "sorted_size": b.Size}
+	storage := filepath.Join(*data, ctlog.TilesDir)
+	if *mysqlDSN != "" {
+		storage = "mysql"
+	}
+	logger.Info("log listening", "origin", l.Origin(), "addr", ln.Addr().String(), "storage", storage)
+	info := map[string]any{"listening": ln.Addr().String(), "origin": l.Origin(), "verifier_key": l.VerifierKey(),
+		"head_verifier_key": l.HeadVerifierKey(), "data": *data, "storage": storage}
 	if err := printServing(env, *asJSON, info, "listening "+ln.Addr().String()); err != nil {
 		return err
 	}
-	if err := serveLimited(srv, ln, co); err != nil && ctx.Err() == nil {
+	if err := serveLimited(srv, ln, co); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
 		return err
+	}
+	// Entries accepted are integrated and published before the last line.
+	if err := closeLog(); err != nil {
+		logger.Error("closing the log", "err", err)
 	}
 	logStopped(logger, "log", ctx)
 	return nil
 }
 
+// routeStderr runs open with the process's stderr replaced by a pipe whose
+// lines go to logger, and returns a function that closes the pipe and
+// waits for its last lines. Tessera's antispam index (badger) writes its
+// log straight to the os.Stderr it finds when it is opened, and keeps that
+// file; routed, its lines are this command's log lines (JSON with --json)
+// instead of text interleaved with them. Only a serve command, which owns
+// its process, may do this.
+func routeStderr(logger *slog.Logger, open func() error) (drain func(), err error) {
+	r, w, perr := os.Pipe()
+	if perr != nil {
+		return func() {}, open()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" {
+				logger.Info("storage", "line", line)
+			}
+		}
+	}()
+	saved := os.Stderr
+	os.Stderr = w
+	err = open()
+	os.Stderr = saved
+	return func() { w.Close(); <-done }, err
+}
+
+func logPolicy(start, limit string, rejectExpired bool, eku string) (ctlog.Policy, error) {
+	p := ctlog.Policy{RejectExpired: rejectExpired}
+	for _, f := range []struct {
+		flag, v string
+		t       *time.Time
+	}{{"--not-after-start", start, &p.NotAfterStart}, {"--not-after-limit", limit, &p.NotAfterLimit}} {
+		if f.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, f.v)
+		if err != nil {
+			return p, command.UsageError("%s: want an RFC 3339 time such as 2026-07-01T00:00:00Z: %v", f.flag, err)
+		}
+		*f.t = t
+	}
+	if !p.NotAfterStart.IsZero() && !p.NotAfterLimit.IsZero() && !p.NotAfterStart.Before(p.NotAfterLimit) {
+		return p, command.UsageError("--not-after-start must be before --not-after-limit")
+	}
+	switch eku {
+	case "any":
+	case "serverAuth":
+		p.ExtKeyUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	default:
+		return p, command.UsageError("--eku: want any or serverAuth, not %q", eku)
+	}
+	return p, nil
+}
+
 func logAdd(ctx context.Context, env *command.Env, args []string) error {
-	fs := command.NewFlags(env, "log add", "[--data DIR] CHAIN_FILE...")
-	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	roots := fs.String("roots", "", logRootsHelp+" (default: the roots the log was initialised or last served with, else mozilla)")
+	fs := command.NewFlags(env, "log add", "--url URL [--precert] CHAIN_FILE...")
+	u := fs.String("url", "", "the log's submission prefix, e.g. http://127.0.0.1:8091 (required)")
+	precert := fs.Bool("precert", false, "submit precertificate chains (add-pre-chain)")
+	timeout := fs.Duration("timeout", 30*time.Second, "time one submission may take")
 	asJSON := fs.Bool("json", false, "print JSON")
 	files, err := command.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
+	if *u == "" {
+		return command.UsageError("--url is required")
+	}
 	if len(files) == 0 {
-		return command.UsageError("want at least one chain file (PEM, leaf first, or one DER certificate)")
+		return command.UsageError("want at least one chain file (PEM certificates, leaf first)")
 	}
 	var chains [][][]byte
 	for _, f := range files {
@@ -250,268 +279,189 @@ func logAdd(ctx context.Context, env *command.Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		c, err := ctlog.ParseChain(b)
+		c, err := parsePEMChain(b)
 		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return command.UsageError("%s: %v", f, err)
 		}
 		chains = append(chains, c)
 	}
-	l, err := openLog(env, *data, *roots)
-	if err != nil {
-		return err
+	path := "/ct/v1/add-chain"
+	if *precert {
+		path = "/ct/v1/add-pre-chain"
 	}
-	defer l.Close()
-	rs, err := l.AddChains(ctx, chains)
-	if err != nil {
-		return err
+	type result struct {
+		File      string `json:"file"`
+		LeafIndex uint64 `json:"leaf_index"`
+		Timestamp uint64 `json:"timestamp"`
+		LogID     []byte `json:"log_id"`
+		SCT       []byte `json:"sct"` // the TLS-encoded SignedCertificateTimestamp
 	}
-	out := make([]ctlog.AddChainResponse, len(rs))
-	for i, r := range rs {
-		out[i] = ctlog.AddChainResponse{Index: r.Index, Key: hex.EncodeToString(r.Key[:]), SCT: r.SCT, Duplicate: r.Duplicate}
+	var out []result
+	hc := &http.Client{Timeout: *timeout}
+	for i, chain := range chains {
+		res, err := submit(ctx, hc, strings.TrimSuffix(*u, "/")+path, chain)
+		if err != nil {
+			return fmt.Errorf("%s: %w", files[i], err)
+		}
+		sct, err := res.ToSignedCertificateTimestamp()
+		if err != nil {
+			return fmt.Errorf("%s: the log's answer: %w", files[i], err)
+		}
+		r := result{File: files[i], Timestamp: sct.Timestamp, LogID: sct.LogID.KeyID[:]}
+		if r.LeafIndex, err = ctlog.ParseLeafIndex(sct.Extensions); err != nil {
+			return fmt.Errorf("%s: the log's SCT: %w", files[i], err)
+		}
+		if r.SCT, err = tlsSCT(sct); err != nil {
+			return err
+		}
+		out = append(out, r)
 	}
 	if *asJSON {
 		return command.WriteJSON(env.Stdout, out)
 	}
-	for i, r := range out {
-		dup := ""
-		if r.Duplicate {
-			dup = " (already logged)"
-		}
-		fmt.Fprintf(env.Stdout, "%s  index %d  sct %s%s\n", files[i], r.Index, r.SCT.Time().UTC().Format(time.RFC3339Nano), dup)
+	for _, r := range out {
+		fmt.Fprintf(env.Stdout, "%s  leaf_index %d  sct %s  %s\n", r.File, r.LeafIndex,
+			time.UnixMilli(int64(r.Timestamp)).UTC().Format(time.RFC3339Nano), base64.StdEncoding.EncodeToString(r.SCT))
 	}
 	return nil
 }
 
-func logImport(ctx context.Context, env *command.Env, args []string) error {
-	fs := command.NewFlags(env, "log import", "[--data DIR] (DIRECTORY | --jsonl FILE)")
-	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	jsonl := fs.String("jsonl", "", "JSON-lines file of {\"chain\": [base64 DER, ...]} objects (- for stdin)")
-	roots := fs.String("roots", "", logRootsHelp+" (default: the roots the log was initialised or last served with, else mozilla)")
-	build := fs.Bool("build", false, "build and sign the sorted tree after importing")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := command.ParseFlags(fs, args)
+// submit posts one chain as RFC 6962 add-chain JSON and reads the answer,
+// bounded.
+func submit(ctx context.Context, hc *http.Client, u string, chain [][]byte) (*ct.AddChainResponse, error) {
+	body, err := json.Marshal(ct.AddChainRequest{Chain: chain})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if (*jsonl == "") == (len(pos) != 1) {
-		return command.UsageError("want one directory or --jsonl FILE")
-	}
-	l, err := openLog(env, *data, *roots)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, command.UsageError("--url: %v", err)
 	}
-	defer l.Close()
-	start := time.Now()
-	progress := func(s ctlog.ImportStats) {
-		fmt.Fprintf(env.Stderr, "\rimported %d chains (%d new) in %s", s.Chains, s.Added, time.Since(start).Round(time.Second))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
 	}
-	var st *ctlog.ImportStats
-	if *jsonl != "" {
-		in := env.Stdin
-		if *jsonl != "-" {
-			f, err := os.Open(*jsonl)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			in = f
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Message string `json:"error_message"`
+			Error   string `json:"error"`
 		}
-		st, err = l.ImportJSONLines(ctx, in, progress)
-	} else {
-		st, err = l.ImportDir(ctx, pos[0], progress)
-	}
-	fmt.Fprintln(env.Stderr)
-	if err != nil {
-		return fmt.Errorf("%w (%d chains committed before it)", err, st.Chains)
-	}
-	out := map[string]any{"chains": st.Chains, "added": st.Added, "duplicates": st.Duplicates, "seconds": time.Since(start).Seconds()}
-	if *build {
-		b, err := l.BuildSorted(ctx)
-		if err != nil {
-			return err
+		json.Unmarshal(b, &e)
+		msg := e.Message + e.Error
+		if msg == "" {
+			msg = strings.TrimSpace(string(b))
 		}
-		out["sorted_size"], out["sorted_entry"] = b.Size, b.EntryIndex
+		return nil, fmt.Errorf("the log refused the chain (%s): %s", resp.Status, msg)
 	}
-	if *asJSON {
-		return command.WriteJSON(env.Stdout, out)
+	var res ct.AddChainResponse
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("the log's answer is not RFC 6962 add-chain JSON: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "imported %d chains: %d new, %d already logged\n", st.Chains, st.Added, st.Duplicates)
-	return nil
+	return &res, nil
 }
 
-func logBuild(ctx context.Context, env *command.Env, args []string) error {
-	fs := command.NewFlags(env, "log build", "[--data DIR]")
-	data := fs.String("data", defaultDataDir(env, "log"), "log directory")
-	asJSON := fs.Bool("json", false, "print JSON")
+func tlsSCT(sct *ct.SignedCertificateTimestamp) ([]byte, error) {
+	b, err := ctlog.MarshalSCT(sct)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the SCT: %w", err)
+	}
+	return b, nil
+}
+
+// parsePEMChain reads PEM certificates, leaf first.
+func parsePEMChain(b []byte) ([][]byte, error) {
+	var chain [][]byte
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(chain), err)
+		}
+		chain = append(chain, blk.Bytes)
+	}
+	if len(chain) == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	if len(chain) > ctlog.MaxChainCerts {
+		return nil, fmt.Errorf("chain of %d certificates, at most %d accepted", len(chain), ctlog.MaxChainCerts)
+	}
+	return chain, nil
+}
+
+func logRoots(ctx context.Context, env *command.Env, args []string) error {
+	fs := command.NewFlags(env, "log roots", "(--data DIR | --url URL)")
+	data := fs.String("data", "", "log directory: print its "+ctlog.RootsFile)
+	u := fs.String("url", "", "a running log's submission prefix: print what its get-roots answers")
+	asJSON := fs.Bool("json", false, "print JSON: the roots as base64 DER")
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	l, err := ctlog.Open(*data, ctlog.Options{Logf: warnf(slog.New(slog.NewTextHandler(env.Stderr, nil)))})
-	if err != nil {
-		return err
+	if (*data == "") == (*u == "") {
+		return command.UsageError("want one of --data and --url")
 	}
-	defer l.Close()
-	start := time.Now()
-	b, err := l.BuildSorted(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return command.WriteJSON(env.Stdout, map[string]any{"size": b.Size, "root": hex.EncodeToString(b.Root[:]), "entry_index": b.EntryIndex,
-			"appended": b.Appended, "log_size": b.LogSize,
-			"tree": b.TreePath, "tree_bytes": b.TreeBytes, "seconds": time.Since(start).Seconds(), "checkpoint": string(b.Checkpoint)})
-	}
-	where := fmt.Sprintf("appended to the log at index %d", b.EntryIndex)
-	if !b.Appended {
-		where = fmt.Sprintf("unchanged since the head at log index %d: fresh head signed, nothing appended", b.EntryIndex)
-	}
-	fmt.Fprintf(env.Stdout, "sorted tree of %d certificates, root %x, built from the log's first %d entries\n%s; tree %s (%d bytes)\n%s",
-		b.Size, b.Root, b.LogSize, where, b.TreePath, b.TreeBytes, b.Checkpoint)
-	return nil
-}
-
-func logAudit(ctx context.Context, env *command.Env, args []string) error {
-	fs := command.NewFlags(env, "log audit", "[--data DIR] [--tree FILE] [--checkpoint FILE] [--previous FILE]\n"+
-		"       pkie log audit --url http://LOG --key VKEY|@FILE [--state FILE]")
-	data := fs.String("data", defaultDataDir(env, "log"), "log directory (local audit)")
-	tree := fs.String("tree", "", "the published sorted tree file to audit (local audit; default: the log's)")
-	cpFile := fs.String("checkpoint", "", "the signed sorted-tree checkpoint it was published with (local audit; default: the latest)")
-	prev := fs.String("previous", "", "a log checkpoint saved earlier, to check the log grew consistently from it (local audit; default: the one before the latest)")
-	logURL := fs.String("url", "", "audit the log at this base URL through its public HTTP API, trusting only --key")
-	keyArg := fs.String("key", "", "the log's pinned note verifier key, or @FILE holding it (remote audit)")
-	state := fs.String("state", "", "file remembering the last log checkpoint verified; each run checks the log is consistent with it, then updates it (remote audit)")
-	timeout := fs.Duration("timeout", 30*time.Second, "bound on each API request (remote audit)")
-	treeTimeout := fs.Duration("tree-timeout", 30*time.Minute, "bound on the sorted tree download (remote audit)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := command.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var rep *ctlog.AuditReport
-	if *logURL != "" {
-		for _, n := range []string{"data", "tree", "checkpoint", "previous"} {
-			if set[n] {
-				return command.UsageError("--%s is for a local audit; a remote audit (--url) reads only the log's HTTP API", n)
-			}
-		}
-		if *keyArg == "" {
-			return command.UsageError("--url needs --key: the log's pinned verifier key (VKEY or @FILE)")
-		}
-		if *timeout <= 0 || *treeTimeout <= 0 {
-			return command.UsageError("--timeout and --tree-timeout must be positive")
-		}
-		vkey, err := command.ReadKeyArg(*keyArg)
-		if err != nil {
-			return command.UsageError("--key: %v", err)
-		}
-		v, err := ctlog.VerifierFromKey(vkey)
-		if err != nil {
-			return command.UsageError("--key: %v", err)
-		}
-		progress := newAuditProgress(env)
-		rep, err = ctlog.AuditRemote(ctx, ctlog.RemoteAuditOptions{URL: *logURL, Verifier: v, State: *state,
-			RequestTimeout: *timeout, TreeTimeout: *treeTimeout, Progress: progress.report})
-		progress.done()
+	var roots [][]byte
+	if *data != "" {
+		b, err := os.ReadFile(filepath.Join(*data, ctlog.RootsFile))
 		if err != nil {
 			return err
+		}
+		if roots = allPEM(b); len(roots) == 0 {
+			return fmt.Errorf("%s holds no roots", ctlog.RootsFile)
 		}
 	} else {
-		for _, n := range []string{"key", "state", "timeout", "tree-timeout"} {
-			if set[n] {
-				return command.UsageError("--%s is for a remote audit: give the log's --url", n)
-			}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(*u, "/")+"/ct/v1/get-roots", nil)
+		if err != nil {
+			return command.UsageError("--url: %v", err)
 		}
-		// An input that cannot be read is a usage error (2), not a log that
-		// misbehaved (1).
-		if *tree != "" {
-			f, err := os.Open(*tree)
-			if err != nil {
-				return command.UsageError("--tree: %v", err)
-			}
-			f.Close()
-		}
-		// The audit reports a database behind the state file as a failed
-		// check rather than refusing to open it.
-		l, err := ctlog.Open(*data, ctlog.Options{NoStateCheck: true})
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 		if err != nil {
 			return err
 		}
-		defer l.Close()
-		o := ctlog.AuditOptions{TreePath: *tree}
-		for _, p := range []struct {
-			path string
-			dst  *[]byte
-		}{{*cpFile, &o.SortedCheckpoint}, {*prev, &o.Previous}} {
-			if p.path != "" {
-				if *p.dst, err = command.ReadLimited(p.path, 64<<10); err != nil {
-					return command.UsageError("%v", err)
-				}
-			}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("get-roots: %s", resp.Status)
 		}
-		if rep, err = l.Audit(ctx, o); err != nil {
-			return err
+		var r struct {
+			Certificates [][]byte `json:"certificates"`
 		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&r); err != nil {
+			return fmt.Errorf("get-roots: %w", err)
+		}
+		roots = r.Certificates
 	}
 	if *asJSON {
-		if err := command.WriteJSON(env.Stdout, map[string]any{"ok": rep.OK(), "report": rep}); err != nil {
+		return command.WriteJSON(env.Stdout, map[string]any{"certificates": roots})
+	}
+	for _, d := range roots {
+		if err := pem.Encode(env.Stdout, &pem.Block{Type: "CERTIFICATE", Bytes: d}); err != nil {
 			return err
 		}
-	} else {
-		fmt.Fprintf(env.Stdout, "log size %d, sorted tree %d keys, root %s\n", rep.LogSize, rep.SortedSize, rep.SortedRoot)
-		for _, c := range rep.Checks {
-			mark := "ok  "
-			if !c.OK {
-				mark = "FAIL"
-			}
-			fmt.Fprintf(env.Stdout, "%s %s", mark, c.Name)
-			if c.Detail != "" {
-				fmt.Fprintf(env.Stdout, ": %s", c.Detail)
-			}
-			fmt.Fprintln(env.Stdout)
-		}
-		if *logURL != "" && *state == "" {
-			fmt.Fprintln(env.Stdout, "note: without --state this audit checks the log only against itself: a log that started a new history under its key (a fork) passes it")
-		}
-	}
-	if !rep.OK() {
-		return command.Negative()
 	}
 	return nil
 }
 
-// auditProgress shows a remote audit's progress on stderr, at most a few
-// times a second.
-type auditProgress struct {
-	env   *command.Env
-	start time.Time
-	last  time.Time
-	stage string
-	shown bool
-}
-
-func newAuditProgress(env *command.Env) *auditProgress {
-	return &auditProgress{env: env, start: time.Now()}
-}
-
-func (p *auditProgress) report(stage string, done, total uint64) {
-	now := time.Now()
-	if now.Sub(p.last) < 250*time.Millisecond && done != total && stage == p.stage {
-		return
-	}
-	if p.shown && stage != p.stage {
-		fmt.Fprintln(p.env.Stderr) // keep the finished stage's last line
-	}
-	p.last, p.shown, p.stage = now, true, stage
-	what := "log entries"
-	if stage == "tree" {
-		what = "tree bytes"
-	}
-	fmt.Fprintf(p.env.Stderr, "\rread %d/%d %s (%s)   ", done, total, what, now.Sub(p.start).Round(time.Second))
-}
-
-func (p *auditProgress) done() {
-	if p.shown {
-		fmt.Fprintln(p.env.Stderr)
+func allPEM(b []byte) [][]byte {
+	var out [][]byte
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return out
+		}
+		if blk.Type == "CERTIFICATE" {
+			out = append(out, blk.Bytes)
+		}
 	}
 }
