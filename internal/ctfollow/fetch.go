@@ -21,8 +21,8 @@ const (
 	maxHashTile     = 256 * 32
 	maxDataTile     = 256 * (256 << 10)
 	maxIssuer       = 64 << 10
-	maxJSONSmall    = 64 << 10   // get-sth, get-sth-consistency
-	maxJSONEntries  = 96 << 20   // get-entries: base64 inflates a data tile's worth by 4/3
+	maxJSONSmall    = 64 << 10 // get-sth, get-sth-consistency
+	maxJSONEntries  = 96 << 20 // get-entries: base64 inflates a data tile's worth by 4/3
 	requestTimeout  = 2 * time.Minute
 	maxAttempts     = 5
 	firstBackoff    = 250 * time.Millisecond

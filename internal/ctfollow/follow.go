@@ -268,7 +268,7 @@ func verifier(c Config) (note.Verifier, string, error) {
 		if c.Origin != "" && c.Origin != v.Name() {
 			return nil, "", fmt.Errorf("ctfollow: origin %q but the log key names %q", c.Origin, v.Name())
 		}
-		return v, v.Name(), nil
+		return guardedVerifier{v}, v.Name(), nil
 	}
 	pub, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
@@ -292,7 +292,7 @@ func verifier(c Config) (note.Verifier, string, error) {
 	if c.Kind == KindRFC6962 && c.Origin != "" && c.Origin != v.Name() {
 		return nil, "", fmt.Errorf("ctfollow: origin %q, want %q for an RFC 6962 log (derived from its URL)", c.Origin, v.Name())
 	}
-	return v, v.Name(), nil
+	return guardedVerifier{v}, v.Name(), nil
 }
 
 // load reads or creates the state in c.Dir.
@@ -605,4 +605,18 @@ func (f *Follower) ingest(ctx context.Context, old *State, size uint64, root []b
 		return nil, fmt.Errorf("ctfollow: keys file: %w", err)
 	}
 	return &State{Origin: f.origin, Size: size, Root: bytes.Clone(root), KeyCount: keyCount, Range: r.Hashes()}, nil
+}
+
+// guardedVerifier screens signatures before formats/note's RFC 6962
+// verifier sees them: that verifier indexes a signature's first 12 bytes
+// (timestamp, algorithms, length) without checking it has them, so a
+// hostile log's short signature would panic the follower.
+type guardedVerifier struct{ note.Verifier }
+
+// minRFC6962Sig is the timestamp (8), hash and signature algorithms (2)
+// and signature length (2) every RFC 6962 note signature starts with.
+const minRFC6962Sig = 12
+
+func (v guardedVerifier) Verify(msg, sig []byte) bool {
+	return len(sig) >= minRFC6962Sig && v.Verifier.Verify(msg, sig)
 }

@@ -358,6 +358,11 @@ func (s *logServer) serve(w http.ResponseWriter, r *http.Request) {
 			err = nil
 		}
 	}
+	if string(b) == hugeMarker {
+		w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if err != nil {
 		if os.IsNotExist(err) {
 			http.NotFound(w, r)
@@ -440,6 +445,10 @@ func (s *logServer) rfc6962(ctx context.Context, l *testLog, method string, r *h
 	}
 	return nil, os.ErrNotExist
 }
+
+// hugeMarker, returned by a tamper function, makes the server announce a
+// 1 GiB body.
+const hugeMarker = "HUGE"
 
 func mustVerifier(vkey string) note.Verifier {
 	v, err := fnote.NewRFC6962Verifier(vkey)

@@ -134,9 +134,6 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	if o.CT, err = mk(prover.CT, *ctURL, *ctKey, "ct"); err != nil {
 		return err
 	}
-	if o.CT != nil {
-		o.SCTs = prover.LogSCTs(*ctURL, &http.Client{Timeout: 2 * time.Second})
-	}
 	if o.Revocation, err = mk(prover.Revocation, *revURL, *revKey, "revocation"); err != nil {
 		return err
 	}

@@ -1,17 +1,17 @@
 // Package ct is the server half of the Certificate Transparency
 // enhancement (internal/pkies/ct is the client's): the prover, which
 // mirrors the log's sorted tree (package treemirror over package prover,
-// synced and verified before it serves) and proves a leaf's presence, or
-// its absence with the log's SCT.
+// synced and verified before it serves) and proves a certificate's
+// presence or absence.
 package ct
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/pkies/conf"
 	"github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/provers/treemirror"
@@ -51,14 +51,18 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	return treemirror.NewProver(ctx, pkie.CT, env, treemirror.MirrorConfig{
 		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
 		HealthMaxAge: c.HealthMaxAge.D(),
-	}, leafKey, prover.LogSCTs)
+	}, leafKey)
 }
 
 func leafKey(req *pkie.ProveRequest) ([32]byte, error) {
 	if len(req.Chain) == 0 {
 		return [32]byte{}, fmt.Errorf("%w: no certificate", pkie.ErrUnsupported)
 	}
-	return sha256.Sum256(req.Chain[0]), nil
+	k, err := ctwire.ChainKey(req.Chain)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("%w: %w", pkie.ErrUnsupported, err)
+	}
+	return k, nil
 }
 
 // CheckProverConfig checks a prover configuration as NewProver reads it,

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/ctfollow"
+	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctmirror"
+)
+
+// TestCTAuditMirror: pkie ct audit-mirror passes an honest mirror of a
+// loopback static-ct-api log (exit 0, JSON on stdout, progress on
+// stderr), refuses a mirror key that did not sign the head (exit 2), and
+// names missing flags.
+func TestCTAuditMirror(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	key := func() *ecdsa.PrivateKey { k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader); return k }
+	rootKey := key()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cli ct root"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour * 24 * 365), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	rootDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, rootKey.Public(), rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := x509.ParseCertificate(rootDER)
+	ldir := filepath.Join(dir, "log")
+	if _, err := ctlog.Init(ctx, ldir, "cli.pkie.test/log", ctlog.InitOptions{Roots: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rootDER})}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ctlog.Open(ctx, ldir, ctlog.Options{BatchMaxAge: 10 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 2; i < 5; i++ {
+		leaf := &x509.Certificate{SerialNumber: big.NewInt(int64(i)), Subject: pkix.Name{CommonName: "leaf.test"}, DNSNames: []string{"leaf.test"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, leaf, root, key().Public(), rootKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AddChain(ctx, [][]byte{der, rootDER}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := l.Reader()
+	f, err := ctfollow.Open(ctx, ctfollow.Config{Kind: ctfollow.KindStatic, Key: l.VerifierKey(), Dir: filepath.Join(dir, "follow"),
+		Fetch: &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st *ctfollow.State
+	for i := 0; i < 50; i++ {
+		if st, err = f.Sync(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st.Size == 3 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mkey, err := ctmirror.GenerateKey(dir, "mirror.cli.pkie.test/ct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, v, err := ctmirror.ReadKey(filepath.Join(dir, ctmirror.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, _ := checkpoint.NewLogVerifier(l.VerifierKey())
+	m, err := ctmirror.Open(ctmirror.Config{Dir: filepath.Join(dir, "mirror"), Signer: s, Verifier: v, LogKey: lv, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Update(ctx, ctmirror.Snapshot{Checkpoint: st.Checkpoint, KeysPath: f.KeysPath(), KeyCount: st.KeyCount}); err != nil {
+		t.Fatal(err)
+	}
+	logSrv := httptest.NewServer(l.Handler(ctlog.HandlerOptions{Extension: http.StripPrefix("/pkie/sorted", m.Handler(ctmirror.HandlerOptions{}))}))
+	defer logSrv.Close()
+
+	code, out, errs := runCLI(t, "ct", "audit-mirror", "--mirror", logSrv.URL+"/pkie/sorted", "--mirror-key", mkey, "--log", logSrv.URL, "--log-key", l.VerifierKey(), "--json")
+	var res struct {
+		OK   bool   `json:"ok"`
+		Keys uint64 `json:"keys"`
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || !res.OK || res.Keys != 3 || !strings.Contains(errs, "following cli.pkie.test/log") {
+		t.Fatalf("honest mirror: exit %d\n%s\n%s", code, out, errs)
+	}
+	_, other, _ := checkpoint.GenerateKey("mirror.cli.pkie.test/ct")
+	if code, _, errs := runCLI(t, "ct", "audit-mirror", "--mirror", logSrv.URL+"/pkie/sorted", "--mirror-key", other, "--log", logSrv.URL, "--log-key", l.VerifierKey()); code != ExitUsage || !strings.Contains(errs, "signature") {
+		t.Fatalf("another mirror key: exit %d: %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "ct", "audit-mirror", "--mirror", logSrv.URL); code != ExitUsage || !strings.Contains(errs, "required") {
+		t.Fatalf("missing flags: exit %d: %s", code, errs)
+	}
+}
