@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/cli"
 	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/ctwire"
@@ -160,6 +162,11 @@ func TestMirrorTesseraCT(t *testing.T) {
 		if err != nil || !res.OK {
 			t.Fatalf("audit of the mirror against TesseraCT: %+v, %v", res, err)
 		}
+		code, out, errs := runPKIE(ctx, "ct", "audit-mirror", "--mirror", tm.url, "--mirror-key", tm.vkey,
+			"--log", tl.MonitoringURL, "--log-key", tl.VerifierKey, "--json")
+		if code != cli.ExitOK || !strings.Contains(out, `"ok": true`) {
+			t.Fatalf("pkie ct audit-mirror against TesseraCT: exit %d\n%s\n%s", code, out, errs)
+		}
 	}
 	audit()
 
@@ -195,5 +202,10 @@ func TestMirrorTesseraCT(t *testing.T) {
 		LogKind: ctfollow.KindStatic, LogURL: tl.MonitoringURL, LogKey: tl.VerifierKey, Dir: t.TempDir()})
 	if !errors.Is(err, ctmirror.ErrMismatch) || (res != nil && res.OK) {
 		t.Fatalf("audit of a mirror missing a key: %+v, %v; want ErrMismatch", res, err)
+	}
+	code, out, errs := runPKIE(ctx, "ct", "audit-mirror", "--mirror", bad.url, "--mirror-key", bad.vkey,
+		"--log", tl.MonitoringURL, "--log-key", tl.VerifierKey)
+	if code != cli.ExitNegative {
+		t.Fatalf("pkie ct audit-mirror of a mirror missing a key: exit %d, want %d\n%s\n%s", code, cli.ExitNegative, out, errs)
 	}
 }
