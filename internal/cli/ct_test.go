@@ -113,3 +113,34 @@ func TestCTAuditMirror(t *testing.T) {
 		t.Fatalf("missing flags: exit %d: %s", code, errs)
 	}
 }
+
+// TestProverMirrorFlags: pkie prover mirror-key makes the mirror's key
+// (0600) and prints the verifier key; prover serve --ct-log names what is
+// missing.
+func TestProverMirrorFlags(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runCLI(t, "prover", "mirror-key", "--dir", dir, "--name", "mirror.cli.pkie.test/ct")
+	if code != ExitOK || !strings.HasPrefix(out, "mirror.cli.pkie.test/ct+") {
+		t.Fatalf("mirror-key: exit %d %q %s", code, out, errs)
+	}
+	if _, _, err := ctmirror.ReadKey(filepath.Join(dir, ctmirror.KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI(t, "prover", "mirror-key", "--dir", dir, "--name", "mirror.cli.pkie.test/ct"); code != ExitUsage {
+		t.Fatal("mirror-key replaced an existing key")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ct-log", "http://127.0.0.1:1"}, "--ct-log-key"},
+		{[]string{"--ct-log", "http://127.0.0.1:1", "--ct-log-key", "k"}, "--ct-mirror-key"},
+		{[]string{"--ct-log", "http://127.0.0.1:1", "--ct-log-key", "k", "--ct-mirror-key", "f"}, "--state"},
+		{[]string{"--ct-log", "http://127.0.0.1:1", "--ct", "http://127.0.0.1:2"}, "one CT log"},
+	} {
+		code, _, errs := runCLI(t, append([]string{"prover", "serve", "--listen", "127.0.0.1:0"}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d %q, want %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -265,6 +266,9 @@ func verifier(c Config) (note.Verifier, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ctfollow: log key %q: neither PEM, nor base64 SubjectPublicKeyInfo, nor an RFC 6962 note verifier key: %w", key, err)
 		}
+		if err := requireECDSA(key); err != nil {
+			return nil, "", err
+		}
 		if c.Origin != "" && c.Origin != v.Name() {
 			return nil, "", fmt.Errorf("ctfollow: origin %q but the log key names %q", c.Origin, v.Name())
 		}
@@ -273,6 +277,9 @@ func verifier(c Config) (note.Verifier, string, error) {
 	pub, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
 		return nil, "", fmt.Errorf("ctfollow: log key: %w", err)
+	}
+	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+		return nil, "", fmt.Errorf("ctfollow: log key is %T: %s", pub, errNotECDSA)
 	}
 	name := c.Origin
 	if name == "" {
@@ -295,35 +302,51 @@ func verifier(c Config) (note.Verifier, string, error) {
 	return guardedVerifier{v}, v.Name(), nil
 }
 
+// errNotECDSA explains why only ECDSA log keys are taken: formats/note's
+// RFC 6962 verifier (v0.0.0-20251017110053) accepts an RSA signature
+// exactly when it does not verify (it returns rsa.VerifyPKCS1v15(...) !=
+// nil), so an RSA-keyed log would be followed on forged checkpoints.
+var errNotECDSA = errors.New("only ECDSA log keys are supported (formats/note's RFC 6962 verifier mis-verifies RSA signatures)")
+
+// requireECDSA checks that an RFC 6962 note verifier key holds an ECDSA key.
+func requireECDSA(vkey string) error {
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("ctfollow: log key %q: not a note verifier key", vkey)
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) < 2 {
+		return fmt.Errorf("ctfollow: log key %q: bad base64 key", vkey)
+	}
+	pub, err := x509.ParsePKIXPublicKey(raw[1:])
+	if err != nil {
+		return fmt.Errorf("ctfollow: log key %q: %w", vkey, err)
+	}
+	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+		return fmt.Errorf("ctfollow: log key is %T: %w", pub, errNotECDSA)
+	}
+	return nil
+}
+
 // load reads or creates the state in c.Dir.
 func (f *Follower) load() error {
 	dir := f.c.Dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("ctfollow: %w", err)
 	}
-	statePath := filepath.Join(dir, StateFile)
-	raw, err := os.ReadFile(statePath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if _, kerr := os.Stat(f.keysPath); kerr == nil {
-			return &StateError{Dir: dir, Err: fmt.Errorf("%s exists but %s is missing: the state was lost; move the directory away to start over", KeysFile, StateFile)}
-		}
-		f.st = &State{Origin: f.origin}
-		if err := f.writeState(f.st); err != nil {
-			return err
-		}
-	case err != nil:
-		return fmt.Errorf("ctfollow: %w", err)
-	default:
-		st, err := f.parseState(raw)
-		if err != nil {
-			return &StateError{Dir: dir, Err: err}
-		}
-		f.st = st
-	}
+	_, kerr := os.Stat(f.keysPath)
+	keysExisted := kerr == nil
 	kf, err := os.OpenFile(f.keysPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ctfollow: %w", err)
+	}
+	if err := lockKeys(kf); err != nil {
+		kf.Close()
+		return err
+	}
+	if err := f.loadState(keysExisted); err != nil {
+		kf.Close()
+		return err
 	}
 	fi, err := kf.Stat()
 	if err != nil {
@@ -347,6 +370,29 @@ func (f *Follower) load() error {
 		return fmt.Errorf("ctfollow: %w", err)
 	}
 	f.keys = kf
+	return nil
+}
+
+// loadState reads the state file, or writes an empty one if there is
+// none and there was no keys file either.
+func (f *Follower) loadState(keysExisted bool) error {
+	dir := f.c.Dir
+	raw, err := os.ReadFile(filepath.Join(dir, StateFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if keysExisted {
+			return &StateError{Dir: dir, Err: fmt.Errorf("%s exists but %s is missing: the state was lost; move the directory away to start over", KeysFile, StateFile)}
+		}
+		f.st = &State{Origin: f.origin}
+		return f.writeState(f.st)
+	case err != nil:
+		return fmt.Errorf("ctfollow: %w", err)
+	}
+	st, err := f.parseState(raw)
+	if err != nil {
+		return &StateError{Dir: dir, Err: err}
+	}
+	f.st = st
 	return nil
 }
 
@@ -484,9 +530,14 @@ func (f *Follower) Sync(ctx context.Context, progress func(Progress)) (*State, e
 			return nil, f.refuse(&ForkError{VerifiedSize: old.Size, GotSize: cp.Size, VerifiedRoot: old.Root, GotRoot: cp.Hash})
 		}
 		st := old.clone()
-		st.Checkpoint, st.Root, st.Verified = raw, cp.Hash, f.c.Now()
-		if err := f.writeState(st); err != nil {
-			return nil, err
+		st.Verified = f.c.Now()
+		if !bytes.Equal(raw, old.Checkpoint) {
+			// The log signed its tree again (a new timestamp): keep the
+			// newest signature, which a mirror's head can be bound to.
+			st.Checkpoint, st.Root = raw, cp.Hash
+			if err := f.writeState(st); err != nil {
+				return nil, err
+			}
 		}
 		f.set(st)
 		return st.clone(), nil

@@ -275,22 +275,28 @@ func onPrefix(prefix string, f func([]byte) []byte) func(string, []byte) []byte 
 // resign returns checkpoint cp's text signed by k instead.
 func resign(t *testing.T, cp []byte, k *logKey) []byte {
 	text, _, _ := bytes.Cut(cp, []byte("\n\n"))
-	n, err := note.Sign(&note.Note{Text: string(text) + "\n"}, k.signer)
+	n, err := noteSign(string(text)+"\n", k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-// shortSig returns cp with its signature cut to a key hash and 6 bytes.
-func shortSig(t *testing.T, cp []byte) []byte {
+func noteSign(text string, k *logKey) ([]byte, error) {
+	return note.Sign(&note.Note{Text: text}, k.signer)
+}
+
+// shortSig returns cp with its signature cut to a key hash and 9 bytes:
+// a timestamp and one byte, which formats/note's RFC 6962 verifier would
+// index past.
+func shortSig(t testing.TB, cp []byte) []byte {
 	text, sigs, _ := bytes.Cut(cp, []byte("\n\n"))
 	fields := strings.Fields(string(sigs))
 	raw, err := base64.StdEncoding.DecodeString(fields[2])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []byte(string(text) + "\n\n— " + fields[1] + " " + base64.StdEncoding.EncodeToString(raw[:4+6]) + "\n")
+	return []byte(string(text) + "\n\n— " + fields[1] + " " + base64.StdEncoding.EncodeToString(raw[:4+9]) + "\n")
 }
 
 func editJSON(t *testing.T, b []byte, edit func(map[string]any)) []byte {

@@ -457,3 +457,12 @@ func mustVerifier(vkey string) note.Verifier {
 	}
 	return v
 }
+
+// fileDataTiles reads data tiles (tile/data/...) from a log's directory.
+func fileDataTiles(root string) client.EntryBundleFetcherFunc {
+	return func(ctx context.Context, index uint64, p uint8) ([]byte, error) {
+		return partialOrFull(ctx, p, func(_ context.Context, p uint8) ([]byte, error) {
+			return os.ReadFile(filepath.Join(root, "tile/data", layout.NWithSuffix(0, index, p)))
+		})
+	}
+}

@@ -30,6 +30,8 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/tessera/client"
+
+	"github.com/pkie/pkie/internal/mysqltest"
 )
 
 const testOrigin = "ct.example.test/log"
@@ -539,5 +541,66 @@ func TestShortNoteSignature(t *testing.T) {
 		if _, _, _, err := f_log.ParseCheckpoint([]byte(msg), testOrigin, l.Verifier()); err == nil {
 			t.Errorf("a %d-byte signature verified", n)
 		}
+	}
+}
+
+// TestMySQL runs the log on Tessera's MySQL storage in a throwaway MariaDB:
+// submissions read back through the HTTP API, a restart keeps the tree,
+// and a database that lost it (another, empty database under the same log
+// directory) is refused.
+func TestMySQL(t *testing.T) {
+	ctx := context.Background()
+	db := mysqltest.Start(t)
+	p := newPKI(t)
+	dir := initLog(t, p)
+	o := Options{MySQLDSN: db.DSN, BatchMaxAge: 10 * time.Millisecond}
+	l, err := Open(ctx, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := time.Now().Add(90 * 24 * time.Hour)
+	chain := p.leaf(t, "mysql.example", false, false, far)
+	for range 2 { // the second is a duplicate
+		if _, err := l.AddChain(ctx, chain, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.AddChain(ctx, p.leaf(t, "pre.mysql.example", true, true, far), true); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, l)
+	c := logClient(t, l, srv.URL)
+	raw, err := c.GetRawEntries(ctx, 0, 10)
+	if err != nil || len(raw.Entries) != 2 {
+		t.Fatalf("get-entries: %v, %v", raw, err)
+	}
+	resp := get(t, srv.URL+"/tile/data/000.p/2", http.StatusOK)
+	b, _ := io.ReadAll(resp.Body)
+	es, err := ParseDataTile(b)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("data tile: %d entries, %v", len(es), err)
+	}
+	get(t, srv.URL+fmt.Sprintf("/issuer/%x", es[1].Chain[0]), http.StatusOK)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err = Open(ctx, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := size(t, l); n != 2 {
+		t.Errorf("after restart: %d entries, want 2", n)
+	}
+	l.Close()
+
+	o.MySQLDSN = db.NewDatabase(t)
+	if l, err := Open(ctx, dir, o); err == nil || !errors.Is(err, ErrBehind) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("an empty database under a log that signed 2 entries: %v", err)
+	} else {
+		t.Log(err)
 	}
 }

@@ -14,10 +14,19 @@ import (
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 )
 
+// Source is what the proof API serves from: a Prover (a mirror of a TTP's
+// sorted-tree feed), or a CT mirror of any log (internal/provers/ct's
+// Mirror).
+type Source interface {
+	PKIE() string
+	Prove(key [32]byte) (*treeproof.Response, error) // ErrNotSynced before a tree
+	Status() Status
+}
+
 // ServerOptions configure the proof API.
 type ServerOptions struct {
-	CT         *Prover // nil: no CT endpoint
-	Revocation *Prover // nil: no revocation endpoint
+	CT         Source // nil: no CT endpoint
+	Revocation Source // nil: no revocation endpoint
 	// MaxInFlight bounds concurrent requests; more, or more than a
 	// client's share, get 503 at once. Zero means 256.
 	MaxInFlight int
@@ -49,7 +58,7 @@ func Handler(o ServerOptions) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		var st []Status
-		for _, p := range []*Prover{o.CT, o.Revocation} {
+		for _, p := range []Source{o.CT, o.Revocation} {
 			if p != nil {
 				st = append(st, p.Status())
 			}
@@ -67,7 +76,7 @@ func Handler(o ServerOptions) http.Handler {
 	})
 }
 
-func serveProof(w http.ResponseWriter, r *http.Request, p *Prover) {
+func serveProof(w http.ResponseWriter, r *http.Request, p Source) {
 	if p == nil {
 		writeError(w, http.StatusNotFound, "this server has no prover for that PKIE")
 		return
