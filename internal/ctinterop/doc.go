@@ -6,7 +6,12 @@
 //     (internal/ctfollow) and mirror (internal/ctmirror) read: the mirror
 //     proves presence for every chain submitted to it and absence for one
 //     never submitted, the client's verifier (treeproof.VerifyCT) agrees,
-//     and ctmirror.Audit rebuilds the same tree from TesseraCT's tiles. Its
+//     and ctmirror.Audit rebuilds the same tree from TesseraCT's tiles.
+//     Through the command line, run in-process: "pkie prover serve
+//     --ct-log" mirrors TesseraCT, "pkie check --require ca,ct" trusts the
+//     sites whose certificates TesseraCT logged and refuses the other, and
+//     "pkie ct audit-mirror" passes an honest mirror and fails one missing
+//     a key. Its
 //     data tiles, parsed by certificate-transparency-go's TLS decoder, are
 //     the reference pkie's own parser (internal/ctwire) is held to.
 //   - certificate-transparency-go v1.4.0's client submits chains to pkie's
