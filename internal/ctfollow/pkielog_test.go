@@ -1,4 +1,4 @@
-package ctfollow
+package ctfollow_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie/internal/ctfollow"
 
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/ctwire"
@@ -64,18 +66,18 @@ func TestFollowPkieLog(t *testing.T) {
 	}
 
 	r := l.Reader()
-	followers := map[string]*Follower{}
-	for _, c := range []Config{
-		{Kind: KindStatic, URL: srv.URL},
-		{Kind: KindRFC6962, URL: srv.URL},
-		{Kind: KindStatic, Fetch: &Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer}},
+	followers := map[string]*ctfollow.Follower{}
+	for _, c := range []ctfollow.Config{
+		{Kind: ctfollow.KindStatic, URL: srv.URL},
+		{Kind: ctfollow.KindRFC6962, URL: srv.URL},
+		{Kind: ctfollow.KindStatic, Fetch: &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer}},
 	} {
 		name := c.Kind
 		if c.Fetch != nil {
 			name = "reader"
 		}
 		c.Key, c.Dir = l.VerifierKey(), t.TempDir()
-		f, err := Open(ctx, c)
+		f, err := ctfollow.Open(ctx, c)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -85,7 +87,7 @@ func TestFollowPkieLog(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		submit(4)
 		var keys []byte
-		for _, name := range []string{KindStatic, KindRFC6962, "reader"} {
+		for _, name := range []string{ctfollow.KindStatic, ctfollow.KindRFC6962, "reader"} {
 			f := followers[name]
 			st, err := f.Sync(ctx, nil)
 			if err != nil {
@@ -95,7 +97,7 @@ func TestFollowPkieLog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = got[:st.KeyCount*KeySize]
+			got = got[:st.KeyCount*ctfollow.KeySize]
 			if keys == nil {
 				keys = got
 			} else if !bytes.Equal(got, keys) {

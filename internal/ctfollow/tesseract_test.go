@@ -1,4 +1,4 @@
-package ctfollow
+package ctfollow_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie/internal/ctfollow"
 
 	ct "github.com/google/certificate-transparency-go"
 	ctclient "github.com/google/certificate-transparency-go/client"
@@ -73,7 +75,7 @@ func TestFollowTesseraCT(t *testing.T) {
 	lookups = append(lookups, final)
 
 	dir := t.TempDir()
-	f, err := Open(ctx, Config{Kind: KindStatic, URL: tl.MonitoringURL, Key: tl.VerifierKey, Dir: dir})
+	f, err := ctfollow.Open(ctx, ctfollow.Config{Kind: ctfollow.KindStatic, URL: tl.MonitoringURL, Key: tl.VerifierKey, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +137,6 @@ func precertPair(t *testing.T, ca *testbed.CA, host string) (pre, final [][]byte
 		return append([][]byte{der}, ca.Chain()...)
 	}
 	sctList, _ := asn1.Marshal([]byte{0, 3, 0, 1, 0xaa}) // the list's contents do not enter the key
-	return issue(pkix.Extension{Id: oidPoison, Critical: true, Value: asn1.NullBytes}),
-		issue(pkix.Extension{Id: oidSCTs, Value: sctList})
+	return issue(pkix.Extension{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 3}, Critical: true, Value: asn1.NullBytes}),
+		issue(pkix.Extension{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 2}, Value: sctList})
 }
