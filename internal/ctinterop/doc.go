@@ -11,7 +11,9 @@
 //     --ct-log" mirrors TesseraCT, "pkie check --require ca,ct" trusts the
 //     sites whose certificates TesseraCT logged and refuses the other, and
 //     "pkie ct audit-mirror" passes an honest mirror and fails one missing
-//     a key. Its
+//     a key. Behind a tampering proxy, the follower refuses a data tile
+//     that does not hash to TesseraCT's checkpoint and TesseraCT's own older
+//     checkpoint served after a newer one, and keeps its last state. Its
 //     data tiles, parsed by certificate-transparency-go's TLS decoder, are
 //     the reference pkie's own parser (internal/ctwire) is held to.
 //   - certificate-transparency-go v1.4.0's client submits chains to pkie's
