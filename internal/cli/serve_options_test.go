@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestLogServeOptions: log serve's flags are checked before the port is
-// bound or the log opened (here its directory does not exist), in the
-// flags' names.
+// TestLogServeOptions: log serve's flags are checked by
+// ctlog.ServeOptions.Validate before the port is bound or the log opened
+// (here its directory does not exist), in the flags' names.
 func TestLogServeOptions(t *testing.T) {
 	none := filepath.Join(t.TempDir(), "none")
 	for _, tt := range []struct {

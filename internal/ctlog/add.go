@@ -19,6 +19,8 @@ import (
 	"github.com/transparency-dev/tessera"
 	"github.com/transparency-dev/tessera/api/layout"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pkie/pkie/internal/ctwire"
 )
 
 // ErrBusy is wrapped by AddChain's error when Tessera pushes back (too
@@ -78,10 +80,13 @@ func (l *Log) AddChain(ctx context.Context, chain [][]byte, precert bool) (*AddC
 		if err != nil {
 			return nil, fmt.Errorf("ctlog: reading the original entry of a duplicate: %w", err)
 		}
-		if !bytes.Equal(e.Certificate, v.entry.Certificate) || e.IsPrecert != v.entry.IsPrecert {
+		if !bytes.Equal(e.Certificate, v.entry.Certificate) || e.Precert != v.entry.IsPrecert {
 			return nil, fmt.Errorf("ctlog: the antispam index points at entry %d, which holds another certificate", idx.Index)
 		}
-		tbs, ts, ext = e.MerkleTreeLeaf(), e.Timestamp, e.Extensions
+		if tbs, err = e.MerkleTreeLeaf(); err != nil {
+			return nil, err
+		}
+		ts, ext = e.Timestamp, e.Extensions
 	}
 	// An SCT's CertificateTimestamp (RFC 6962 §3.2) and the entry's
 	// MerkleTreeLeaf are the same bytes: version 0, type 0 (certificate_
@@ -136,7 +141,7 @@ func (l *Log) latest(ctx context.Context) (*f_log.Checkpoint, *note.Note, error)
 }
 
 // entryAt reads entry i of the tree of size n.
-func (l *Log) entryAt(ctx context.Context, i, n uint64) (*TileLeaf, error) {
+func (l *Log) entryAt(ctx context.Context, i, n uint64) (*ctwire.Entry, error) {
 	if i >= n {
 		return nil, fmt.Errorf("ctlog: entry %d is past the tree of %d", i, n)
 	}
@@ -144,7 +149,7 @@ func (l *Log) entryAt(ctx context.Context, i, n uint64) (*TileLeaf, error) {
 	if err != nil {
 		return nil, err
 	}
-	es, err := ParseDataTile(b)
+	es, err := ctwire.ParseDataTile(b)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +187,7 @@ func (l *Log) readBundle(ctx context.Context, index uint64, p uint8) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	es, err := ParseDataTile(b)
+	es, err := ctwire.ParseDataTile(b)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: stored data tile %d: %w", index, err)
 	}
@@ -197,15 +202,20 @@ func (l *Log) readBundle(ctx context.Context, index uint64, p uint8) ([]byte, er
 		// Entries are contiguous: cut after the want-th one.
 		n := 0
 		for _, e := range es[:want] {
-			n += len(e.TimestampedEntry)
-			if e.IsPrecert {
-				n += 3 + len(e.PreCertificate)
-			}
-			n += 2 + 32*len(e.Chain)
+			n += tileLeafSize(&e)
 		}
 		return b[:n], nil
 	}
 	return nil, fmt.Errorf("ctlog: data tile %d.p/%d: %d entries stored: %w", index, p, len(es), os.ErrNotExist)
+}
+
+// tileLeafSize is the size of e encoded as a static-ct-api TileLeaf.
+func tileLeafSize(e *ctwire.Entry) int {
+	n := 8 + 2 + 3 + len(e.Certificate) + 2 + len(e.Extensions) + 2 + 32*len(e.ChainFingerprints)
+	if e.Precert {
+		n += 32 + 3 + len(e.Precertificate)
+	}
+	return n
 }
 
 // hashIndex maps leaf hashes to indices for get-proof-by-hash, filled
@@ -230,6 +240,9 @@ func (h *hashIndex) lookup(ctx context.Context, l *Log, size uint64, hash [32]by
 		b, err := l.readTile(ctx, 0, t, layout.PartialTileSize(0, t, size))
 		if err != nil {
 			return 0, false, err
+		}
+		if uint64(len(b)/32) <= h.n%layout.TileWidth {
+			return 0, false, fmt.Errorf("ctlog: level-0 tile %d holds %d hashes, fewer than the %d indexed", t, len(b)/32, h.n%layout.TileWidth)
 		}
 		for j := h.n % layout.TileWidth; j < uint64(len(b)/32); j++ {
 			var k [32]byte

@@ -201,12 +201,14 @@ func (l *Log) validate(chain [][]byte, precert bool, ts uint64) (*validated, err
 func pickPath(submitted []*x509.Certificate, paths [][]*x509.Certificate) []*x509.Certificate {
 	best := paths[0]
 	for _, p := range paths {
-		if (len(p) == len(submitted) || len(p) == len(submitted)+1) &&
-			!slices.ContainsFunc(submitted, func(c *x509.Certificate) bool {
-				i := slices.Index(submitted, c)
-				return !c.Equal(p[i])
-			}) {
-			return p
+		if len(p) == len(submitted) || len(p) == len(submitted)+1 {
+			same := true
+			for i, c := range submitted {
+				same = same && c.Equal(p[i])
+			}
+			if same {
+				return p
+			}
 		}
 		if len(p) < len(best) {
 			best = p

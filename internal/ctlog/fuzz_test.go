@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/transparency-dev/tessera/ctonly"
 )
 
 func FuzzParseAddChainRequest(f *testing.F) {
@@ -39,42 +37,6 @@ func FuzzParseTilePath(f *testing.F) {
 		}
 		if !bytes.HasPrefix([]byte(s), []byte(want)) || bytes.Contains([]byte(s), []byte("..")) {
 			t.Fatalf("accepted %q as %+v", s, tp)
-		}
-	})
-}
-
-func FuzzParseDataTile(f *testing.F) {
-	var tile []byte
-	for i, e := range []ctonly.Entry{
-		{Timestamp: 1, Certificate: []byte("cert"), FingerprintsChain: [][32]byte{{1}}},
-		{Timestamp: 2, IsPrecert: true, Certificate: []byte("tbs"), Precertificate: []byte("pre"), IssuerKeyHash: make([]byte, 32)},
-	} {
-		tile = append(tile, e.LeafData(uint64(i))...)
-	}
-	f.Add(tile)
-	f.Add(tile[:len(tile)-1])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		es, err := ParseDataTile(b)
-		if err != nil {
-			return
-		}
-		// Entries are contiguous: they re-encode to the input.
-		var out []byte
-		for _, e := range es {
-			out = append(out, e.TimestampedEntry...)
-			if e.IsPrecert {
-				out = append(out, byte(len(e.PreCertificate)>>16), byte(len(e.PreCertificate)>>8), byte(len(e.PreCertificate)))
-				out = append(out, e.PreCertificate...)
-			}
-			out = append(out, byte(len(e.Chain)*32>>8), byte(len(e.Chain)*32))
-			for _, fp := range e.Chain {
-				out = append(out, fp[:]...)
-			}
-			e.LeafIndex()
-		}
-		if !bytes.Equal(out, b) {
-			t.Fatalf("parsed %d entries that do not re-encode to the input", len(es))
 		}
 	})
 }

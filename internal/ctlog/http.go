@@ -20,6 +20,7 @@ import (
 	"github.com/transparency-dev/tessera/client"
 	"golang.org/x/crypto/cryptobyte"
 
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
 )
 
@@ -392,9 +393,9 @@ func (l *Log) serveEntries(w http.ResponseWriter, r *http.Request) {
 	for i := start; i <= end && (bytes < MaxEntriesPageBytes || len(out) == 0); {
 		t := i / layout.EntryBundleWidth
 		b, err := l.readBundle(r.Context(), t, layout.PartialTileSize(0, t, cp.Size))
-		var es []TileLeaf
+		var es []ctwire.Entry
 		if err == nil {
-			es, err = ParseDataTile(b)
+			es, err = ctwire.ParseDataTile(b)
 		}
 		if err != nil {
 			ctError(w, http.StatusInternalServerError, "the log could not read its entries")
@@ -411,7 +412,12 @@ func (l *Log) serveEntries(w http.ResponseWriter, r *http.Request) {
 				ctError(w, http.StatusInternalServerError, "the log could not read an entry's issuers")
 				return
 			}
-			e := ct.LeafEntry{LeafInput: es[j].MerkleTreeLeaf(), ExtraData: extra}
+			leaf, err := es[j].MerkleTreeLeaf()
+			if err != nil {
+				ctError(w, http.StatusInternalServerError, "the log could not read its entries")
+				return
+			}
+			e := ct.LeafEntry{LeafInput: leaf, ExtraData: extra}
 			bytes += len(e.LeafInput) + len(e.ExtraData)
 			out = append(out, e)
 		}
@@ -435,14 +441,14 @@ func (l *Log) serveEntries(w http.ResponseWriter, r *http.Request) {
 
 // extraData is RFC 6962 §4.6's extra_data: the certificate chain of an
 // x509 entry, or the PrecertChainEntry of a precert entry.
-func (l *Log) extraData(r *http.Request, e *TileLeaf) ([]byte, error) {
+func (l *Log) extraData(r *http.Request, e *ctwire.Entry) ([]byte, error) {
 	b := cryptobyte.NewBuilder(nil)
-	if e.IsPrecert {
-		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.PreCertificate) })
+	if e.Precert {
+		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.Precertificate) })
 	}
 	var ferr error
 	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
-		for _, fp := range e.Chain {
+		for _, fp := range e.ChainFingerprints {
 			der, err := l.issuers.lookup(r.Context(), fp)
 			if err != nil {
 				ferr = err

@@ -31,6 +31,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/tessera/client"
 
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/mysqltest"
 )
 
@@ -136,7 +137,7 @@ func TestRoundTrip(t *testing.T) {
 			if err := ctutil.VerifySCT(l.PublicKey(), chain, sct, false); err != nil {
 				t.Fatalf("ctutil.VerifySCT: %v", err)
 			}
-			idx, err := ParseLeafIndex(sct.Extensions)
+			idx, err := ctwire.LeafIndex(sct.Extensions)
 			if err != nil || idx != uint64(i) {
 				t.Fatalf("leaf_index %d, %v; want %d", idx, err, i)
 			}
@@ -193,15 +194,15 @@ func TestRoundTrip(t *testing.T) {
 	// The data tile parses, and names issuers the log serves.
 	resp = get(t, srv.URL+fmt.Sprintf("/tile/data/000.p/%d", n), http.StatusOK)
 	b, _ := io.ReadAll(resp.Body)
-	es, err := ParseDataTile(b)
+	es, err := ctwire.ParseDataTile(b)
 	if err != nil || len(es) != int(n) {
 		t.Fatalf("data tile: %d entries, %v", len(es), err)
 	}
 	for i, e := range es {
-		if leafHash(e.MerkleTreeLeaf()) != leafHashes[i] {
+		if h, err := e.LeafHash(); err != nil || h != leafHashes[i] {
 			t.Errorf("data tile entry %d does not hash to the SCT's leaf", i)
 		}
-		for _, fp := range e.Chain {
+		for _, fp := range e.ChainFingerprints {
 			resp := get(t, srv.URL+fmt.Sprintf("/issuer/%x", fp), http.StatusOK)
 			der, _ := io.ReadAll(resp.Body)
 			if sha256.Sum256(der) != fp {
@@ -209,7 +210,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if !es[3].IsPrecert || es[3].IssuerKeyHash != sha256.Sum256(p.inter.RawSubjectPublicKeyInfo) {
+	if !es[3].Precert || es[3].IssuerKeyHash != sha256.Sum256(p.inter.RawSubjectPublicKeyInfo) {
 		t.Errorf("precert via signing cert: issuer key hash is not the intermediate's")
 	}
 
@@ -272,7 +273,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if idx, _ := ParseLeafIndex(sct.Extensions); idx != 0 {
+	if idx, _ := ctwire.LeafIndex(sct.Extensions); idx != 0 {
 		t.Errorf("duplicate got leaf_index %d, want 0", idx)
 	}
 	if err := ctutil.VerifySCT(l.PublicKey(), ctChain(t, subs[0].chain), sct, false); err != nil {
@@ -576,11 +577,11 @@ func TestMySQL(t *testing.T) {
 	}
 	resp := get(t, srv.URL+"/tile/data/000.p/2", http.StatusOK)
 	b, _ := io.ReadAll(resp.Body)
-	es, err := ParseDataTile(b)
+	es, err := ctwire.ParseDataTile(b)
 	if err != nil || len(es) != 2 {
 		t.Fatalf("data tile: %d entries, %v", len(es), err)
 	}
-	get(t, srv.URL+fmt.Sprintf("/issuer/%x", es[1].Chain[0]), http.StatusOK)
+	get(t, srv.URL+fmt.Sprintf("/issuer/%x", es[1].ChainFingerprints[0]), http.StatusOK)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

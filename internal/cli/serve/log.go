@@ -24,6 +24,7 @@ import (
 
 	"github.com/pkie/pkie/internal/cli/command"
 	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
 	rootstore "github.com/pkie/pkie/internal/roots"
 )
@@ -107,9 +108,10 @@ func rootsPEM(choice string) ([]byte, error) {
 	return b, nil
 }
 
-// logServeFlags names the bounds as log serve's flags do.
+// logServeFlags names ctlog.ServeOptions' fields as log serve's flags do.
 var logServeFlags = map[string]string{
 	"BodyTimeout": "--body-timeout", "MaxInFlight": "--max-in-flight", "MaxAddChain": "--max-add-chain", "MaxPerClient": "--max-in-flight-per-ip",
+	"CheckpointInterval": "--checkpoint-interval", "NotAfterStart": "--not-after-start", "NotAfterLimit": "--not-after-limit",
 }
 
 func logServe(ctx context.Context, env *command.Env, args []string) error {
@@ -131,14 +133,13 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *maxInFlight < 0 || *maxAddChain < 0 || *perIP < 0 || *checkpointEvery < 0 {
-		return command.UsageError("--max-in-flight, --max-add-chain, --max-in-flight-per-ip and --checkpoint-interval must not be negative")
-	}
-	if *bodyTimeout <= 0 {
-		return command.UsageError("--body-timeout must be positive")
-	}
 	policy, err := logPolicy(*notAfterStart, *notAfterLimit, *rejectExpired, *eku)
 	if err != nil {
+		return err
+	}
+	opts := ctlog.ServeOptions{Policy: policy, CheckpointInterval: *checkpointEvery,
+		HandlerOptions: ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain, MaxPerClient: *perIP, BodyTimeout: *bodyTimeout}}
+	if err := command.OptionError(opts.Validate(), logServeFlags); err != nil {
 		return err
 	}
 	co, err := conns()
@@ -155,7 +156,7 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	klog.SetSlogLogger(logger)
 	var l *ctlog.Log
 	drain, err := routeStderr(logger, func() (err error) {
-		l, err = ctlog.Open(ctx, *data, ctlog.Options{Policy: policy, MySQLDSN: *mysqlDSN, CheckpointInterval: *checkpointEvery})
+		l, err = ctlog.Open(ctx, *data, ctlog.Options{Policy: opts.Policy, MySQLDSN: *mysqlDSN, CheckpointInterval: opts.CheckpointInterval})
 		return err
 	})
 	if err != nil {
@@ -176,8 +177,8 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	// The place where pkie's sorted tree of the log's certificates will be
 	// mounted (HandlerOptions.Extension, under /pkie/): not yet.
 	var sortedTree http.Handler
-	srv := ctlog.NewHTTPServer(l.Handler(ctlog.HandlerOptions{MaxInFlight: *maxInFlight, MaxAddChain: *maxAddChain,
-		MaxPerClient: *perIP, BodyTimeout: *bodyTimeout, Extension: sortedTree}))
+	opts.Extension = sortedTree
+	srv := ctlog.NewHTTPServer(l.Handler(opts.HandlerOptions))
 	go func() { <-ctx.Done(); srv.Close() }()
 	storage := filepath.Join(*data, ctlog.TilesDir)
 	if *mysqlDSN != "" {
@@ -244,9 +245,6 @@ func logPolicy(start, limit string, rejectExpired bool, eku string) (ctlog.Polic
 		}
 		*f.t = t
 	}
-	if !p.NotAfterStart.IsZero() && !p.NotAfterLimit.IsZero() && !p.NotAfterStart.Before(p.NotAfterLimit) {
-		return p, command.UsageError("--not-after-start must be before --not-after-limit")
-	}
 	switch eku {
 	case "any":
 	case "serverAuth":
@@ -308,7 +306,7 @@ func logAdd(ctx context.Context, env *command.Env, args []string) error {
 			return fmt.Errorf("%s: the log's answer: %w", files[i], err)
 		}
 		r := result{File: files[i], Timestamp: sct.Timestamp, LogID: sct.LogID.KeyID[:]}
-		if r.LeafIndex, err = ctlog.ParseLeafIndex(sct.Extensions); err != nil {
+		if r.LeafIndex, err = ctwire.LeafIndex(sct.Extensions); err != nil {
 			return fmt.Errorf("%s: the log's SCT: %w", files[i], err)
 		}
 		if r.SCT, err = tlsSCT(sct); err != nil {
