@@ -21,24 +21,26 @@ import (
 func BuiltinRegistry() *pkie.Registry { return builtin.Registry() }
 
 // CTVerifierConfig configures the verifier of the built-in ct enhancement:
-// a proof passes if the certificate is in the log's signed sorted tree, or
-// carries the log's SCT within its maximum merge delay. Its JSON method
-// gives the configuration NewVerifiers takes under the name "ct".
+// a proof passes if the certificate is in a mirror's signed sorted tree of
+// a CT log, whose head is bound to a checkpoint the log signed. A
+// certificate absent from the tree fails. Its JSON method gives the
+// configuration NewVerifiers takes under the name "ct".
 type CTVerifierConfig struct {
-	// Key is the log's note verifier key, as "pkie log init" prints it
-	// and leaves it in the log directory's log.pub. The client pins it
-	// itself: a proof is trusted on this key only, whoever relayed it.
+	// Key is the note verifier key of the mirror that signs the sorted
+	// tree's heads. The client pins it itself: a proof is trusted on the
+	// pinned keys only, whoever relayed it.
 	Key string
+	// LogKey is the log's note verifier key: for a static-ct-api or RFC
+	// 6962 log its RFC 6962 note key. Empty means Key is a log that signs
+	// its own heads (pkie's log before it spoke static-ct-api).
+	LogKey string
 	// MaxAge is the oldest signed tree head accepted. If zero, 1 hour.
 	MaxAge time.Duration
-	// MMD is the log's maximum merge delay: how long an SCT stands in for
-	// inclusion. If zero, 24 hours.
-	MMD time.Duration
 }
 
 // JSON returns c as the ct verifier's configuration.
 func (c CTVerifierConfig) JSON() json.RawMessage {
-	return ct.VerifierConfig{Key: c.Key, MaxAge: ct.Duration(c.MaxAge), MMD: ct.Duration(c.MMD)}.JSON()
+	return ct.VerifierConfig{Key: c.Key, LogKey: c.LogKey, MaxAge: ct.Duration(c.MaxAge)}.JSON()
 }
 
 // RevocationVerifierConfig configures the verifier of the built-in

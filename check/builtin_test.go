@@ -21,8 +21,8 @@ func TestPublicVerifierConfigs(t *testing.T) {
 		got, want json.RawMessage
 	}{
 		{CTVerifierConfig{Key: logKey}.JSON(), ct.VerifierConfig{Key: logKey}.JSON()},
-		{CTVerifierConfig{Key: logKey, MaxAge: 2 * time.Hour, MMD: 90 * time.Minute}.JSON(),
-			ct.VerifierConfig{Key: logKey, MaxAge: ct.Duration(2 * time.Hour), MMD: ct.Duration(90 * time.Minute)}.JSON()},
+		{CTVerifierConfig{Key: logKey, LogKey: revKey, MaxAge: 2 * time.Hour}.JSON(),
+			ct.VerifierConfig{Key: logKey, LogKey: revKey, MaxAge: ct.Duration(2 * time.Hour)}.JSON()},
 		{RevocationVerifierConfig{Key: revKey}.JSON(), pkierev.VerifierConfig{Key: revKey}.JSON()},
 		{RevocationVerifierConfig{Key: revKey, MaxAge: 10 * time.Minute}.JSON(),
 			pkierev.VerifierConfig{Key: revKey, MaxAge: pkierev.Duration(10 * time.Minute)}.JSON()},
@@ -32,7 +32,7 @@ func TestPublicVerifierConfigs(t *testing.T) {
 		}
 	}
 	vs, err := NewVerifiers(BuiltinRegistry(), map[string]json.RawMessage{
-		"ct":         CTVerifierConfig{Key: logKey, MMD: time.Hour}.JSON(),
+		"ct":         CTVerifierConfig{Key: logKey}.JSON(),
 		"revocation": RevocationVerifierConfig{Key: revKey}.JSON(),
 	})
 	if err != nil || len(vs) != 2 || vs[0].ID() != pkie.CT || vs[1].ID() != pkie.Revocation {

@@ -62,7 +62,6 @@ func TestNotaryTypesMatch(t *testing.T) {
 	}{
 		{"DefaultAnswerMaxAge", DefaultAnswerMaxAge, consensus.DefaultAnswerMaxAge},
 		{"DefaultProofMaxAge", DefaultProofMaxAge, ct.DefaultMaxAge},
-		{"DefaultMMD", DefaultMMD, ct.DefaultMMD},
 	} {
 		if d.public != d.client {
 			t.Errorf("%s is %v here, %v in the verifier that applies it", d.name, d.public, d.client)

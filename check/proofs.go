@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/pkies/ct"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
@@ -22,18 +22,20 @@ type ProofOptions struct {
 	// ProverURL is the prover server's base URL, e.g. http://127.0.0.1:8093.
 	ProverURL string
 	// TTPKey is the pinned note verifier key of the trusted third party:
-	// the log for CT, the revocation authority for revocation. Proofs are
-	// trusted on this key alone, never on the prover.
+	// for CT the mirror that signs the sorted tree's heads, for revocation
+	// the revocation authority. Proofs are trusted on the pinned keys
+	// alone, never on the prover.
 	TTPKey string
+	// LogKey is, for CT, the pinned key of the log the mirror follows (its
+	// RFC 6962 note key); empty means TTPKey is a log that signs its own
+	// heads (pkie's log before it spoke static-ct-api). Unused for
+	// revocation.
+	LogKey string
 	// MaxAge rejects signed sorted-tree heads older than this: it bounds how long an
 	// old proof can be replayed (for revocation, how long after a
 	// revocation a stale "not revoked" proof still passes). Zero means
 	// DefaultProofMaxAge.
 	MaxAge time.Duration
-	// MMD is the log's maximum merge delay: a certificate absent from the
-	// sorted tree passes CT only with an SCT younger than this. Zero means
-	// DefaultMMD. Unused for revocation.
-	MMD time.Duration
 	// HTTP is the client to reach the prover; nil means one with a 5 s
 	// timeout.
 	HTTP *http.Client
@@ -45,21 +47,18 @@ type ProofOptions struct {
 const (
 	// DefaultProofMaxAge is the oldest signed sorted-tree head accepted.
 	DefaultProofMaxAge = time.Hour
-	// DefaultMMD is the maximum merge delay assumed of a log.
-	DefaultMMD = 24 * time.Hour
 )
 
 // NewCTSource returns the "ct" source: the ct enhancement's verifier on
 // proofs fetched from a prover server
-// (HTTPProofs). The leaf must be in the log's signed sorted tree (presence
-// proof), or absent with the log's SCT younger than the maximum merge delay
-// (the PEC paper, §5.1).
+// (HTTPProofs). The certificate must be in the mirror's signed sorted tree
+// of the log (a presence proof; the PEC paper, §5.1).
 func NewCTSource(o ProofOptions) (Source, error) {
 	o, err := o.defaults(treeproof.CT)
 	if err != nil {
 		return nil, err
 	}
-	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, MaxAge: ct.Duration(o.MaxAge), MMD: ct.Duration(o.MMD)})
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, LogKey: o.LogKey, MaxAge: ct.Duration(o.MaxAge)})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
@@ -91,9 +90,6 @@ func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
 	}
 	if o.MaxAge == 0 {
 		o.MaxAge = DefaultProofMaxAge
-	}
-	if o.MMD == 0 {
-		o.MMD = DefaultMMD
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -153,7 +149,12 @@ func (h *HTTPProofs) fetch(ctx context.Context, obs *probe.Observation, id pkie.
 	var resp *treeproof.Response
 	var err error
 	if id == pkie.CT {
-		resp, err = c.CT(ctx, sha256.Sum256(obs.Chain[0]))
+		var key [32]byte
+		if key, err = ctwire.ChainKey(obs.Chain); err != nil {
+			res.From, res.Err = "", fmt.Errorf("certificate's CT key: %w", err)
+			return res
+		}
+		resp, err = c.CT(ctx, key)
 	} else {
 		var key [32]byte
 		if key, err = revocationKey(ctx, obs.Chain[0]); err != nil {

@@ -41,6 +41,11 @@ func FuzzParseHead(f *testing.F) {
 		"log-signature AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"))
 	f.Add([]byte("pkie.example/log/sorted\n5\nx2Xmr6X5jkM6mFQn3nqsOc2sHNvU4o1UpeJQqzxFoOc=\ntimestamp 1795791540000\n"))
 	f.Add([]byte("o\npkie sorted-tree-head v1\n"))
+	// A mirror's head bound to a static-ct-api checkpoint: no log
+	// timestamp, an RFC6962NoteSignature.
+	f.Add([]byte("mirror.example/ct\npkie sorted-tree-head v1\nsize 5\nroot x2Xmr6X5jkM6mFQn3nqsOc2sHNvU4o1UpeJQqzxFoOc=\ntimestamp 1795791540000\n" +
+		"log ct.example/2026h2 9 x2Xmr6X5jkM6mFQn3nqsOc2sHNvU4o1UpeJQqzxFoOc=\n" +
+		"log-signature AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		h, err := ParseHead(text)
 		if err != nil {

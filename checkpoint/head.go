@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,8 +31,8 @@ import (
 //	size <keys in the sorted tree, decimal>
 //	root <sorted tree root, standard base64>
 //	timestamp <milliseconds since the Unix epoch, decimal>
-//	log <log origin> <log size> <log root, base64> <log checkpoint timestamp, ms>
-//	log-signature <base64 of the log checkpoint's 4-byte key hash and 64-byte Ed25519 signature>
+//	log <log origin> <log size> <log root, base64> [<log checkpoint timestamp, ms>]
+//	log-signature <base64 of the log checkpoint's 4-byte key hash and signature>
 //
 // The log line names a C2SP checkpoint of an append-only log, signed by the
 // log's key (named the log origin): the head says the sorted tree holds the
@@ -40,11 +41,22 @@ import (
 // checks the bound checkpoint without fetching anything else, and one that
 // tracks the log can check it is consistent with what it has seen.
 //
-// Keys. The head is signed by the third party's own Ed25519 key under the
-// name HeadOrigin(log origin): the same key material as its log
+// The bound checkpoint's timestamp field is there when its body has a
+// timestamp line (pkie's own checkpoints); a static-ct-api checkpoint has
+// none (its time is inside its RFC6962NoteSignature), and the field is
+// left out. The log signature is the note signature's bytes whatever its
+// algorithm: a 68-byte Ed25519 one, or an RFC6962NoteSignature (8-byte
+// timestamp and a TLS DigitallySigned ECDSA signature) of about 90.
+//
+// Keys. Two kinds of third party sign heads. One that runs the log itself
+// (a revocation authority and its key log) signs with its own Ed25519 key
+// under the name HeadOrigin(log origin): the same key material as its log
 // checkpoints, so a client or prover pins one verifier key and derives the
-// head's (HeadVerifier). A signed-note key name is hashed into the key ID,
-// so the derived key has its own key ID: a verifier of the log's key never
+// head's (HeadVerifier; OpenHead). A mirror of someone else's log (a CT
+// log that speaks static-ct-api or RFC 6962) signs with a key of its own,
+// under that key's name, which is the head's origin; a client pins both
+// keys (OpenMirrorHead). A signed-note key name is hashed into the key ID,
+// so a derived key has its own key ID: a verifier of the log's key never
 // accepts a head, nor a head verifier a checkpoint, and the two body types
 // cannot be confused since neither parses as the other.
 const HeadType = "pkie sorted-tree-head v1"
@@ -64,17 +76,36 @@ var (
 // Head is a signed statement of a sorted tree's size and root at a time,
 // bound to the log checkpoint it was built from.
 type Head struct {
-	Origin string // HeadOrigin of Log.Origin
+	// Origin is the name of the key that signs the head: HeadOrigin of
+	// Log.Origin for a third party that runs the log, the mirror's key
+	// name for a mirror.
+	Origin string
 	Size   uint64 // keys in the sorted tree
 	Root   [32]byte
 	// Time is when the head was signed, to the millisecond; never zero.
 	Time time.Time
 	// Log is the log checkpoint the tree was built from: origin, size,
-	// root and time, no extension lines.
+	// root and, if its body has a timestamp line, time; no other
+	// extension lines.
 	Log Checkpoint
-	// LogSignature is the log key's signature on Log: its 4-byte key
-	// hash and 64-byte Ed25519 signature.
+	// LogSignature is the log key's note signature on Log: its 4-byte key
+	// hash and signature, MinLogSignature to MaxLogSignature bytes.
 	LogSignature []byte
+	// LogSigned is when the log signed Log, as its signature says: set by
+	// OpenMirrorHead, OpenHead and BindLog when Log carries no timestamp
+	// line and the log's key is an RFC 6962 one (NewLogVerifier), whose
+	// signature carries the time. Not part of the body; zero if unknown.
+	LogSigned time.Time
+}
+
+// LogTime returns when the log signed the bound checkpoint: its timestamp
+// line, or else the time in its signature (LogSigned); zero if neither is
+// known.
+func (h *Head) LogTime() time.Time {
+	if !h.Log.Time.IsZero() {
+		return h.Log.Time
+	}
+	return h.LogSigned
 }
 
 // HeadOrigin returns the origin, and key name, of the sorted-tree heads of
@@ -161,7 +192,15 @@ const (
 	headRoot   = "root "
 	headLog    = "log "
 	headLogSig = "log-signature "
-	logSigSize = 4 + ed25519.SignatureSize
+)
+
+// Bounds of a head's log signature (4-byte key hash and signature). The
+// smallest is what an RFC6962NoteSignature needs before its signature
+// bytes (so that a verifier never reads past a short one); the largest
+// holds an RSA-4096 one with room to spare.
+const (
+	MinLogSignature = 4 + 8 + 4
+	MaxLogSignature = 4 + 8 + 4 + 512
 )
 
 // Body returns the head text that is signed, or an error if h cannot be
@@ -173,20 +212,24 @@ func (h *Head) Body() ([]byte, error) {
 	if h.Log.Origin == "" || strings.ContainsAny(h.Log.Origin, " \n") {
 		return nil, fmt.Errorf("%w: log origin %q must be non-empty, without spaces", ErrMalformed, h.Log.Origin)
 	}
-	ms, lms := h.Time.UnixMilli(), h.Log.Time.UnixMilli()
-	if h.Time.IsZero() || ms <= 0 || h.Log.Time.IsZero() || lms <= 0 {
+	ms := h.Time.UnixMilli()
+	if h.Time.IsZero() || ms <= 0 || !h.Log.Time.IsZero() && h.Log.Time.UnixMilli() <= 0 {
 		return nil, fmt.Errorf("%w: head and log checkpoint need times after 1970", ErrMalformed)
 	}
 	if len(h.Log.Extensions) > 0 {
-		return nil, fmt.Errorf("%w: a bound log checkpoint carries no extension lines", ErrMalformed)
+		return nil, fmt.Errorf("%w: a bound log checkpoint carries no extension lines besides its timestamp", ErrMalformed)
 	}
-	if len(h.LogSignature) != logSigSize {
-		return nil, fmt.Errorf("%w: log signature of %d bytes, want %d", ErrMalformed, len(h.LogSignature), logSigSize)
+	if n := len(h.LogSignature); n < MinLogSignature || n > MaxLogSignature {
+		return nil, fmt.Errorf("%w: log signature of %d bytes, want %d to %d", ErrMalformed, n, MinLogSignature, MaxLogSignature)
 	}
 	var b bytes.Buffer
 	b64 := base64.StdEncoding.EncodeToString
 	fmt.Fprintf(&b, "%s\n%s\n%s%d\n%s%s\n%s%d\n", h.Origin, HeadType, headSize, h.Size, headRoot, b64(h.Root[:]), timestampPrefix, ms)
-	fmt.Fprintf(&b, "%s%s %d %s %d\n%s%s\n", headLog, h.Log.Origin, h.Log.Size, b64(h.Log.Root[:]), lms, headLogSig, b64(h.LogSignature))
+	fmt.Fprintf(&b, "%s%s %d %s", headLog, h.Log.Origin, h.Log.Size, b64(h.Log.Root[:]))
+	if !h.Log.Time.IsZero() {
+		fmt.Fprintf(&b, " %d", h.Log.Time.UnixMilli())
+	}
+	fmt.Fprintf(&b, "\n%s%s\n", headLogSig, b64(h.LogSignature))
 	return b.Bytes(), nil
 }
 
@@ -204,13 +247,17 @@ func SignHead(h Head, signer note.Signer) ([]byte, error) {
 }
 
 // BindLog fills h.Log and h.LogSignature from logMsg, a signed log
-// checkpoint that v (the log's key) verifies, at any age.
+// checkpoint that v (the log's key: NewVerifier, NewLogVerifier) verifies,
+// at any age. The checkpoint may carry a timestamp line and no other
+// extension line; its origin must be v's name.
 func (h *Head) BindLog(logMsg []byte, v note.Verifier) error {
-	det, err := Detach(logMsg, v)
-	if err != nil {
-		return err
+	if v == nil {
+		return errors.New("checkpoint: no verifier")
 	}
-	n, err := note.Open(logMsg, note.VerifierList(v))
+	if len(logMsg) > MaxSize {
+		return fmt.Errorf("%w: log checkpoint of %d bytes, more than %d", ErrMalformed, len(logMsg), MaxSize)
+	}
+	n, err := note.Open(logMsg, note.VerifierList(guardedVerifier{v}))
 	if err != nil {
 		return fmt.Errorf("%w %s: %v", ErrSignature, v.Name(), err)
 	}
@@ -221,8 +268,38 @@ func (h *Head) BindLog(logMsg []byte, v note.Verifier) error {
 	if c.Origin != v.Name() {
 		return fmt.Errorf("%w: log checkpoint of %q signed by %q", ErrOrigin, c.Origin, v.Name())
 	}
-	h.Log, h.LogSignature = *c, det[8:]
-	return nil
+	if len(c.Extensions) > 0 {
+		return fmt.Errorf("%w: a bound log checkpoint carries no extension lines besides its timestamp", ErrMalformed)
+	}
+	for _, s := range n.Sigs {
+		if s.Name != v.Name() || s.Hash != v.KeyHash() {
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(s.Base64)
+		if err != nil || len(sig) < MinLogSignature || len(sig) > MaxLogSignature {
+			return fmt.Errorf("%w: the log signature by %s is not %d to %d bytes", ErrMalformed, v.Name(), MinLogSignature, MaxLogSignature)
+		}
+		h.Log, h.LogSignature = *c, sig
+		h.LogSigned = signatureTime(v, c, sig)
+		return nil
+	}
+	return fmt.Errorf("%w %s", ErrSignature, v.Name())
+}
+
+// signatureTime returns the time in sig, the note signature by v on c, when
+// c has no timestamp line and v verifies RFC6962NoteSignatures.
+func signatureTime(v note.Verifier, c *Checkpoint, sig []byte) time.Time {
+	if !c.Time.IsZero() {
+		return time.Time{}
+	}
+	if _, ok := v.(rfc6962Verifier); !ok || len(sig) < 4+8 {
+		return time.Time{}
+	}
+	ms := binary.BigEndian.Uint64(sig[4:])
+	if ms == 0 || ms > 1<<53 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms)).UTC()
 }
 
 // LogNote returns the signed log checkpoint the head names, rebuilt from
@@ -294,8 +371,8 @@ func ParseHead(text []byte) (*Head, error) {
 		return nil, err
 	}
 	f := strings.Split(v, " ")
-	if len(f) != 4 || f[0] == "" {
-		return nil, fmt.Errorf("%w: log line %q, want origin, size, root and timestamp", ErrMalformed, lines[5])
+	if len(f) != 3 && len(f) != 4 || f[0] == "" {
+		return nil, fmt.Errorf("%w: log line %q, want origin, size, root and, if the checkpoint has one, timestamp", ErrMalformed, lines[5])
 	}
 	h.Log.Origin = f[0]
 	if h.Log.Size, err = parseDecimal(f[1]); err != nil {
@@ -304,15 +381,17 @@ func ParseHead(text []byte) (*Head, error) {
 	if h.Log.Root, err = parseRoot(f[2]); err != nil {
 		return nil, err
 	}
-	if h.Log.Time, err = parseMillis(f[3]); err != nil {
-		return nil, err
+	if len(f) == 4 {
+		if h.Log.Time, err = parseMillis(f[3]); err != nil {
+			return nil, err
+		}
 	}
 	if v, err = field(lines[6], headLogSig); err != nil {
 		return nil, err
 	}
 	sig, err := base64.StdEncoding.Strict().DecodeString(v)
-	if err != nil || len(sig) != logSigSize || base64.StdEncoding.EncodeToString(sig) != v {
-		return nil, fmt.Errorf("%w: log signature %q is not the base64 of %d bytes", ErrMalformed, v, logSigSize)
+	if err != nil || len(sig) < MinLogSignature || len(sig) > MaxLogSignature || base64.StdEncoding.EncodeToString(sig) != v {
+		return nil, fmt.Errorf("%w: log signature %q is not the base64 of %d to %d bytes", ErrMalformed, v, MinLogSignature, MaxLogSignature)
 	}
 	h.LogSignature = sig
 	return h, nil
@@ -347,24 +426,14 @@ func parseMillis(s string) (time.Time, error) {
 // ErrMalformed, ErrLegacyHead, ErrOrigin, ErrStale, ErrFuture or
 // ErrLogSignature.
 func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now time.Time) (*Head, error) {
-	if maxAge <= 0 {
-		return nil, fmt.Errorf("checkpoint: maximum age %v must be positive", maxAge)
-	}
-	if skew < 0 {
-		return nil, fmt.Errorf("checkpoint: clock skew %v must not be negative", skew)
-	}
-	if logV == nil {
-		return nil, errors.New("checkpoint: no verifier")
-	}
-	if len(msg) > MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMalformed, len(msg), MaxSize)
+	if err := checkOpenArgs(msg, logV, maxAge, skew); err != nil {
+		return nil, err
 	}
 	hv, err := HeadVerifier(logV)
 	if err != nil {
 		return nil, err
 	}
-	n, err := note.Open(msg, note.VerifierList(hv))
-	if err != nil {
+	if _, err := note.Open(msg, note.VerifierList(hv)); err != nil {
 		// An old-format root is signed by the log's key under its own name.
 		if ln, lerr := note.Open(msg, note.VerifierList(logV)); lerr == nil {
 			if c, perr := Parse([]byte(ln.Text)); perr == nil && c.Origin == logV.Name() {
@@ -375,6 +444,53 @@ func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now ti
 				return nil, fmt.Errorf("%w, signed by %s; the third party must publish a new head (pkie log build, or any revocation publication)", ErrLegacyHead, logV.Name())
 			}
 		}
+	}
+	return openHead(msg, hv, logV, maxAge, skew, now)
+}
+
+// OpenMirrorHead verifies msg, a sorted-tree head signed by a mirror of a
+// log, as a verifier that pins both keys does: the head's signature by
+// headV (the mirror's Ed25519 note key, from NewVerifier), its origin
+// headV's name, its time within maxAge and skew of now, and the log
+// checkpoint it names signed by logV (the log's key, from NewLogVerifier:
+// Ed25519, or RFC 6962 for a static-ct-api or RFC 6962 log) under logV's
+// name. As with OpenHead, the bound checkpoint's own age is not checked,
+// nor its consistency with other checkpoints of the log. Errors wrap the
+// same sentinels as OpenHead's.
+func OpenMirrorHead(msg []byte, headV, logV note.Verifier, maxAge, skew time.Duration, now time.Time) (*Head, error) {
+	if err := checkOpenArgs(msg, logV, maxAge, skew); err != nil {
+		return nil, err
+	}
+	if headV == nil {
+		return nil, errors.New("checkpoint: no head verifier")
+	}
+	if headV.Name() == logV.Name() && headV.KeyHash() == logV.KeyHash() {
+		return nil, fmt.Errorf("checkpoint: the head key and the log key are the same key %s; a head is signed under a name of its own", headV.Name())
+	}
+	return openHead(msg, headV, logV, maxAge, skew, now)
+}
+
+func checkOpenArgs(msg []byte, logV note.Verifier, maxAge, skew time.Duration) error {
+	if maxAge <= 0 {
+		return fmt.Errorf("checkpoint: maximum age %v must be positive", maxAge)
+	}
+	if skew < 0 {
+		return fmt.Errorf("checkpoint: clock skew %v must not be negative", skew)
+	}
+	if logV == nil {
+		return errors.New("checkpoint: no verifier")
+	}
+	if len(msg) > MaxSize {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrMalformed, len(msg), MaxSize)
+	}
+	return nil
+}
+
+// openHead is OpenHead and OpenMirrorHead once their keys are known: the
+// head signed by hv under its name, bound to a checkpoint signed by logV.
+func openHead(msg []byte, hv, logV note.Verifier, maxAge, skew time.Duration, now time.Time) (*Head, error) {
+	n, err := note.Open(msg, note.VerifierList(hv))
+	if err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrSignature, hv.Name(), err)
 	}
 	h, err := ParseHead([]byte(n.Text))
@@ -394,9 +510,10 @@ func OpenHead(msg []byte, logV note.Verifier, maxAge, skew time.Duration, now ti
 	if err != nil {
 		return nil, err
 	}
-	if _, err := note.Open(lmsg, note.VerifierList(logV)); err != nil {
+	if _, err := note.Open(lmsg, note.VerifierList(guardedVerifier{logV})); err != nil {
 		return nil, fmt.Errorf("%w (log %s at %d entries): %v", ErrLogSignature, h.Log.Origin, h.Log.Size, err)
 	}
+	h.LogSigned = signatureTime(logV, &h.Log, h.LogSignature)
 	return h, nil
 }
 
@@ -418,6 +535,13 @@ func (h *Head) CheckTime(maxAge, skew time.Duration, now time.Time) error {
 func OpenHeadAnyAge(msg []byte, logV note.Verifier) (*Head, error) {
 	const forever = 100 * 365 * 24 * time.Hour
 	return OpenHead(msg, logV, forever, forever, time.Now())
+}
+
+// OpenMirrorHeadAnyAge is OpenMirrorHead without the freshness check, for
+// what records history (a mirror's own state, audits).
+func OpenMirrorHeadAnyAge(msg []byte, headV, logV note.Verifier) (*Head, error) {
+	const forever = 100 * 365 * 24 * time.Hour
+	return OpenMirrorHead(msg, headV, logV, forever, forever, time.Now())
 }
 
 // OpenLegacyHead opens msg as a sorted-tree root in the format pkie signed

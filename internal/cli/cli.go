@@ -38,6 +38,7 @@ func commands() []command.Command {
 	cs = append(cs, measure.Commands()...)
 	cs = append(cs, bench.Commands()...)
 	return append(cs,
+		ctCommands(),
 		command.Group("obc", "origin-bound client certificates: get | list | forget | serve", obcUsage,
 			append(client.OBCCommands(), serve.OBCServeCommand)),
 		command.Command{Name: "version", Summary: "print pkie's version and the revision it was built from", Run: runVersion},

@@ -3,12 +3,21 @@ package ctfollow
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/pkie/pkie/internal/ctwire"
+	fnote "github.com/transparency-dev/formats/note"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // fixture is a log with issuers, served on loopback, and a follower config.
@@ -143,7 +152,12 @@ func TestKeyForms(t *testing.T) {
 		{"base64 SPKI and origin", KindStatic, spki, "ctfollow.test/log", true},
 		{"PEM and origin", KindStatic, pemKey, "ctfollow.test/log", true},
 		{"SPKI without origin", KindStatic, spki, "", false},
+		{"RFC 6962 SPKI, origin from the URL", KindRFC6962, spki, "", true},
+		{"RFC 6962 PEM, origin from the URL", KindRFC6962, pemKey, "", true},
 		{"junk", KindStatic, "not a key", "", false},
+		{"RSA vkey", KindStatic, rsaVKey(t, "ctfollow.test/log"), "", false},
+		{"RSA SPKI", KindRFC6962, rsaSPKI(t), "", false},
+		{"P-384 SPKI", KindStatic, p384SPKI(t), "ctfollow.test/log", false},
 		{"empty", KindStatic, "", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,4 +236,63 @@ func TestRestartRefusals(t *testing.T) {
 		t.Fatalf("keys file of %d bytes after Open, want %d", len(b), len(goodKeys))
 	}
 	fx.checkState(f, 20)
+
+	// A second follower on the same directory is refused while the
+	// first holds it.
+	if f2, err := Open(context.Background(), fx.config(KindStatic)); err == nil {
+		f2.Close()
+		t.Fatal("two followers opened one state directory")
+	}
+}
+
+// rsaSPKI and rsaVKey are an RSA log key in each form: refused, as
+// formats/note's RFC 6962 verifier accepts bad RSA signatures.
+func rsaSPKI(t *testing.T) string {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(k.Public())
+	return base64.StdEncoding.EncodeToString(der)
+}
+
+func rsaVKey(t *testing.T, origin string) string {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := fnote.RFC6962VerifierString(origin, k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestFormatsRSAVerifier documents why RSA log keys are refused:
+// formats/note's RFC 6962 verifier accepts a signature of junk under an RSA
+// key. If this test fails, the dependency was fixed and RSA keys may be
+// allowed (remove errNotECDSA).
+func TestFormatsRSAVerifier(t *testing.T) {
+	v, err := fnote.NewRFC6962Verifier(rsaVKey(t, "rsa.test/log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "rsa.test/log\n1\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n"
+	junk := make([]byte, 8+2+2+256) // timestamp, sha256 + rsa, length, "signature"
+	junk[8], junk[9], junk[10], junk[11] = 4, 1, 1, 0
+	sig := append(binary.BigEndian.AppendUint32(nil, v.KeyHash()), junk...)
+	msg := text + "\n— rsa.test/log " + base64.StdEncoding.EncodeToString(sig) + "\n"
+	if _, err := note.Open([]byte(msg), note.VerifierList(v)); err != nil {
+		t.Skipf("formats/note now rejects a junk RSA signature (%v): RSA log keys could be allowed", err)
+	}
+	t.Log("formats/note's RFC 6962 verifier accepted a junk RSA signature: RSA keys stay refused")
+}
+
+func p384SPKI(t *testing.T) string {
+	k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(k.Public())
+	return base64.StdEncoding.EncodeToString(der)
 }

@@ -358,6 +358,15 @@ func (s *logServer) serve(w http.ResponseWriter, r *http.Request) {
 			err = nil
 		}
 	}
+	if string(b) == unavailableMarker {
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
+	if string(b) == hugeMarker {
+		w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if err != nil {
 		if os.IsNotExist(err) {
 			http.NotFound(w, r)
@@ -441,10 +450,27 @@ func (s *logServer) rfc6962(ctx context.Context, l *testLog, method string, r *h
 	return nil, os.ErrNotExist
 }
 
+// hugeMarker, returned by a tamper function, makes the server announce a
+// 1 GiB body.
+const hugeMarker = "HUGE"
+
+// unavailableMarker, returned by a tamper function, makes the server
+// answer 503.
+const unavailableMarker = "UNAVAILABLE"
+
 func mustVerifier(vkey string) note.Verifier {
 	v, err := fnote.NewRFC6962Verifier(vkey)
 	if err != nil {
 		panic(err)
 	}
 	return v
+}
+
+// fileDataTiles reads data tiles (tile/data/...) from a log's directory.
+func fileDataTiles(root string) client.EntryBundleFetcherFunc {
+	return func(ctx context.Context, index uint64, p uint8) ([]byte, error) {
+		return partialOrFull(ctx, p, func(_ context.Context, p uint8) ([]byte, error) {
+			return os.ReadFile(filepath.Join(root, "tile/data", layout.NWithSuffix(0, index, p)))
+		})
+	}
 }

@@ -223,24 +223,36 @@ func (s *rfc6962Source) chunk(ctx context.Context, from, to, _ uint64) ([]ctwire
 		if err != nil {
 			return nil, err
 		}
-		var r ct.GetEntriesResponse
-		if err := json.Unmarshal(j, &r); err != nil {
-			return nil, &EntriesError{Index: next, Err: fmt.Errorf("get-entries: %w", err)}
+		got, err := parseGetEntries(j, next, to)
+		if err != nil {
+			return nil, err
 		}
-		if len(r.Entries) == 0 {
-			return nil, &EntriesError{Index: next, Err: errors.New("get-entries returned no entries")}
+		entries = append(entries, got...)
+		next += uint64(len(got))
+	}
+	return entries, nil
+}
+
+// parseGetEntries parses a get-entries answer for entries from next,
+// before to: at least one entry and no more than asked for.
+func parseGetEntries(j []byte, next, to uint64) ([]ctwire.Entry, error) {
+	var r ct.GetEntriesResponse
+	if err := json.Unmarshal(j, &r); err != nil {
+		return nil, &EntriesError{Index: next, Err: fmt.Errorf("get-entries: %w", err)}
+	}
+	if len(r.Entries) == 0 {
+		return nil, &EntriesError{Index: next, Err: errors.New("get-entries returned no entries")}
+	}
+	if uint64(len(r.Entries)) > to-next {
+		return nil, &EntriesError{Index: next, Err: fmt.Errorf("get-entries returned %d entries, %d asked for", len(r.Entries), to-next)}
+	}
+	entries := make([]ctwire.Entry, 0, len(r.Entries))
+	for i, le := range r.Entries {
+		e, err := ctwire.ParseLeafEntry(next+uint64(i), le.LeafInput, le.ExtraData)
+		if err != nil {
+			return nil, &EntriesError{Index: next + uint64(i), Err: err}
 		}
-		if uint64(len(r.Entries)) > to-next {
-			return nil, &EntriesError{Index: next, Err: fmt.Errorf("get-entries returned %d entries, %d asked for", len(r.Entries), to-next)}
-		}
-		for _, le := range r.Entries {
-			e, err := ctwire.ParseLeafEntry(next, le.LeafInput, le.ExtraData)
-			if err != nil {
-				return nil, &EntriesError{Index: next, Err: err}
-			}
-			entries = append(entries, *e)
-			next++
-		}
+		entries = append(entries, *e)
 	}
 	return entries, nil
 }

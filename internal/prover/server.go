@@ -1,46 +1,45 @@
 package prover
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 )
 
-// SCTSource finds the log's SCT for a certificate key; ok is false if the
-// log never saw it.
-type SCTSource func(ctx context.Context, key [32]byte) (sct *ctwire.SCT, ok bool, err error)
+// Source is what the proof API serves from: a Prover (a mirror of a TTP's
+// sorted-tree feed), or a CT mirror of any log (internal/provers/ct's
+// Mirror).
+type Source interface {
+	PKIE() string
+	Prove(key [32]byte) (*treeproof.Response, error) // ErrNotSynced before a tree
+	Status() Status
+}
 
 // ServerOptions configure the proof API.
 type ServerOptions struct {
-	CT         *Prover // nil: no CT endpoint
-	Revocation *Prover // nil: no revocation endpoint
-	// SCTs looks up SCTs for certificates absent from the sorted tree (the
-	// log's /v1/log/sct, via LogSCTs). Nil: absence proofs carry no SCT.
-	SCTs SCTSource
+	CT         Source // nil: no CT endpoint
+	Revocation Source // nil: no revocation endpoint
 	// MaxInFlight bounds concurrent requests; more, or more than a
 	// client's share, get 503 at once. Zero means 256.
 	MaxInFlight int
 	// MaxPerClient is one client address's share of MaxInFlight
 	// (httplimit.ClientKey); zero means a quarter.
 	MaxPerClient int
-	// Timeout bounds one request, SCT lookup included. Zero means 5s.
+	// Timeout bounds one request. Zero means 5s.
 	Timeout time.Duration
 }
 
 // Handler serves the proof API (docs/formats/api-proofs.md):
 //
-//	GET /v1/ct/proof?key=HEX | ?cert=BASE64URL(DER)
+//	GET /v1/ct/proof?key=HEX | ?cert=BASE64URL(DER)[&cert=BASE64URL(issuer DER)]
 //	GET /v1/revocation/proof?key=HEX
 //	GET /v1/status
 func Handler(o ServerOptions) http.Handler {
@@ -52,14 +51,14 @@ func Handler(o ServerOptions) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ct/proof", func(w http.ResponseWriter, r *http.Request) {
-		serveProof(w, r, o.CT, o.SCTs)
+		serveProof(w, r, o.CT)
 	})
 	mux.HandleFunc("GET /v1/revocation/proof", func(w http.ResponseWriter, r *http.Request) {
-		serveProof(w, r, o.Revocation, nil)
+		serveProof(w, r, o.Revocation)
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		var st []Status
-		for _, p := range []*Prover{o.CT, o.Revocation} {
+		for _, p := range []Source{o.CT, o.Revocation} {
 			if p != nil {
 				st = append(st, p.Status())
 			}
@@ -77,7 +76,7 @@ func Handler(o ServerOptions) http.Handler {
 	})
 }
 
-func serveProof(w http.ResponseWriter, r *http.Request, p *Prover, scts SCTSource) {
+func serveProof(w http.ResponseWriter, r *http.Request, p Source) {
 	if p == nil {
 		writeError(w, http.StatusNotFound, "this server has no prover for that PKIE")
 		return
@@ -96,13 +95,6 @@ func serveProof(w http.ResponseWriter, r *http.Request, p *Prover, scts SCTSourc
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if !resp.Present && scts != nil {
-		// Best effort: without an SCT the client simply cannot accept
-		// the absence, which is the safe side.
-		if sct, ok, err := scts(r.Context(), key); err == nil && ok {
-			resp.SCT = sct
-		}
-	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -111,28 +103,39 @@ func serveProof(w http.ResponseWriter, r *http.Request, p *Prover, scts SCTSourc
 // 16 KiB header limit.
 const MaxCertParam = 12 << 10
 
-// requestKey reads ?key=HEX, or for CT ?cert=BASE64URL of the DER.
+// requestKey reads ?key=HEX, or for CT ?cert=BASE64URL of the DER, once
+// for the leaf and again for its issuer (needed when the leaf carries
+// embedded SCTs: the key is then its precertificate's, ctwire.ChainKey).
 func requestKey(r *http.Request, pkie string) ([32]byte, error) {
 	q := r.URL.Query()
 	if s := q.Get("key"); s != "" {
 		k, err := treeproof.ParseKey(s)
 		return k, err
 	}
-	if s := q.Get("cert"); s != "" && pkie == CT {
+	if certs := q["cert"]; len(certs) > 0 && pkie == CT {
 		// The server reads at most 16 KiB of request line and headers
 		// (ctlog.NewHTTPServer), so a longer parameter could only arrive
 		// through another server; refuse it the same way everywhere.
-		if len(s) > MaxCertParam {
-			return [32]byte{}, fmt.Errorf("cert parameter of %d characters is over %d; send key= (the SHA-256 of the DER) instead", len(s), MaxCertParam)
+		if len(certs) > 2 {
+			return [32]byte{}, fmt.Errorf("%d cert parameters; send the leaf and at most its issuer", len(certs))
 		}
-		der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
-		if err != nil {
-			return [32]byte{}, fmt.Errorf("cert is not unpadded base64url: %w", err)
+		total := 0
+		var chain [][]byte
+		for _, s := range certs {
+			total += len(s)
+			if total > MaxCertParam {
+				return [32]byte{}, fmt.Errorf("cert parameters of over %d characters; send key= (ctwire.ChainKey of the chain) instead", MaxCertParam)
+			}
+			der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+			if err != nil {
+				return [32]byte{}, fmt.Errorf("cert is not unpadded base64url: %w", err)
+			}
+			chain = append(chain, der)
 		}
-		return ctlog.CertKey(der), nil
+		return ctwire.ChainKey(chain)
 	}
 	if pkie == CT {
-		return [32]byte{}, errors.New("missing key (64 hex digits: SHA-256 of the certificate DER) or cert parameter")
+		return [32]byte{}, errors.New("missing key (64 hex digits: the certificate's key, ctwire.ChainKey) or cert parameter")
 	}
 	return [32]byte{}, errors.New("missing key (64 hex digits: the revocation key)")
 }
@@ -149,35 +152,3 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 }
 
 var defaultHTTP = &http.Client{Timeout: 5 * time.Second}
-
-// LogSCTs returns an SCTSource that asks the log at base (its /v1/log/sct
-// endpoint).
-func LogSCTs(base string, hc *http.Client) SCTSource {
-	if hc == nil {
-		hc = defaultHTTP
-	}
-	return func(ctx context.Context, key [32]byte) (*ctwire.SCT, bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/log/sct?key="+treeproof.Key(key).String(), nil)
-		if err != nil {
-			return nil, false, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, false, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode == http.StatusNotFound {
-			return nil, false, nil
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, false, fmt.Errorf("log SCT lookup: %s", resp.Status)
-		}
-		var out struct {
-			SCT *ctwire.SCT `json:"sct"`
-		}
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&out); err != nil || out.SCT == nil {
-			return nil, false, fmt.Errorf("log SCT lookup: malformed response")
-		}
-		return out.SCT, true, nil
-	}
-}

@@ -97,7 +97,7 @@ func StartTTPs(o TTPOptions) (_ *TTPs, err error) {
 		Feed: &feed.Client{Base: t.RevocationURL + "/v1/sorted", HTTP: hc}}); err != nil {
 		return nil, err
 	}
-	h := prover.Handler(prover.ServerOptions{CT: t.CTProver, Revocation: t.RevProver, SCTs: prover.LogSCTs(t.LogURL, hc)})
+	h := prover.Handler(prover.ServerOptions{CT: t.CTProver, Revocation: t.RevProver})
 	if t.ProverURL, err = t.serve(h); err != nil {
 		return nil, err
 	}

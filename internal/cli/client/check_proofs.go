@@ -11,18 +11,18 @@ import (
 // proofFlags are "pkie check"'s flags for the proof-based sources, ct and
 // revocation: where their prover is and which TTP keys are pinned.
 type proofFlags struct {
-	ctProver, ctKey, revProver, revKey *string
-	maxAge, mmd                        *time.Duration
+	ctProver, ctKey, ctLogKey, revProver, revKey *string
+	maxAge                                       *time.Duration
 }
 
 func addProofFlags(fs *flag.FlagSet) *proofFlags {
 	return &proofFlags{
 		ctProver:  fs.String("ct-prover", "", "prover URL for the ct source (e.g. http://127.0.0.1:8093)"),
-		ctKey:     fs.String("ct-key", "", "the CT log's pinned verifier key (or @FILE); required with --ct-prover"),
+		ctKey:     fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads; required with --ct-prover"),
+		ctLogKey:  fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); empty: --ct-key is a log that signs its own heads"),
 		revProver: fs.String("revocation-prover", "", "prover URL for the revocation source"),
 		revKey:    fs.String("revocation-key", "", "the revocation authority's pinned verifier key (or @FILE); required with --revocation-prover"),
 		maxAge:    fs.Duration("proof-max-age", check.DefaultProofMaxAge, "reject signed roots older than this (bounds replay of old proofs)"),
-		mmd:       fs.Duration("mmd", check.DefaultMMD, "the log's maximum merge delay: an unlogged certificate passes ct only with a younger SCT"),
 	}
 }
 
@@ -49,7 +49,13 @@ func (p *proofFlags) sources() ([]check.Source, error) {
 		if err != nil {
 			return nil, command.UsageError("--%s-key: %v", s.flag, err)
 		}
-		src, err := s.mk(check.ProofOptions{ProverURL: s.url, TTPKey: k, MaxAge: *p.maxAge, MMD: *p.mmd})
+		o := check.ProofOptions{ProverURL: s.url, TTPKey: k, MaxAge: *p.maxAge}
+		if s.flag == "ct" && *p.ctLogKey != "" {
+			if o.LogKey, err = command.ReadKeyArg(*p.ctLogKey); err != nil {
+				return nil, command.UsageError("--ct-log-key: %v", err)
+			}
+		}
+		src, err := s.mk(o)
 		if err != nil {
 			return nil, command.UsageError("%v", err)
 		}

@@ -109,7 +109,7 @@ func (c *cloudFlags) connect(ctx context.Context, cfg pec.ClientConfig) (*pec.Cl
 // cloudVerifiers builds the verifiers of the enhancements the client
 // checks through the cloud: ct and revocation when their TTP's key is
 // pinned, notary when the bundle carries the cloud's notary key.
-func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, ctKey, revKey string, maxAge, mmd time.Duration) ([]pkie.Verifier, error) {
+func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, ctKey, ctLogKey, revKey string, maxAge time.Duration) ([]pkie.Verifier, error) {
 	var out []pkie.Verifier
 	add := func(name string, config []byte) error {
 		k, ok := reg.ByName(name)
@@ -131,7 +131,13 @@ func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, 
 		if err != nil {
 			return nil, command.UsageError("--%s: %v", p.flag, err)
 		}
-		config, err := proofVerifierConfig(p.name, k, maxAge, mmd)
+		var logKey string
+		if p.name == "ct" && ctLogKey != "" {
+			if logKey, err = command.ReadKeyArg(ctLogKey); err != nil {
+				return nil, command.UsageError("--ct-log-key: %v", err)
+			}
+		}
+		config, err := proofVerifierConfig(p.name, k, logKey, maxAge)
 		if err != nil {
 			return nil, err
 		}
@@ -186,10 +192,10 @@ func pecGet(ctx context.Context, env *command.Env, args []string) error {
 		"Loopback, private and other non-public addresses are refused without --allow-private.")
 	cf := addCloudFlags(fs)
 	require := fs.String("require", "", "comma-separated evidence that must pass: ca, ct, revocation, notary (default: ca and every enhancement configured)")
-	ctKey := fs.String("ct-key", "", "the CT log's pinned verifier key (or @FILE): enables the ct enhancement")
+	ctKey := fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads: enables the ct enhancement")
+	ctLogKey := fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); empty: --ct-key is a log that signs its own heads")
 	revKey := fs.String("revocation-key", "", "the revocation authority's pinned verifier key (or @FILE): enables the revocation enhancement")
 	maxAge := fs.Duration("proof-max-age", check.DefaultProofMaxAge, "reject signed roots older than this (bounds replay of old proofs)")
-	mmd := fs.Duration("mmd", check.DefaultMMD, "the log's maximum merge delay: an unlogged certificate passes ct only with a younger SCT")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA validation (default: the system's roots)")
 	agility := fs.Bool("trust-agility", false, "do not require CA validation: trust on the enhancements' evidence alone")
 	warn := fs.Bool("warn", false, "on an inconclusive verdict (a required proof missing at the deadline, a busy cloud) fetch anyway and say so (default: fail closed)")
@@ -217,8 +223,8 @@ func pecGet(ctx context.Context, env *command.Env, args []string) error {
 	if len(cf.clouds) == 0 {
 		return command.UsageError("--cloud BUNDLE is required: the cloud that proves the server's chain")
 	}
-	if *maxTime <= 0 || *maxAge <= 0 || *mmd <= 0 {
-		return command.UsageError("--max-time, --proof-max-age and --mmd must be positive")
+	if *maxTime <= 0 || *maxAge <= 0 {
+		return command.UsageError("--max-time and --proof-max-age must be positive")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *maxTime)
 	defer cancel()
@@ -241,7 +247,7 @@ func pecGet(ctx context.Context, env *command.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if d.Verifiers, err = cloudVerifiers(env.Stderr, reg, ccfg.Clouds, *ctKey, *revKey, *maxAge, *mmd); err != nil {
+	if d.Verifiers, err = cloudVerifiers(env.Stderr, reg, ccfg.Clouds, *ctKey, *ctLogKey, *revKey, *maxAge); err != nil {
 		return err
 	}
 	if len(d.Verifiers) == 0 {
@@ -604,10 +610,10 @@ func printPECResult(w io.Writer, r *pecResult) {
 
 // proofVerifierConfig is the verifier configuration of the ct or
 // revocation enhancement for a pinned TTP key.
-func proofVerifierConfig(name, key string, maxAge, mmd time.Duration) ([]byte, error) {
+func proofVerifierConfig(name, key, logKey string, maxAge time.Duration) ([]byte, error) {
 	switch name {
 	case "ct":
-		return check.CTVerifierConfig{Key: key, MaxAge: maxAge, MMD: mmd}.JSON(), nil
+		return check.CTVerifierConfig{Key: key, LogKey: logKey, MaxAge: maxAge}.JSON(), nil
 	case "revocation":
 		return check.RevocationVerifierConfig{Key: key, MaxAge: maxAge}.JSON(), nil
 	}

@@ -6,23 +6,30 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/cli/command"
+	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/feed"
 	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/prover"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
 )
 
 func Prover(ctx context.Context, env *command.Env, args []string) error {
+	if len(args) > 0 && args[0] == "mirror-key" {
+		return proverMirrorKey(env, args[1:])
+	}
 	if len(args) > 0 && args[0] != "serve" && !command.IsHelp(args[0]) {
-		return command.UsageError("unknown subcommand %q; want serve (run \"pkie prover -h\")", args[0])
+		return command.UsageError("unknown subcommand %q; want serve or mirror-key (run \"pkie prover -h\")", args[0])
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(env.Stderr, "Usage: pkie prover serve --ct URL --ct-key VKEY --revocation URL --revocation-key VKEY [flags]\n\n"+
-			"  serve   mirror the log's and the revocation authority's sorted trees and serve proofs over HTTP")
+		fmt.Fprintln(env.Stderr, "Usage: pkie prover serve --ct-log URL --ct-log-key VKEY --ct-mirror-key FILE --state DIR --revocation URL --revocation-key VKEY [flags]\n\n"+
+			"  serve        mirror a CT log (any static-ct-api or RFC 6962 log) and the revocation authority's sorted tree, and serve proofs over HTTP\n"+
+			"  mirror-key   make the CT mirror's signing key (--dir DIR --name NAME): mirror.key (0600) and mirror.pub, the key clients pin")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			return nil
 		}
@@ -33,8 +40,13 @@ func Prover(ctx context.Context, env *command.Env, args []string) error {
 
 func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	fs := command.NewFlags(env, "prover serve", "[flags]")
-	ctURL := fs.String("ct", "", "the CT log's base URL, e.g. http://127.0.0.1:8091")
-	ctKey := fs.String("ct-key", "", "the log's pinned verifier key (or @FILE)")
+	ctLog := fs.String("ct-log", "", "a CT log to mirror: its static-ct-api monitoring prefix, or its RFC 6962 URL with --ct-log-kind rfc6962")
+	ctLogKey := fs.String("ct-log-key", "", "the CT log's key (or @FILE): its RFC 6962 note verifier key, or its public key (PEM or base64) with --ct-log-origin")
+	ctLogKind := fs.String("ct-log-kind", "static-ct-api", "static-ct-api | rfc6962")
+	ctLogOrigin := fs.String("ct-log-origin", "", "a static-ct-api log's origin, when --ct-log-key is a bare public key")
+	ctMirrorKey := fs.String("ct-mirror-key", "", "the mirror's Ed25519 signer key file (mode 0600), which signs the sorted-tree heads; made by pkie prover mirror-key")
+	ctURL := fs.String("ct", "", "pkie's old CT log's base URL (its sorted-tree feed), e.g. http://127.0.0.1:8091; goes with that log")
+	ctKey := fs.String("ct-key", "", "pkie's old CT log's pinned verifier key (or @FILE), with --ct")
 	revURL := fs.String("revocation", "", "the revocation authority's base URL, e.g. http://127.0.0.1:8092")
 	revKey := fs.String("revocation-key", "", "the authority's pinned verifier key (or @FILE)")
 	listen := fs.String("listen", "127.0.0.1:8093", "HTTP listen address")
@@ -52,8 +64,21 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *ctURL == "" && *revURL == "" {
-		return command.UsageError("want --ct URL --ct-key VKEY, --revocation URL --revocation-key VKEY, or both")
+	if *ctURL == "" && *ctLog == "" && *revURL == "" {
+		return command.UsageError("want --ct-log URL --ct-log-key VKEY --ct-mirror-key FILE, --revocation URL --revocation-key VKEY, or both")
+	}
+	if *ctURL != "" && *ctLog != "" {
+		return command.UsageError("--ct and --ct-log both given: mirror one CT log")
+	}
+	if *ctLog != "" {
+		switch {
+		case *ctLogKey == "":
+			return command.UsageError("--ct-log needs --ct-log-key: the log's key must be pinned")
+		case *ctMirrorKey == "":
+			return command.UsageError("--ct-log needs --ct-mirror-key, the mirror's signing key (pkie prover mirror-key makes one)")
+		case *stateDir == "":
+			return command.UsageError("--ct-log needs --state: a mirror keeps what it verified of the log")
+		}
 	}
 	if *every <= 0 || *maxAge <= 0 {
 		return command.UsageError("--sync and --max-age must be positive")
@@ -77,7 +102,7 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 		Revocation *mirrored `json:"revocation,omitempty"`
 		State      string    `json:"state"`
 	}{State: *stateDir}
-	mk := func(pkie, url, key, flag string) (*prover.Prover, error) {
+	mk := func(pkie, url, key, flag string) (prover.Source, error) {
 		if url == "" {
 			return nil, nil
 		}
@@ -134,13 +159,40 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	if o.CT, err = mk(prover.CT, *ctURL, *ctKey, "ct"); err != nil {
 		return err
 	}
-	if o.CT != nil {
-		o.SCTs = prover.LogSCTs(*ctURL, &http.Client{Timeout: 2 * time.Second})
+	var mirrorHandler http.Handler
+	if *ctLog != "" {
+		k, err := command.ReadKeyArg(*ctLogKey)
+		if err != nil {
+			return command.UsageError("--ct-log-key: %v", err)
+		}
+		m, err := ctprover.OpenMirror(ctx, ctprover.MirrorConfig{LogKind: *ctLogKind, LogURL: *ctLog, LogKey: k, LogOrigin: *ctLogOrigin,
+			MirrorKeyFile: *ctMirrorKey, Dir: filepath.Join(*stateDir, "ct"), Interval: *every, HTTP: hc, Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		st, err := m.Sync(ctx)
+		if err != nil {
+			return err
+		}
+		logger.Info("synced", "pkie", prover.CT, "log_size", st.Size, "keys", st.KeyCount)
+		info.CT = &mirrored{*ctLog, m.Status().Size}
+		go m.Run(ctx)
+		o.CT, mirrorHandler = m, m.Handler()
 	}
 	if o.Revocation, err = mk(prover.Revocation, *revURL, *revKey, "revocation"); err != nil {
 		return err
 	}
-	srv := ctlog.NewHTTPServer(prover.Handler(o))
+	h := prover.Handler(o)
+	if mirrorHandler != nil {
+		// The mirror's head and tree file, for auditors (pkie ct
+		// audit-mirror --mirror URL/ct) and other provers.
+		mux := http.NewServeMux()
+		mux.Handle("/ct/", http.StripPrefix("/ct", mirrorHandler))
+		mux.Handle("/", h)
+		h = mux
+	}
+	srv := ctlog.NewHTTPServer(h)
 	srv.WriteTimeout = 30 * time.Second
 	go func() { <-ctx.Done(); srv.Close() }()
 	logger.Info("prover listening", "addr", ln.Addr().String())
@@ -152,5 +204,28 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 		return err
 	}
 	logStopped(logger, "prover", ctx)
+	return nil
+}
+
+// proverMirrorKey is "pkie prover mirror-key": the CT mirror's Ed25519
+// signing key, whose name is the origin of its sorted-tree heads.
+func proverMirrorKey(env *command.Env, args []string) error {
+	fs := command.NewFlags(env, "prover mirror-key", "--dir DIR --name NAME")
+	dir := fs.String("dir", "", "directory for mirror.key (mode 0600, refused if it exists) and mirror.pub")
+	name := fs.String("name", "", "the mirror's key name, a schema-less URL of its own (e.g. mirror.example/ct), never the log's origin")
+	if _, err := command.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" || *name == "" {
+		return command.UsageError("--dir and --name are required")
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return err
+	}
+	vkey, err := ctmirror.GenerateKey(*dir, *name)
+	if err != nil {
+		return command.UsageError("%v", err)
+	}
+	fmt.Fprintln(env.Stdout, vkey)
 	return nil
 }

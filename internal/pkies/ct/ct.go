@@ -1,19 +1,22 @@
 // Package ct is the Certificate Transparency enhancement (PEC paper §5.1):
-// a leaf passes when the log's signed sorted tree holds it (a presence
-// proof), or when it is absent but comes with the log's SCT younger than the
-// log's maximum merge delay. Trust rests on the log's pinned key alone,
-// never on the prover or the cloud that relays the proof.
+// a certificate passes when a signed sorted tree of a CT log's
+// certificates holds it (a presence proof). The tree is built by a mirror
+// of the log (internal/ctmirror), which signs its head with its own key and
+// binds it to a checkpoint the log signed; a client pins both keys, and
+// trusts neither the prover nor the cloud that relays the proof.
+//
+// A certificate absent from the tree fails: the log may have promised to
+// merge it (an SCT) and not yet done so, but the promise travels in the
+// certificate, not in this proof.
 //
 // This package is the client half: the verifier and its configuration. The
-// proof body is package treeproof's; the prover, which mirrors the log's
-// sorted tree, is server code in internal/provers/ct, linked by the cloud
-// only.
+// proof body is package treeproof's; the prover, which mirrors the log, is
+// server code in internal/provers/ct, linked by the cloud only.
 package ct
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -31,8 +34,6 @@ const (
 	// long an old proof can be replayed. The prover's health limit
 	// defaults to the same value.
 	DefaultMaxAge = treeproof.DefaultClientMaxAge
-	// DefaultMMD is the log's maximum merge delay.
-	DefaultMMD = 24 * time.Hour
 )
 
 // Duration is a JSON duration string ("1h").
@@ -40,12 +41,18 @@ type Duration = conf.Duration
 
 // VerifierConfig configures the verifier (the JSON object of NewVerifier).
 type VerifierConfig struct {
-	// Key is the log's note verifier key.
+	// Key is the note verifier key of the mirror that signs the sorted
+	// tree's heads (Ed25519).
 	Key string `json:"key"`
+	// LogKey is the log's note verifier key: the RFC 6962 note key of a
+	// static-ct-api or RFC 6962 log ("<origin>+<hash>+<base64>", algorithm
+	// 0x05, ECDSA P-256), or an Ed25519 one. The head's bound checkpoint
+	// must verify with it. Empty means Key is the key of a log that signs
+	// its own heads under "<origin>/sorted" (pkie's log before it spoke
+	// static-ct-api; this form goes with it).
+	LogKey string `json:"log_key,omitempty"`
 	// MaxAge is the oldest signed head accepted; zero means 1h.
 	MaxAge Duration `json:"max_age,omitzero"`
-	// MMD is the log's maximum merge delay; zero means 24h.
-	MMD Duration `json:"mmd,omitzero"`
 }
 
 // JSON returns c as NewVerifier's configuration.
@@ -57,7 +64,7 @@ func Kind() pkie.Kind {
 	return pkie.Kind{
 		ID:          pkie.CT,
 		Name:        Name,
-		Summary:     "the certificate is in the CT log's signed sorted tree, or has the log's SCT within its maximum merge delay",
+		Summary:     "the certificate is in a mirror's signed sorted tree of a CT log, bound to a checkpoint the log signed",
 		NewVerifier: NewVerifier,
 	}
 }
@@ -65,10 +72,9 @@ func Kind() pkie.Kind {
 // logWord names the log a CT head is built from, in reasons.
 const logWord = "the log's checkpoint"
 
-// Verifier checks CT proofs against the log's pinned key.
+// Verifier checks CT proofs against the pinned mirror and log keys.
 type Verifier struct {
 	pin treeproof.Pin
-	mmd time.Duration
 	now func() time.Time // for VerifyRequest.Now zero
 }
 
@@ -86,32 +92,46 @@ func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
 	if c.MaxAge == 0 {
 		c.MaxAge = Duration(DefaultMaxAge)
 	}
-	if c.MMD == 0 {
-		c.MMD = Duration(DefaultMMD)
+	if c.LogKey == "" {
+		pin, err := treeproof.NewPin(Name, c.Key, c.MaxAge.D())
+		if err != nil {
+			return nil, err
+		}
+		return &Verifier{pin: pin, now: time.Now}, nil
 	}
-	if c.MMD < 0 {
-		return nil, errors.New("ct verifier: mmd must be positive")
+	if c.Key == "" {
+		return nil, fmt.Errorf("%s verifier: key, the mirror's head key, is required", Name)
 	}
-	pin, err := treeproof.NewPin(Name, c.Key, c.MaxAge.D())
+	if c.MaxAge <= 0 {
+		return nil, fmt.Errorf("%s verifier: max_age must be positive", Name)
+	}
+	pin, err := treeproof.ParseMirrorPin(c.Key, c.LogKey, c.MaxAge.D())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s verifier: %w", Name, err)
 	}
-	return &Verifier{pin: pin, mmd: c.MMD.D(), now: time.Now}, nil
+	return &Verifier{pin: pin, now: time.Now}, nil
 }
 
 // ID returns pkie.CT.
 func (v *Verifier) ID() pkie.ID { return pkie.CT }
 
-// Verify checks that req.Proof shows the leaf req.Chain[0] logged under a
-// fresh head signed by the pinned log key. The key proven is recomputed
-// from the leaf, so a valid proof for another certificate fails.
+// Verify checks that req.Proof shows the certificate req.Chain logged
+// under a fresh head signed by the pinned mirror key and bound to a
+// checkpoint the pinned log key signed. The key proven is recomputed from
+// the chain (ctwire.ChainKey), so a valid proof for another certificate
+// fails. An absent certificate fails, naming the mirror, and the log
+// checkpoint's size and time the tree was built from.
 func (v *Verifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Assertion {
 	if len(req.Chain) == 0 {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: "no certificate chain to look up in the log"}
 	}
+	who := "log " + v.pin.Verifier.Name()
+	if v.pin.LogVerifier != nil {
+		who = "mirror " + v.pin.Verifier.Name() + " of log " + v.pin.LogVerifier.Name()
+	}
 	resp, err := treeproof.Open(pkie.CT, Name, req.Proof)
 	if err != nil {
-		return pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("log %s: %v", v.pin.Verifier.Name(), err)}
+		return pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("%s: %v", who, err)}
 	}
 	if resp == nil {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: "no CT proof"}
@@ -120,20 +140,15 @@ func (v *Verifier) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Asser
 	if now.IsZero() {
 		now = v.now()
 	}
-	res, err := treeproof.VerifyCT(req.Chain[0], resp, v.pin, v.mmd, now)
+	res, err := treeproof.VerifyCT(req.Chain, resp, v.pin, now)
 	if err != nil {
-		a := pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("log %s: %v", v.pin.Verifier.Name(), err)}
+		a := pkie.Assertion{Status: pkie.Fail, Reason: fmt.Sprintf("%s: %v", who, err)}
 		if res != nil {
 			a.Reason += " (under " + treeproof.Evidence(v.pin, res, logWord) + ")"
 			a.Time = res.CheckpointTime
 		}
 		return a
 	}
-	if res.Present {
-		return pkie.Assertion{Status: pkie.Pass, Time: res.CheckpointTime,
-			Reason: "logged: in the sorted tree under " + treeproof.Evidence(v.pin, res, logWord)}
-	}
 	return pkie.Assertion{Status: pkie.Pass, Time: res.CheckpointTime,
-		Reason: fmt.Sprintf("not yet in the sorted tree under %s, but the log's SCT of %s is within its %s maximum merge delay",
-			treeproof.Evidence(v.pin, res, logWord), res.SCTTime.UTC().Format(time.RFC3339), v.mmd)}
+		Reason: "logged: in the sorted tree under " + treeproof.Evidence(v.pin, res, logWord)}
 }

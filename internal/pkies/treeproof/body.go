@@ -1,7 +1,7 @@
 // Package treeproof is the client half that the ct and revocation
-// enhancements share: the binary proof body (a TTP's signed sorted-tree
-// head, a sorted-tree proof against it and, for CT, the log's SCT), the
-// verifier's pinned key with its cache of verified heads, the checks
+// enhancements share: the binary proof body (a signed sorted-tree head and
+// a sorted-tree proof against it), the verifier's pinned keys with its
+// cache of verified heads, the checks
 // (VerifyCT, VerifyRevocation), and the JSON Response a prover server
 // sends over HTTP with the Client that fetches it.
 //
@@ -16,13 +16,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/pkie/pkie/internal/ctwire"
 )
 
 // Version is the body version this package writes and reads; it is also the
-// pkie.Proof envelope's Version.
-const Version = 1
+// pkie.Proof envelope's Version. Version 1 could carry an SCT of pkie's own
+// log (Ed25519, not RFC 6962) for a certificate absent from the tree;
+// version 2 carries none, for CT and revocation alike.
+const Version = 2
 
 // Limits of a body's fields. A signed head (its note with the bound log
 // checkpoint's signature) is under 1 KB; a sorted-tree proof at 100× the PEC
@@ -34,16 +34,14 @@ const (
 
 const (
 	flagPresent = 1 << 0
-	flagSCT     = 1 << 1
-	knownFlags  = flagPresent | flagSCT
-	sctLen      = 8 + 64
+	knownFlags  = flagPresent
 )
 
 // Body is the proof body of the ct and revocation enhancements. Its trust
 // comes from Head's signature alone: Key and Present are the prover's
 // claims, which the verifier recomputes and checks against the proof.
 type Body struct {
-	// Key is the key proven: SHA-256 of the leaf's DER for CT, the
+	// Key is the key proven: ctwire.ChainKey of the chain for CT, the
 	// revocation key (revocation.CertKey) for revocation.
 	Key [32]byte
 	// Present is the prover's claim that Key is in the tree.
@@ -52,21 +50,17 @@ type Body struct {
 	Head []byte
 	// Proof is the sortedtree proof in its binary encoding.
 	Proof []byte
-	// SCT is the log's signed timestamp for a certificate absent from the
-	// sorted tree (CT only), or nil.
-	SCT *ctwire.SCT
 }
 
-// MarshalBinary encodes b (version 1, big-endian, docs/formats/proofs.md):
+// MarshalBinary encodes b (version 2, big-endian, docs/formats/proofs.md):
 //
-//	version       uint8  = 1
-//	flags         uint8  bit 0: present, bit 1: SCT follows; others zero
+//	version       uint8  = 2
+//	flags         uint8  bit 0: present; others zero
 //	key           [32]byte
 //	head length   uint16, 1..MaxHead
 //	head          the signed note, as the TTP published it
 //	proof length  uint16, 1..MaxProof
 //	proof         sortedtree.Proof.MarshalBinary
-//	sct           (if flagged) timestamp uint64 (ms) ‖ Ed25519 signature [64]byte
 func (b *Body) MarshalBinary() ([]byte, error) {
 	if len(b.Head) == 0 || len(b.Head) > MaxHead {
 		return nil, fmt.Errorf("treeproof: signed head of %d bytes, want 1 to %d", len(b.Head), MaxHead)
@@ -78,23 +72,13 @@ func (b *Body) MarshalBinary() ([]byte, error) {
 	if b.Present {
 		flags |= flagPresent
 	}
-	if b.SCT != nil {
-		if len(b.SCT.Signature) != 64 {
-			return nil, fmt.Errorf("treeproof: SCT signature of %d bytes, want 64", len(b.SCT.Signature))
-		}
-		flags |= flagSCT
-	}
-	out := make([]byte, 0, 2+32+2+len(b.Head)+2+len(b.Proof)+sctLen)
+	out := make([]byte, 0, 2+32+2+len(b.Head)+2+len(b.Proof))
 	out = append(out, Version, flags)
 	out = append(out, b.Key[:]...)
 	out = binary.BigEndian.AppendUint16(out, uint16(len(b.Head)))
 	out = append(out, b.Head...)
 	out = binary.BigEndian.AppendUint16(out, uint16(len(b.Proof)))
 	out = append(out, b.Proof...)
-	if b.SCT != nil {
-		out = binary.BigEndian.AppendUint64(out, b.SCT.Timestamp)
-		out = append(out, b.SCT.Signature...)
-	}
 	return out, nil
 }
 
@@ -123,13 +107,6 @@ func (b *Body) UnmarshalBinary(data []byte) error {
 	if out.Proof, rest, err = field(rest, "proof", MaxProof); err != nil {
 		return err
 	}
-	if flags&flagSCT != 0 {
-		if len(rest) < sctLen {
-			return fmt.Errorf("treeproof: SCT flagged but %d bytes remain, want %d", len(rest), sctLen)
-		}
-		out.SCT = &ctwire.SCT{Timestamp: binary.BigEndian.Uint64(rest), Signature: append([]byte(nil), rest[8:sctLen]...)}
-		rest = rest[sctLen:]
-	}
 	if len(rest) != 0 {
 		return fmt.Errorf("treeproof: %d bytes after the body", len(rest))
 	}
@@ -157,7 +134,7 @@ func FromResponse(r *Response) (*Body, error) {
 	if r == nil {
 		return nil, errors.New("treeproof: no response")
 	}
-	return &Body{Key: r.Key, Present: r.Present, Head: []byte(r.Checkpoint), Proof: r.Proof, SCT: r.SCT}, nil
+	return &Body{Key: r.Key, Present: r.Present, Head: []byte(r.Checkpoint), Proof: r.Proof}, nil
 }
 
 // Response returns b as the prover.Response of the PKIE named pkie
@@ -165,5 +142,5 @@ func FromResponse(r *Response) (*Body, error) {
 // check.
 func (b *Body) Response(pkie string) *Response {
 	return &Response{Version: ResponseVersion, PKIE: pkie, Key: b.Key, Present: b.Present,
-		Checkpoint: string(b.Head), Proof: b.Proof, SCT: b.SCT}
+		Checkpoint: string(b.Head), Proof: b.Proof}
 }

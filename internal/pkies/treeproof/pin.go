@@ -1,7 +1,6 @@
 package treeproof
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,15 +25,25 @@ func DefaultOrigin(pkie string, v note.Verifier) string {
 	return checkpoint.HeadOrigin(v.Name())
 }
 
-// Pin is what a client trusts about one TTP: its key, and how old a signed
-// sorted-tree head may be.
+// Pin is what a client trusts about one TTP: its key or keys, and how old
+// a signed sorted-tree head may be.
+//
+// A third party that runs its log (the revocation authority) has one key:
+// Verifier, from which its heads' key is derived, and LogVerifier is nil.
+// A mirror of a CT log has two: Verifier is the mirror's own head key and
+// LogVerifier the log's (ParseMirrorPin); a head verifies only if the
+// mirror signed it and the log signed the checkpoint it is bound to.
 type Pin struct {
 	// Verifier is the TTP's key, from checkpoint.NewVerifier (ParsePin):
-	// its log checkpoints' key, from which its heads' is derived.
+	// its log checkpoints' key, from which its heads' is derived; or, with
+	// LogVerifier set, the mirror's head key itself.
 	Verifier note.Verifier
-	Origin   string        // the heads' origin; empty means DefaultOrigin, the only one accepted
-	MaxAge   time.Duration // reject heads older than this; required
-	Skew     time.Duration // allow heads this far in the future; zero means 1 minute
+	// LogVerifier is the key of the log a mirror follows
+	// (checkpoint.NewLogVerifier), or nil for a TTP that runs its log.
+	LogVerifier note.Verifier
+	Origin      string        // the heads' origin; empty means the only one accepted (DefaultOrigin, or the mirror key's name)
+	MaxAge      time.Duration // reject heads older than this; required
+	Skew        time.Duration // allow heads this far in the future; zero means 1 minute
 
 	heads *headCache // heads already verified with Verifier (ParsePin); nil: none kept
 }
@@ -92,6 +101,33 @@ func ParsePin(vkey string, maxAge time.Duration) (Pin, error) {
 	return Pin{Verifier: v, MaxAge: maxAge, heads: &headCache{}}, nil
 }
 
+// ParseMirrorPin builds the Pin of a mirror of a log: headKey is the
+// mirror's Ed25519 note verifier key, logKey the log's
+// (checkpoint.NewLogVerifier: an RFC 6962 note key for a static-ct-api or
+// RFC 6962 log).
+func ParseMirrorPin(headKey, logKey string, maxAge time.Duration) (Pin, error) {
+	v, err := checkpoint.NewVerifier(headKey)
+	if err != nil {
+		return Pin{}, fmt.Errorf("pinned mirror key: %w", err)
+	}
+	lv, err := checkpoint.NewLogVerifier(logKey)
+	if err != nil {
+		return Pin{}, fmt.Errorf("pinned log key: %w", err)
+	}
+	if lv.Name() == v.Name() {
+		return Pin{}, fmt.Errorf("the mirror's key and the log's key are both named %q; the mirror signs under a name of its own", v.Name())
+	}
+	return Pin{Verifier: v, LogVerifier: lv, MaxAge: maxAge, heads: &headCache{}}, nil
+}
+
+// headOrigin returns the origin of the heads p accepts for pkie.
+func (p Pin) headOrigin(pkie string) string {
+	if p.LogVerifier != nil {
+		return p.Verifier.Name()
+	}
+	return DefaultOrigin(pkie, p.Verifier)
+}
+
 // open verifies a head as checkpoint.OpenHead does (its signature, origin
 // and age, and the log checkpoint it is bound to signed by the same key)
 // and that the bound log can hold the tree: for CT a log of N entries holds
@@ -105,8 +141,8 @@ func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Head, error) {
 	if p.MaxAge <= 0 {
 		return nil, errors.New("no maximum checkpoint age configured")
 	}
-	if p.Origin != "" && p.Origin != DefaultOrigin(pkie, p.Verifier) {
-		return nil, fmt.Errorf("pinned origin %q: the heads of key %q have origin %q", p.Origin, p.Verifier.Name(), DefaultOrigin(pkie, p.Verifier))
+	if p.Origin != "" && p.Origin != p.headOrigin(pkie) {
+		return nil, fmt.Errorf("pinned origin %q: the heads of key %q have origin %q", p.Origin, p.Verifier.Name(), p.headOrigin(pkie))
 	}
 	skew := p.Skew
 	if skew == 0 {
@@ -119,7 +155,13 @@ func (p Pin) open(pkie, msg string, now time.Time) (*checkpoint.Head, error) {
 		}
 		return h, nil
 	}
-	h, err := checkpoint.OpenHead([]byte(msg), p.Verifier, p.MaxAge, skew, now)
+	var h *checkpoint.Head
+	var err error
+	if p.LogVerifier != nil {
+		h, err = checkpoint.OpenMirrorHead([]byte(msg), p.Verifier, p.LogVerifier, p.MaxAge, skew, now)
+	} else {
+		h, err = checkpoint.OpenHead([]byte(msg), p.Verifier, p.MaxAge, skew, now)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +193,13 @@ type Result struct {
 	TreeRoot       [32]byte  `json:"-"`               // the head's sorted-tree root, naming the head in reasons
 	CheckpointTime time.Time `json:"checkpoint_time"` // the head's time
 	// LogSize is the size of the log checkpoint the head is bound to,
-	// signed by the same key.
+	// signed by the log's key.
 	LogSize uint64 `json:"log_size"`
-	// For CT: the certificate is logged (present, or absent with an SCT
-	// younger than the maximum merge delay).
-	Logged  bool      `json:"logged,omitempty"`
-	SCTTime time.Time `json:"sct_time,omitzero"`
+	// LogTime is when the log signed that checkpoint, when known
+	// (checkpoint.Head.LogTime).
+	LogTime time.Time `json:"log_time,omitzero"`
+	// For CT: the certificate is logged (present in the tree).
+	Logged bool `json:"logged,omitempty"`
 	// For revocation: the certificate is revoked (present).
 	Revoked bool `json:"revoked,omitempty"`
 }
@@ -180,41 +223,29 @@ func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s proof does not verify against the signed root: %w", pkie, err)
 	}
-	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, TreeRoot: cp.Root, CheckpointTime: cp.Time, LogSize: cp.Log.Size}, cp, nil
+	return &Result{PKIE: pkie, Present: present, TreeSize: cp.Size, TreeRoot: cp.Root, CheckpointTime: cp.Time, LogSize: cp.Log.Size, LogTime: cp.LogTime()}, cp, nil
 }
 
-// VerifyCT checks a CT prover's response for the certificate der against
-// the log's pinned key. The certificate is logged if the proof shows its
-// hash in the sorted tree, or if it is absent but the response carries the
-// log's SCT for it no older than mmd, the log's maximum merge delay (the PEC paper,
-// 004 §5.1): the log promised to merge it and has not had to yet. Any
-// other outcome is an error saying why.
-func VerifyCT(der []byte, r *Response, pin Pin, mmd time.Duration, now time.Time) (*Result, error) {
-	key := sha256.Sum256(der)
+// VerifyCT checks a CT prover's response for the certificate chain (leaf
+// first) against the pin: the key proven is recomputed from the chain
+// (ctwire.ChainKey: the final certificate's precertificate key when it
+// carries embedded SCTs, else the hash of the leaf), so a valid proof for
+// another certificate fails. The certificate is logged if the proof shows
+// its key in the sorted tree; an absence is an error naming the head it
+// was proven under (the result is returned with it). SCT promises, for a
+// certificate too young to be in the tree, come from the certificate
+// itself, not from this proof.
+func VerifyCT(chain [][]byte, r *Response, pin Pin, now time.Time) (*Result, error) {
+	key, err := ctwire.ChainKey(chain)
+	if err != nil {
+		return nil, fmt.Errorf("certificate chain: %w", err)
+	}
 	res, _, err := verifyProof(r, key, CT, pin, now)
 	if err != nil {
 		return nil, err
 	}
-	if res.Present {
-		res.Logged = true
-		return res, nil
-	}
-	if r.SCT == nil {
-		return res, errors.New("certificate is absent from the log's sorted tree and has no SCT")
-	}
-	if err := ctwire.VerifySCT(pin.Verifier, der, r.SCT); err != nil {
-		return res, fmt.Errorf("certificate is absent from the log's sorted tree and its SCT is invalid: %w", err)
-	}
-	res.SCTTime = r.SCT.Time()
-	skew := pin.Skew
-	if skew == 0 {
-		skew = time.Minute
-	}
-	if res.SCTTime.After(now.Add(skew)) {
-		return res, fmt.Errorf("certificate's SCT is dated %s, in the future", res.SCTTime.UTC().Format(time.RFC3339))
-	}
-	if age := now.Sub(res.SCTTime); age > mmd {
-		return res, fmt.Errorf("certificate is absent from the log's sorted tree although its SCT is %s old, beyond the %s maximum merge delay", age.Round(time.Second), mmd)
+	if !res.Present {
+		return res, errors.New("certificate is absent from the log's sorted tree")
 	}
 	res.Logged = true
 	return res, nil

@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/pkie/pkie/internal/ctwire"
 )
 
-// ResponseVersion is the version of the Response JSON.
-const ResponseVersion = 1
+// ResponseVersion is the version of the Response JSON. Version 1 had an
+// "sct" member (pkie's own log's Ed25519 SCT); version 2 has none.
+const ResponseVersion = 2
 
 // MaxResponseBytes bounds a response a client will read. A proof at 100×
 // the PEC paper's scale is under 2 KB; the checkpoint under 1 KB.
@@ -23,19 +22,15 @@ const MaxResponseBytes = 64 << 10
 type Response struct {
 	Version int    `json:"version"`
 	PKIE    string `json:"pkie"`
-	// Key is the key proven: SHA-256 of the certificate DER for CT, the
+	// Key is the key proven: ctwire.ChainKey of the chain for CT, the
 	// revocation key (internal/pkies/revocation.CertKey) for revocation.
 	Key Key `json:"key"`
 	// Present is the prover's claim; verifiers trust only the proof.
 	Present bool `json:"present"`
-	// Checkpoint is the TTP's signed note.
+	// Checkpoint is the signed sorted-tree head (a signed note).
 	Checkpoint string `json:"checkpoint"`
 	// Proof is the sortedtree proof in its binary encoding.
 	Proof []byte `json:"proof"`
-	// SCT is the log's signed timestamp for a certificate absent from the
-	// sorted tree, when the log has one: the client accepts the absence if
-	// the SCT is younger than the maximum merge delay.
-	SCT *ctwire.SCT `json:"sct,omitempty"`
 }
 
 // Key is a 32-byte key, hex in JSON.
@@ -88,9 +83,6 @@ func ParseResponse(b []byte) (*Response, error) {
 	}
 	if r.Checkpoint == "" || len(r.Proof) == 0 {
 		return nil, errors.New("prover: response lacks a checkpoint or a proof")
-	}
-	if r.SCT != nil && len(r.SCT.Signature) != 64 {
-		return nil, fmt.Errorf("prover: SCT signature of %d bytes, want 64", len(r.SCT.Signature))
 	}
 	return &r, nil
 }

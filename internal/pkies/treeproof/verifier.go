@@ -56,8 +56,17 @@ func Open(id pkie.ID, pkieName string, p *pkie.Proof) (*Response, error) {
 
 // Evidence names a verified head in reasons: the TTP's key name, when the
 // head was signed, the tree's size and root, and the log it was built from
-// (log names that log: "the log's checkpoint", "the authority's key log").
+// (log names that log: "the log's checkpoint", "the authority's key log"):
+// for a mirror, the log's name and, when known, when it signed that
+// checkpoint.
 func Evidence(pin Pin, res *Result, log string) string {
-	return fmt.Sprintf("%s's head signed %s (sorted tree of %d keys, root %x…, built from %s of %d entries)",
-		pin.Verifier.Name(), res.CheckpointTime.UTC().Format(time.RFC3339), res.TreeSize, res.TreeRoot[:6], log, res.LogSize)
+	from := fmt.Sprintf("%s of %d entries", log, res.LogSize)
+	if pin.LogVerifier != nil {
+		from = fmt.Sprintf("log %s's checkpoint of %d entries", pin.LogVerifier.Name(), res.LogSize)
+	}
+	if !res.LogTime.IsZero() {
+		from += " signed " + res.LogTime.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s's head signed %s (sorted tree of %d keys, root %x…, built from %s)",
+		pin.Verifier.Name(), res.CheckpointTime.UTC().Format(time.RFC3339), res.TreeSize, res.TreeRoot[:6], from)
 }

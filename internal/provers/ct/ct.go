@@ -1,17 +1,26 @@
 // Package ct is the server half of the Certificate Transparency
 // enhancement (internal/pkies/ct is the client's): the prover, which
-// mirrors the log's sorted tree (package treemirror over package prover,
-// synced and verified before it serves) and proves a leaf's presence, or
-// its absence with the log's SCT.
+// mirrors a CT log and proves a certificate's presence or absence in the
+// sorted tree of its certificates.
+//
+// A prover configured with mirror_key_file mirrors any static-ct-api or
+// RFC 6962 log (Mirror: internal/ctfollow verifies the log, internal/ctmirror
+// builds and signs the tree). Without it, the prover reads the sorted-tree
+// feed of pkie's log as it was before it spoke static-ct-api (package
+// treemirror over package prover); that path goes with internal/oldctlog.
 package ct
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/internal/ctfollow"
+	"github.com/pkie/pkie/internal/ctmirror"
+	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/pkies/conf"
 	"github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/provers/treemirror"
@@ -22,11 +31,23 @@ type Duration = conf.Duration
 
 // ProverConfig configures the prover (the JSON object of NewProver).
 type ProverConfig struct {
-	// LogURL is the log's base URL (it serves /v1/sorted and /v1/log/…).
+	// LogURL is the log's static-ct-api monitoring prefix, or its RFC
+	// 6962 URL (log_kind "rfc6962"). Without mirror_key_file: the base URL
+	// of pkie's old log (it serves /v1/sorted and /v1/log/…).
 	LogURL string `json:"log_url"`
-	// LogKey is the log's note verifier key, pinned: nothing the log
-	// serves is mirrored unless signed by it.
+	// LogKey is the log's key, pinned: nothing the log serves is mirrored
+	// unless signed by it. With mirror_key_file: its RFC 6962 note
+	// verifier key, or its SubjectPublicKeyInfo (PEM or base64) with
+	// log_origin. Without: pkie's old log's Ed25519 note key.
 	LogKey string `json:"log_key"`
+	// LogKind is "static-ct-api" (the default) or "rfc6962".
+	LogKind string `json:"log_kind,omitempty"`
+	// LogOrigin is a static-ct-api log's origin when log_key is a bare
+	// public key.
+	LogOrigin string `json:"log_origin,omitempty"`
+	// MirrorKeyFile is the mirror's Ed25519 signed-note key (mode 0600),
+	// which signs the sorted-tree heads clients pin beside the log's key.
+	MirrorKeyFile string `json:"mirror_key_file,omitempty"`
 	// SyncInterval is how often the prover syncs; zero means 30s.
 	SyncInterval Duration `json:"sync_interval,omitzero"`
 	// MaxAge refuses heads older than this at sync; zero means 24h.
@@ -48,17 +69,75 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	if err := conf.Decode(config, &c); err != nil {
 		return nil, fmt.Errorf("ct prover configuration: %w", err)
 	}
+	if c.MirrorKeyFile != "" {
+		return newMirrorProver(ctx, env, c)
+	}
+	if c.LogKind != "" || c.LogOrigin != "" {
+		return nil, errors.New("ct prover configuration: log_kind and log_origin need mirror_key_file, the mirror's signing key")
+	}
 	return treemirror.NewProver(ctx, pkie.CT, env, treemirror.MirrorConfig{
 		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
 		HealthMaxAge: c.HealthMaxAge.D(),
-	}, leafKey, prover.LogSCTs)
+	}, leafKey)
 }
 
 func leafKey(req *pkie.ProveRequest) ([32]byte, error) {
 	if len(req.Chain) == 0 {
 		return [32]byte{}, fmt.Errorf("%w: no certificate", pkie.ErrUnsupported)
 	}
-	return sha256.Sum256(req.Chain[0]), nil
+	k, err := ctwire.ChainKey(req.Chain)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("%w: %w", pkie.ErrUnsupported, err)
+	}
+	return k, nil
+}
+
+// newMirrorProver is NewProver for any CT log: a Mirror in env.DataDir,
+// synced once before it returns (a failure is logged, not returned: the
+// prover answers ErrUnavailable and reports itself unhealthy until a sync
+// succeeds), then every sync interval while the host runs it.
+func newMirrorProver(ctx context.Context, env pkie.ProverEnv, c ProverConfig) (pkie.Prover, error) {
+	if err := checkMirrorConfig(c); err != nil {
+		return nil, err
+	}
+	if env.DataDir == "" {
+		return nil, errors.New("ct prover: a data directory is required to mirror a log (what was verified must survive a restart)")
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := OpenMirror(ctx, MirrorConfig{LogKind: c.LogKind, LogURL: c.LogURL, LogKey: c.LogKey, LogOrigin: c.LogOrigin,
+		MirrorKeyFile: c.MirrorKeyFile, Dir: env.DataDir, Interval: c.SyncInterval.D(), HealthMaxAge: c.HealthMaxAge.D(),
+		HTTP: env.HTTP, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("ct prover: %w", err)
+	}
+	if st, err := m.Sync(ctx); err != nil {
+		log.Error("first sync failed: not serving this enhancement until a sync succeeds", "err", err)
+	} else {
+		log.Info("synced", "log_size", st.Size, "keys", st.KeyCount)
+	}
+	return mirrorProver{m}, nil
+}
+
+// checkMirrorConfig checks what a mirror prover needs, with errors naming
+// the JSON fields.
+func checkMirrorConfig(c ProverConfig) error {
+	switch {
+	case c.LogURL == "":
+		return errors.New("ct prover configuration: log_url is required")
+	case c.LogKey == "":
+		return errors.New("ct prover configuration: log_key, the log's pinned key, is required")
+	case c.LogKind != "" && c.LogKind != ctfollow.KindStatic && c.LogKind != ctfollow.KindRFC6962:
+		return fmt.Errorf("ct prover configuration: log_kind %q, want %q or %q", c.LogKind, ctfollow.KindStatic, ctfollow.KindRFC6962)
+	case c.SyncInterval < 0 || c.HealthMaxAge < 0:
+		return errors.New("ct prover configuration: sync_interval and health_max_age must be positive")
+	}
+	if _, _, err := ctmirror.ReadKey(c.MirrorKeyFile); err != nil {
+		return fmt.Errorf("ct prover configuration: mirror_key_file: %w", err)
+	}
+	return nil
 }
 
 // CheckProverConfig checks a prover configuration as NewProver reads it,
@@ -67,6 +146,12 @@ func CheckProverConfig(config json.RawMessage) error {
 	var c ProverConfig
 	if err := conf.Decode(config, &c); err != nil {
 		return fmt.Errorf("ct prover configuration: %w", err)
+	}
+	if c.MirrorKeyFile != "" {
+		return checkMirrorConfig(c)
+	}
+	if c.LogKind != "" || c.LogOrigin != "" {
+		return errors.New("ct prover configuration: log_kind and log_origin need mirror_key_file, the mirror's signing key")
 	}
 	return treemirror.CheckMirrorConfig(treemirror.MirrorConfig{
 		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),

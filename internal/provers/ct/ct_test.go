@@ -79,7 +79,7 @@ func subject(l *testbed.Leaf) pkie.Subject {
 
 func verifier(t *testing.T, key string) pkie.Verifier {
 	t.Helper()
-	v, err := ct.NewVerifier(ct.VerifierConfig{Key: key, MaxAge: ct.Duration(time.Hour), MMD: ct.Duration(24 * time.Hour)}.JSON())
+	v, err := ct.NewVerifier(ct.VerifierConfig{Key: key, MaxAge: ct.Duration(time.Hour)}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,8 @@ func TestVerify(t *testing.T) {
 		reason []string
 	}{
 		{"logged", w.logged, good, now, pkie.Pass, []string{"logged: in the sorted tree under pkie.test/log's head signed", "keys, root", "built from the log's checkpoint of 1 entries"}},
-		{"pending with SCT", w.pending, prove(t, w.prover, w.pending), now, pkie.Pass, []string{"not yet in the sorted tree", "SCT of", "maximum merge delay"}},
-		{"never logged", w.never, prove(t, w.prover, w.never), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree and has no SCT"}},
+		{"logged after the tree was built", w.pending, prove(t, w.prover, w.pending), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree", "built from the log's checkpoint of 1 entries"}},
+		{"never logged", w.never, prove(t, w.prover, w.never), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree", "head signed"}},
 		{"no proof", w.logged, nil, now, pkie.Unknown, []string{"no CT proof"}},
 		{"forged head", w.logged, flip(good, headAt+len(body.Head)-10), now, pkie.Fail, []string{"log pkie.test/log", "head rejected"}},
 		{"forged proof", w.logged, flip(good, proofAt), now, pkie.Fail, []string{"log pkie.test/log", "proof"}},
@@ -139,7 +139,7 @@ func TestVerify(t *testing.T) {
 		{"stale", w.logged, good, now.Add(2 * time.Hour), pkie.Fail, []string{"log pkie.test/log", "older than the maximum age", "maximum 1h0m0s"}},
 		{"other key", w.logged, prove(t, otherProver, w.logged), now, pkie.Fail, []string{"log pkie.test/log", "head rejected", "signature"}},
 		{"wrong certificate", w.never, good, now, pkie.Fail, []string{"log pkie.test/log", "proves key"}},
-		{"wrong enhancement", w.logged, &pkie.Proof{ID: pkie.Revocation, Version: 1, Body: good.Body}, now, pkie.Fail, []string{"not 0x0001"}},
+		{"wrong enhancement", w.logged, &pkie.Proof{ID: pkie.Revocation, Version: treeproof.Version, Body: good.Body}, now, pkie.Fail, []string{"not 0x0001"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(tc.leaf), Proof: tc.proof, Now: tc.now})
@@ -245,7 +245,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte{1, 2})
 	subj := subject(leaf)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := v.Verify(context.Background(), &pkie.VerifyRequest{Subject: subj, Proof: &pkie.Proof{ID: pkie.CT, Version: 1, Body: body}})
+		a := v.Verify(context.Background(), &pkie.VerifyRequest{Subject: subj, Proof: &pkie.Proof{ID: pkie.CT, Version: treeproof.Version, Body: body}})
 		if a.Status != pkie.Fail {
 			t.Fatalf("%s: %s", a.Status, a.Reason)
 		}

@@ -51,7 +51,7 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	return treemirror.NewProver(ctx, pkie.Revocation, env, treemirror.MirrorConfig{
 		PKIE: prover.Revocation, URL: c.AuthorityURL, Key: c.AuthorityKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
 		HealthMaxAge: c.HealthMaxAge.D(),
-	}, proverKey, nil)
+	}, proverKey)
 }
 
 // proverKey computes the revocation key on the prover's side, where the

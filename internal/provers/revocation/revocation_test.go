@@ -10,6 +10,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/pkies/treeproof"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
@@ -221,7 +222,7 @@ func FuzzVerify(f *testing.F) {
 	}
 	now := time.Now()
 	// The genuine proofs verify as they should before anything is fuzzed.
-	if a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(good.Chain), Proof: &pkie.Proof{ID: pkie.Revocation, Version: 1, Body: goodBody}, Now: now}); a.Status != pkie.Pass {
+	if a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(good.Chain), Proof: &pkie.Proof{ID: pkie.Revocation, Version: treeproof.Version, Body: goodBody}, Now: now}); a.Status != pkie.Pass {
 		f.Fatalf("genuine proof: %s %s", a.Status, a.Reason)
 	}
 	f.Add(goodBody, false)
@@ -235,7 +236,7 @@ func FuzzVerify(f *testing.F) {
 		if forRevoked {
 			chain = revoked.Chain
 		}
-		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(chain), Proof: &pkie.Proof{ID: pkie.Revocation, Version: 1, Body: body}, Now: now})
+		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(chain), Proof: &pkie.Proof{ID: pkie.Revocation, Version: treeproof.Version, Body: body}, Now: now})
 		switch {
 		case a.Status == pkie.Unknown:
 			t.Fatalf("Unknown for a body given: %s", a.Reason)

@@ -44,7 +44,6 @@ type Prover struct {
 	id       pkie.ID
 	p        *prover.Prover
 	keyOf    func(*pkie.ProveRequest) ([32]byte, error)
-	scts     prover.SCTSource
 	interval time.Duration
 	maxAge   time.Duration // Health's limit: MirrorConfig.HealthMaxAge
 	now      func() time.Time
@@ -52,16 +51,15 @@ type Prover struct {
 }
 
 // NewProver builds the mirror, syncs it once (verifying what it fetched) and
-// returns the prover; keyOf computes the key to prove for a request, scts
-// (CT only, else nil) finds the log's SCT for a certificate absent from the
-// tree. A configuration that cannot work (no URL, a malformed key) is an
+// returns the prover; keyOf computes the key to prove for a request. A
+// configuration that cannot work (no URL, a malformed key) is an
 // error. A first sync that fails (the TTP unreachable, its tree refused as
 // not extending what it signed before, or no record of that when
 // env.RequireHistory asks for one) is not: the prover is returned without a
 // tree, answers every request with pkie.ErrUnavailable, reports itself
 // unhealthy, and retries at every sync while the host runs it, so that one
 // TTP's trouble does not take the host's other enhancements down with it.
-func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConfig, keyOf func(*pkie.ProveRequest) ([32]byte, error), scts func(base string, hc *http.Client) prover.SCTSource) (*Prover, error) {
+func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConfig, keyOf func(*pkie.ProveRequest) ([32]byte, error)) (*Prover, error) {
 	if c.URL == "" || c.Key == "" {
 		return nil, fmt.Errorf("%s prover: the TTP's URL and its pinned key are both required", c.PKIE)
 	}
@@ -110,11 +108,7 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 	} else {
 		log.Info("synced", "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
 	}
-	tp := &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.HealthMaxAge, now: c.Now, log: log}
-	if scts != nil {
-		tp.scts = scts(base, hc)
-	}
-	return tp, nil
+	return &Prover{id: id, p: p, keyOf: keyOf, interval: c.Interval, maxAge: c.HealthMaxAge, now: c.Now, log: log}, nil
 }
 
 // ID returns the enhancement's identifier.
@@ -123,10 +117,7 @@ func (p *Prover) ID() pkie.ID { return p.id }
 // Mirror returns the underlying prover (its Status, a manual Sync).
 func (p *Prover) Mirror() *prover.Prover { return p.p }
 
-// Prove returns the proof for req's key under the last head synced. A CT
-// certificate absent from the tree gets the log's SCT when the log has one
-// (best effort: without it the client cannot accept the absence, the safe
-// side).
+// Prove returns the proof for req's key under the last head synced.
 func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
 	key, err := p.keyOf(req)
 	if err != nil {
@@ -138,13 +129,6 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 	}
 	if err != nil {
 		return nil, err
-	}
-	if !resp.Present && p.scts != nil {
-		if sct, ok, err := p.scts(ctx, key); err == nil && ok {
-			resp.SCT = sct
-		} else if err != nil {
-			p.log.Debug("SCT lookup failed", "err", err)
-		}
 	}
 	b, err := treeproof.FromResponse(resp)
 	if err != nil {

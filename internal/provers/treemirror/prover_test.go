@@ -47,7 +47,7 @@ func TestHealth(t *testing.T) {
 		t.Helper()
 		p, err := treemirror.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{DataDir: t.TempDir()},
 			treemirror.MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: ttp.RevocationKey, HealthMaxAge: healthMaxAge, Now: now},
-			keyOf, nil)
+			keyOf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestHealth(t *testing.T) {
 	}
 	// An unreachable log does not stop the host: the mirror is built
 	// without a tree, unhealthy, and answers ErrUnavailable, never a proof.
-	down, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, keyOf, nil)
+	down, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, keyOf)
 	if err != nil {
 		t.Fatalf("a mirror of an unreachable log: %v", err)
 	}
@@ -130,10 +130,10 @@ func TestHealth(t *testing.T) {
 	if p, err := down.Prove(ctx, &pkie.ProveRequest{Subject: subj}); !errors.Is(err, pkie.ErrUnavailable) {
 		t.Errorf("a mirror of an unreachable log proved: %v %v", p, err)
 	}
-	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: "not a key"}, nil, nil); err == nil {
+	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: "not a key"}, nil); err == nil {
 		t.Error("a mirror with a malformed TTP key was built")
 	}
-	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: ttp.LogKey, HealthMaxAge: -time.Hour}, nil, nil); err == nil {
+	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: ttp.LogKey, HealthMaxAge: -time.Hour}, nil); err == nil {
 		t.Error("a negative health_max_age was accepted")
 	}
 }
