@@ -240,3 +240,56 @@ func TestNewLogVerifier(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpenMirrorHead: the log signature a mirror's head carries comes
+// from an untrusted relay once the head is signed (a mirror is not the
+// log), and reaches the RFC 6962 verifier of another package. Heads signed
+// with the mirror's key over any log signature bytes and log line never
+// make OpenMirrorHead panic, and are accepted only with the log's genuine
+// signature.
+func FuzzOpenMirrorHead(f *testing.F) {
+	at := time.UnixMilli(1795791540000)
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	lvkey, _ := fnote.RFC6962VerifierString(ctOrigin, k.Public())
+	fv, _ := fnote.NewRFC6962Verifier(lvkey)
+	ls := &rfc6962Signer{name: fv.Name(), hash: fv.KeyHash(), key: k, at: at}
+	logV, err := NewLogVerifier(lvkey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	mskey, mvkey, _ := GenerateKey("mirror.example/ct")
+	ms, _ := NewSigner(mskey)
+	mv, _ := NewVerifier(mvkey)
+	lmsg, err := note.Sign(&note.Note{Text: ctOrigin + "\n9\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n"}, ls)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var genuine Head
+	if err := genuine.BindLog(lmsg, logV); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(genuine.LogSignature, uint64(9), false)
+	f.Add(genuine.LogSignature[:16], uint64(9), false)
+	f.Add(append(binary.BigEndian.AppendUint32(nil, logV.KeyHash()), make([]byte, 12)...), uint64(9), true)
+	f.Fuzz(func(t *testing.T, sig []byte, logSize uint64, withTime bool) {
+		h := Head{Origin: ms.Name(), Size: 3, Root: [32]byte{7}, Time: at, Log: genuine.Log, LogSignature: sig}
+		h.Log.Size = logSize
+		if withTime {
+			h.Log.Time = at
+		}
+		msg, err := SignHead(h, ms)
+		if err != nil {
+			return
+		}
+		got, err := OpenMirrorHead(msg, mv, logV, time.Hour, time.Minute, at)
+		if err != nil {
+			return
+		}
+		if logSize != 9 || withTime || string(got.LogSignature) != string(sig) {
+			t.Fatalf("accepted a head bound to a checkpoint the log did not sign: size %d, time %v", logSize, withTime)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/ctmirror"
+	"github.com/pkie/pkie/internal/testbed"
 )
 
 // TestCTAuditMirror: pkie ct audit-mirror passes an honest mirror of a
@@ -142,5 +144,53 @@ func TestProverMirrorFlags(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d %q, want %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestLogServesSortedTree: pkie log serve keeps the sorted tree of its
+// certificates under /pkie/sorted/, its head signed with head.key and
+// bound to the log's checkpoint; pkie ct audit-mirror rebuilds it from the
+// log's tiles and agrees.
+func TestLogServesSortedTree(t *testing.T) {
+	dir := t.TempDir()
+	logDir := filepath.Join(dir, "log")
+	ca, err := testbed.NewRootCA("CLI Sorted Root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootPEM := filepath.Join(dir, "root.pem")
+	writePEM(t, rootPEM, "CERTIFICATE", ca.Cert.Raw)
+	if code, _, errs := runCLI(t, "log", "init", "--data", logDir, "--origin", "sorted.cli.test/log", "--roots", rootPEM); code != 0 {
+		t.Fatalf("log init: %s", errs)
+	}
+	logURL := "http://" + startChild(t, "log", "serve", "--data", logDir, "--listen", "127.0.0.1:0", "--sorted-interval", "100ms").waitLine(t, "listening ")
+	var files []string
+	for i := range 2 {
+		l, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"sorted.cli.test"}})
+		f := filepath.Join(dir, "chain"+string(rune('0'+i))+".pem")
+		writePEM(t, f, "CERTIFICATE", l.Chain...)
+		files = append(files, f)
+	}
+	if code, _, errs := runCLI(t, append([]string{"log", "add", "--url", logURL}, files...)...); code != 0 {
+		t.Fatalf("log add: %s", errs)
+	}
+	var head string
+	for i := 0; i < 100 && !strings.Contains(head, "\nlog sorted.cli.test/log 2 "); i++ {
+		time.Sleep(50 * time.Millisecond)
+		resp, err := http.Get(logURL + "/pkie/sorted/head")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		head = string(b)
+	}
+	if !strings.Contains(head, "\nsize 2\n") {
+		t.Fatalf("the log's sorted tree never covered its 2 entries:\n%s", head)
+	}
+	code, out, errs := runCLI(t, "ct", "audit-mirror", "--mirror", logURL+"/pkie/sorted", "--mirror-key", "@"+filepath.Join(logDir, "head.pub"),
+		"--log", logURL, "--log-key", "@"+filepath.Join(logDir, "log.pub"))
+	if code != ExitOK || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("audit of the log's own sorted tree: exit %d %s %s", code, out, errs)
 	}
 }

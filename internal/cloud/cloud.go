@@ -316,6 +316,9 @@ func New(cfg Config) (*Cloud, error) {
 		c.provers[id] = h
 		c.ids = append(c.ids, id)
 		c.m.addHealth(h.name, func() bool { return h.health() == nil })
+		if rc, ok := p.(refusalCounter); ok {
+			c.m.addRefusals(h.name, rc.RefusedSyncs)
+		}
 	}
 	slices.Sort(c.ids)
 	return c, nil

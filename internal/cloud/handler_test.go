@@ -596,6 +596,7 @@ func TestHTTP(t *testing.T) {
 		`pkie_cloud_submissions_total{outcome="accepted"} 1`,
 		`pkie_cloud_clients 1`,
 		`pkie_cloud_handler_duration_seconds_count 1`,
+		`pkie_cloud_pkie_refused_syncs_total{pkie="0xff02"} 3`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -623,6 +624,10 @@ func (s *sickSigner) Health() error {
 	}
 	return nil
 }
+
+// RefusedSyncs makes sickSigner a prover that counts refused syncs, as the
+// ct prover of a mirrored log does.
+func (s *sickSigner) RefusedSyncs() uint64 { return 3 }
 
 // counterValue reads a counter without pulling in prometheus/testutil's
 // dependencies.

@@ -89,6 +89,19 @@ func (m *metrics) addHealth(name string, healthy func() bool) {
 	}))
 }
 
+// refusalCounter is a prover that counts the syncs it refused because its
+// TTP went back on what was verified (the ct prover of a mirrored log:
+// forks, rollbacks, bad signatures, entries not matching).
+type refusalCounter interface{ RefusedSyncs() uint64 }
+
+// addRefusals exports one hosted enhancement's refused syncs.
+func (m *metrics) addRefusals(name string, refused func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "pkie_cloud_pkie_refused_syncs_total", Help: "Syncs the enhancement's prover refused because its TTP went back on what was verified (a fork, a rollback, a bad signature, entries not matching): alert on any.",
+		ConstLabels: prometheus.Labels{"pkie": name},
+	}, func() float64 { return float64(refused()) }))
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }

@@ -2,6 +2,8 @@ package ctfollow
 
 import (
 	"context"
+	"encoding/hex"
+	"log/slog"
 	"testing"
 
 	"github.com/pkie/pkie/internal/ctwire"
@@ -45,12 +47,16 @@ func BenchmarkSync(b *testing.B) {
 		fetch *Fetchers
 	}{
 		{"http", nil},
-		{"local", &Fetchers{Checkpoint: files.ReadCheckpoint, Tile: files.ReadTile, EntryBundle: fileDataTiles(fx.log.root)}},
+		{"local", &Fetchers{Checkpoint: files.ReadCheckpoint, Tile: files.ReadTile, EntryBundle: fileDataTiles(fx.log.root),
+			Issuer: func(_ context.Context, fp [32]byte) ([]byte, error) {
+				return fx.srv.issuers[hex.EncodeToString(fp[:])], nil
+			}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
-				c := Config{Kind: KindStatic, URL: fx.srv.URL, Key: fx.log.key.vkey, Dir: b.TempDir(), Fetch: tc.fetch}
+				c := Config{Kind: KindStatic, URL: fx.srv.URL, Key: fx.log.key.vkey, Dir: b.TempDir(), Fetch: tc.fetch,
+					Logger: slog.New(slog.DiscardHandler)}
 				f, err := Open(context.Background(), c)
 				if err != nil {
 					b.Fatal(err)

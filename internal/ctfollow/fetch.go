@@ -27,6 +27,7 @@ const (
 	maxAttempts     = 5
 	firstBackoff    = 250 * time.Millisecond
 	maxBackoff      = 10 * time.Second
+	maxRetryAfter   = time.Minute
 	defaultParallel = 8
 )
 
@@ -40,9 +41,9 @@ type httpGetter struct {
 	base *url.URL
 }
 
-// get fetches base+rel, at most max bytes. A 404 wraps fs.ErrNotExist, as
+// get fetches base+rel, at most limit bytes. A 404 wraps fs.ErrNotExist, as
 // Tessera's fetcher functions must.
-func (g *httpGetter) get(ctx context.Context, rel string, max int64) ([]byte, error) {
+func (g *httpGetter) get(ctx context.Context, rel string, limit int64) ([]byte, error) {
 	u, err := g.base.Parse(rel)
 	if err != nil {
 		return nil, fmt.Errorf("ctfollow: URL %q: %w", rel, err)
@@ -60,50 +61,65 @@ func (g *httpGetter) get(ctx context.Context, rel string, max int64) ([]byte, er
 			}
 			backoff = min(2*backoff, maxBackoff)
 		}
-		b, retry, err := g.once(ctx, u.String(), max)
+		b, wait, err := g.once(ctx, u.String(), limit)
 		if err == nil {
 			return b, nil
 		}
 		last = err
-		if !retry || ctx.Err() != nil {
+		if wait < 0 || ctx.Err() != nil {
 			break
 		}
+		// A log that says when to come back (Retry-After on a 429 or
+		// 503) is believed, up to maxRetryAfter.
+		backoff = max(backoff, wait)
 	}
 	return nil, last
 }
 
-func (g *httpGetter) once(ctx context.Context, u string, max int64) (body []byte, retry bool, err error) {
+// retryAfter reads a Retry-After header given in seconds, capped at
+// maxRetryAfter; 0 if absent or in another form.
+func retryAfter(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter)
+}
+
+// once makes one request. wait is negative if the error is not worth
+// retrying, else the least time to wait before retrying.
+func (g *httpGetter) once(ctx context.Context, u string, limit int64) (body []byte, wait time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, false, fmt.Errorf("ctfollow: GET %s: %w", u, err)
+		return nil, -1, fmt.Errorf("ctfollow: GET %s: %w", u, err)
 	}
 	resp, err := g.c.Do(req)
 	if err != nil {
-		return nil, true, fmt.Errorf("ctfollow: GET %s: %w", u, err)
+		return nil, 0, fmt.Errorf("ctfollow: GET %s: %w", u, err)
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusOK:
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, false, fmt.Errorf("ctfollow: GET %s: %s: %w", u, resp.Status, fs.ErrNotExist)
+		return nil, -1, fmt.Errorf("ctfollow: GET %s: %s: %w", u, resp.Status, fs.ErrNotExist)
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return nil, true, fmt.Errorf("ctfollow: GET %s: %s", u, resp.Status)
+		return nil, retryAfter(resp.Header), fmt.Errorf("ctfollow: GET %s: %s", u, resp.Status)
 	default:
-		return nil, false, fmt.Errorf("ctfollow: GET %s: %s", u, resp.Status)
+		return nil, -1, fmt.Errorf("ctfollow: GET %s: %s", u, resp.Status)
 	}
-	if resp.ContentLength > max {
-		return nil, false, fmt.Errorf("ctfollow: GET %s: %d bytes: %w (%d)", u, resp.ContentLength, errTooLarge, max)
+	if resp.ContentLength > limit {
+		return nil, -1, fmt.Errorf("ctfollow: GET %s: %d bytes: %w (%d)", u, resp.ContentLength, errTooLarge, limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, true, fmt.Errorf("ctfollow: GET %s: %w", u, err)
+		return nil, 0, fmt.Errorf("ctfollow: GET %s: %w", u, err)
 	}
-	if int64(len(b)) > max {
-		return nil, false, fmt.Errorf("ctfollow: GET %s: %w (%d bytes)", u, errTooLarge, max)
+	if int64(len(b)) > limit {
+		return nil, -1, fmt.Errorf("ctfollow: GET %s: %w (%d bytes)", u, errTooLarge, limit)
 	}
-	return b, false, nil
+	return b, 0, nil
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
@@ -160,6 +176,9 @@ func ordered[T any](ctx context.Context, n uint64, parallel int, fetch func(ctx 
 		}
 		if r.err != nil {
 			return r.err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if err := use(job, r.v); err != nil {
 			return err

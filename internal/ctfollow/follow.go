@@ -18,15 +18,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -36,10 +30,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pkie/pkie/internal/atomicfile"
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/transparency-dev/formats/log"
-	fnote "github.com/transparency-dev/formats/note"
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -69,7 +61,7 @@ type Config struct {
 	// tile/ are) or an RFC 6962 log's URL (ct/v1/... is appended). Unused
 	// when Fetch is set.
 	URL string
-	// Key is the log's public key, in one of two forms:
+	// Key is the log's public key, ECDSA P-256, in one of two forms:
 	//   - a signed-note verifier key for RFC 6962 note signatures, as
 	//     transparency-dev/formats/note.NewRFC6962Verifier parses it
 	//     ("<name>+<hash>+<base64(0x05 || SPKI)>"); its name is the origin;
@@ -152,21 +144,6 @@ type Follower struct {
 	keysPath string
 }
 
-// stateJSON is the state file's encoding.
-type stateJSON struct {
-	Version    int       `json:"version"`
-	Kind       string    `json:"kind"`
-	Origin     string    `json:"origin"`
-	Checkpoint string    `json:"checkpoint"`
-	Size       uint64    `json:"size"`
-	Root       []byte    `json:"root"`
-	Range      [][]byte  `json:"range"`
-	KeyCount   uint64    `json:"key_count"`
-	Verified   time.Time `json:"verified"`
-}
-
-const stateVersion = 1
-
 // Open opens the follower state in c.Dir, creating it if the directory
 // holds neither a state file nor a keys file. It refuses (StateError) a
 // keys file without a state file, a state file that does not parse, is for
@@ -242,218 +219,14 @@ func newGetter(c Config) (*httpGetter, error) {
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: requestTimeout}
+		// Keep a connection per parallel fetch: the default transport
+		// keeps two idle ones per host, so the rest would be redialled
+		// for every tile.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = c.Parallel
+		hc = &http.Client{Timeout: requestTimeout, Transport: t}
 	}
 	return &httpGetter{c: hc, base: u}, nil
-}
-
-// verifier parses c.Key into the log's checkpoint verifier and origin.
-func verifier(c Config) (note.Verifier, string, error) {
-	key := strings.TrimSpace(c.Key)
-	if key == "" {
-		return nil, "", errors.New("ctfollow: no log key")
-	}
-	var der []byte
-	if b, _ := pem.Decode([]byte(key)); b != nil {
-		if b.Type != "PUBLIC KEY" {
-			return nil, "", fmt.Errorf("ctfollow: log key: PEM block %q, want PUBLIC KEY", b.Type)
-		}
-		der = b.Bytes
-	} else if d, err := base64.StdEncoding.DecodeString(key); err == nil {
-		der = d
-	} else {
-		v, err := fnote.NewRFC6962Verifier(key)
-		if err != nil {
-			return nil, "", fmt.Errorf("ctfollow: log key %q: neither PEM, nor base64 SubjectPublicKeyInfo, nor an RFC 6962 note verifier key: %w", key, err)
-		}
-		if err := requireECDSA(key); err != nil {
-			return nil, "", err
-		}
-		if c.Origin != "" && c.Origin != v.Name() {
-			return nil, "", fmt.Errorf("ctfollow: origin %q but the log key names %q", c.Origin, v.Name())
-		}
-		return guardedVerifier{v}, v.Name(), nil
-	}
-	pub, err := x509.ParsePKIXPublicKey(der)
-	if err != nil {
-		return nil, "", fmt.Errorf("ctfollow: log key: %w", err)
-	}
-	if _, ok := pub.(*ecdsa.PublicKey); !ok {
-		return nil, "", fmt.Errorf("ctfollow: log key is %T: %s", pub, errNotECDSA)
-	}
-	name := c.Origin
-	if name == "" {
-		if c.Kind != KindRFC6962 {
-			return nil, "", errors.New("ctfollow: a static-ct-api log given by its public key needs its origin")
-		}
-		name = c.URL
-	}
-	vkey, err := fnote.RFC6962VerifierString(name, pub)
-	if err != nil {
-		return nil, "", fmt.Errorf("ctfollow: log key for %q: %w", name, err)
-	}
-	v, err := fnote.NewRFC6962Verifier(vkey)
-	if err != nil {
-		return nil, "", fmt.Errorf("ctfollow: log key: %w", err)
-	}
-	if c.Kind == KindRFC6962 && c.Origin != "" && c.Origin != v.Name() {
-		return nil, "", fmt.Errorf("ctfollow: origin %q, want %q for an RFC 6962 log (derived from its URL)", c.Origin, v.Name())
-	}
-	return guardedVerifier{v}, v.Name(), nil
-}
-
-// errNotECDSA explains why only ECDSA log keys are taken: formats/note's
-// RFC 6962 verifier (v0.0.0-20251017110053) accepts an RSA signature
-// exactly when it does not verify (it returns rsa.VerifyPKCS1v15(...) !=
-// nil), so an RSA-keyed log would be followed on forged checkpoints.
-var errNotECDSA = errors.New("only ECDSA log keys are supported (formats/note's RFC 6962 verifier mis-verifies RSA signatures)")
-
-// requireECDSA checks that an RFC 6962 note verifier key holds an ECDSA key.
-func requireECDSA(vkey string) error {
-	parts := strings.SplitN(vkey, "+", 3)
-	if len(parts) != 3 {
-		return fmt.Errorf("ctfollow: log key %q: not a note verifier key", vkey)
-	}
-	raw, err := base64.StdEncoding.DecodeString(parts[2])
-	if err != nil || len(raw) < 2 {
-		return fmt.Errorf("ctfollow: log key %q: bad base64 key", vkey)
-	}
-	pub, err := x509.ParsePKIXPublicKey(raw[1:])
-	if err != nil {
-		return fmt.Errorf("ctfollow: log key %q: %w", vkey, err)
-	}
-	if _, ok := pub.(*ecdsa.PublicKey); !ok {
-		return fmt.Errorf("ctfollow: log key is %T: %w", pub, errNotECDSA)
-	}
-	return nil
-}
-
-// load reads or creates the state in c.Dir.
-func (f *Follower) load() error {
-	dir := f.c.Dir
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("ctfollow: %w", err)
-	}
-	_, kerr := os.Stat(f.keysPath)
-	keysExisted := kerr == nil
-	kf, err := os.OpenFile(f.keysPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("ctfollow: %w", err)
-	}
-	if err := lockKeys(kf); err != nil {
-		kf.Close()
-		return err
-	}
-	if err := f.loadState(keysExisted); err != nil {
-		kf.Close()
-		return err
-	}
-	fi, err := kf.Stat()
-	if err != nil {
-		kf.Close()
-		return fmt.Errorf("ctfollow: %w", err)
-	}
-	want := int64(f.st.KeyCount) * KeySize
-	if fi.Size() < want {
-		kf.Close()
-		return &StateError{Dir: dir, Err: fmt.Errorf("%s holds %d bytes, the state needs %d keys (%d bytes): the keys file was lost or truncated", KeysFile, fi.Size(), f.st.KeyCount, want)}
-	}
-	if fi.Size() > want {
-		f.log.Info("ctfollow: truncating keys an unfinished sync left", "keys", (fi.Size()-want)/KeySize)
-		if err := kf.Truncate(want); err != nil {
-			kf.Close()
-			return fmt.Errorf("ctfollow: %w", err)
-		}
-	}
-	if _, err := kf.Seek(want, io.SeekStart); err != nil {
-		kf.Close()
-		return fmt.Errorf("ctfollow: %w", err)
-	}
-	f.keys = kf
-	return nil
-}
-
-// loadState reads the state file, or writes an empty one if there is
-// none and there was no keys file either.
-func (f *Follower) loadState(keysExisted bool) error {
-	dir := f.c.Dir
-	raw, err := os.ReadFile(filepath.Join(dir, StateFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if keysExisted {
-			return &StateError{Dir: dir, Err: fmt.Errorf("%s exists but %s is missing: the state was lost; move the directory away to start over", KeysFile, StateFile)}
-		}
-		f.st = &State{Origin: f.origin}
-		return f.writeState(f.st)
-	case err != nil:
-		return fmt.Errorf("ctfollow: %w", err)
-	}
-	st, err := f.parseState(raw)
-	if err != nil {
-		return &StateError{Dir: dir, Err: err}
-	}
-	f.st = st
-	return nil
-}
-
-func (f *Follower) parseState(raw []byte) (*State, error) {
-	var j stateJSON
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return nil, fmt.Errorf("%s: %w", StateFile, err)
-	}
-	if j.Version != stateVersion {
-		return nil, fmt.Errorf("%s: version %d, want %d", StateFile, j.Version, stateVersion)
-	}
-	if j.Kind != f.c.Kind || j.Origin != f.origin {
-		return nil, fmt.Errorf("%s is for the %s log %q, not the %s log %q", StateFile, j.Kind, j.Origin, f.c.Kind, f.origin)
-	}
-	st := &State{Origin: j.Origin, Size: j.Size, Root: j.Root, KeyCount: j.KeyCount, Range: j.Range, Verified: j.Verified, Checkpoint: []byte(j.Checkpoint)}
-	r, err := f.rf.NewRange(0, st.Size, st.Range)
-	if err != nil {
-		return nil, fmt.Errorf("%s: compact range: %w", StateFile, err)
-	}
-	if st.Size == 0 {
-		if st.KeyCount != 0 {
-			return nil, fmt.Errorf("%s: keys for an empty tree", StateFile)
-		}
-		if len(st.Checkpoint) == 0 {
-			return st, nil
-		}
-	} else if root, err := r.GetRootHash(nil); err != nil || !bytes.Equal(root, st.Root) {
-		return nil, fmt.Errorf("%s: the compact range does not hash to the root", StateFile)
-	}
-	cp, _, _, err := log.ParseCheckpoint(st.Checkpoint, f.origin, f.v)
-	if err != nil {
-		return nil, fmt.Errorf("%s: the checkpoint does not verify with the configured key: %w", StateFile, err)
-	}
-	if cp.Size != st.Size || (st.Size > 0 && !bytes.Equal(cp.Hash, st.Root)) {
-		return nil, fmt.Errorf("%s: the checkpoint is for size %d, the state for %d", StateFile, cp.Size, st.Size)
-	}
-	if st.KeyCount < st.Size {
-		return nil, fmt.Errorf("%s: %d keys for %d entries", StateFile, st.KeyCount, st.Size)
-	}
-	return st, nil
-}
-
-// writeState persists st atomically.
-func (f *Follower) writeState(st *State) error {
-	j := stateJSON{
-		Version: stateVersion, Kind: f.c.Kind, Origin: f.origin, Checkpoint: string(st.Checkpoint),
-		Size: st.Size, Root: st.Root, Range: st.Range, KeyCount: st.KeyCount, Verified: st.Verified.UTC(),
-	}
-	if j.Range == nil {
-		j.Range = [][]byte{}
-	}
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return fmt.Errorf("ctfollow: %w", err)
-	}
-	if err := atomicfile.WriteFile(filepath.Join(f.c.Dir, StateFile), append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("ctfollow: writing state: %w", err)
-	}
-	return nil
 }
 
 // State returns the last verified state.
@@ -656,18 +429,4 @@ func (f *Follower) ingest(ctx context.Context, old *State, size uint64, root []b
 		return nil, fmt.Errorf("ctfollow: keys file: %w", err)
 	}
 	return &State{Origin: f.origin, Size: size, Root: bytes.Clone(root), KeyCount: keyCount, Range: r.Hashes()}, nil
-}
-
-// guardedVerifier screens signatures before formats/note's RFC 6962
-// verifier sees them: that verifier indexes a signature's first 12 bytes
-// (timestamp, algorithms, length) without checking it has them, so a
-// hostile log's short signature would panic the follower.
-type guardedVerifier struct{ note.Verifier }
-
-// minRFC6962Sig is the timestamp (8), hash and signature algorithms (2)
-// and signature length (2) every RFC 6962 note signature starts with.
-const minRFC6962Sig = 12
-
-func (v guardedVerifier) Verify(msg, sig []byte) bool {
-	return len(sig) >= minRFC6962Sig && v.Verifier.Verify(msg, sig)
 }

@@ -3,6 +3,8 @@ package ctfollow
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -155,6 +157,7 @@ func TestKeyForms(t *testing.T) {
 		{"junk", KindStatic, "not a key", "", false},
 		{"RSA vkey", KindStatic, rsaVKey(t, "ctfollow.test/log"), "", false},
 		{"RSA SPKI", KindRFC6962, rsaSPKI(t), "", false},
+		{"P-384 SPKI", KindStatic, p384SPKI(t), "ctfollow.test/log", false},
 		{"empty", KindStatic, "", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,4 +286,13 @@ func TestFormatsRSAVerifier(t *testing.T) {
 		t.Skipf("formats/note now rejects a junk RSA signature (%v): RSA log keys could be allowed", err)
 	}
 	t.Log("formats/note's RFC 6962 verifier accepted a junk RSA signature: RSA keys stay refused")
+}
+
+func p384SPKI(t *testing.T) string {
+	k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(k.Public())
+	return base64.StdEncoding.EncodeToString(der)
 }

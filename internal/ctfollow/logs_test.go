@@ -358,6 +358,10 @@ func (s *logServer) serve(w http.ResponseWriter, r *http.Request) {
 			err = nil
 		}
 	}
+	if string(b) == unavailableMarker {
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
 	if string(b) == hugeMarker {
 		w.Header().Set("Content-Length", strconv.Itoa(1<<30))
 		w.WriteHeader(http.StatusOK)
@@ -449,6 +453,10 @@ func (s *logServer) rfc6962(ctx context.Context, l *testLog, method string, r *h
 // hugeMarker, returned by a tamper function, makes the server announce a
 // 1 GiB body.
 const hugeMarker = "HUGE"
+
+// unavailableMarker, returned by a tamper function, makes the server
+// answer 503.
+const unavailableMarker = "UNAVAILABLE"
 
 func mustVerifier(vkey string) note.Verifier {
 	v, err := fnote.NewRFC6962Verifier(vkey)

@@ -179,8 +179,9 @@ func certTBS(der []byte) ([]byte, error) {
 // removeSCTList returns tbs with its embedded SCT list extension removed,
 // every other byte kept, and whether it had one. More than one SCT list
 // extension is an error, as RFC 5280 forbids repeating an extension. If the
-// SCT list was the only extension the extensions field goes too, as an
-// encoder of the precertificate's TBSCertificate leaves out an empty one.
+// SCT list was the only extension an empty extensions field stays, as
+// certificate-transparency-go's precertificate TBSCertificate (which logs
+// record, and its RemoveSCTList) keeps it.
 func removeSCTList(tbs []byte) ([]byte, bool, error) {
 	s := cryptobyte.String(tbs)
 	var body cryptobyte.String
@@ -188,51 +189,49 @@ func removeSCTList(tbs []byte) ([]byte, bool, error) {
 		return nil, false, errors.New("malformed TBSCertificate")
 	}
 	extTag := asn1.Tag(3).Constructed().ContextSpecific()
-	var out cryptobyte.Builder
+	// First find the extensions (the last field) and the SCT list in
+	// them; most certificates a mirror reads have none, and are not
+	// rebuilt.
+	var before []cryptobyte.String
+	var kept [][]byte
 	found := false
-	var err error
-	out.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
-		for !body.Empty() {
-			var elem cryptobyte.String
-			var tag asn1.Tag
-			if !body.ReadAnyASN1Element(&elem, &tag) {
-				err = errors.New("malformed TBSCertificate field")
-				return
-			}
-			if tag != extTag {
-				b.AddBytes(elem)
-				continue
-			}
-			if !body.Empty() {
-				err = errors.New("malformed TBSCertificate: data after the extensions")
-				return
-			}
-			var kept [][]byte
-			kept, found, err = withoutSCTList(elem)
-			if err != nil {
-				return
-			}
-			if len(kept) == 0 {
-				return
-			}
-			b.AddASN1(extTag, func(b *cryptobyte.Builder) {
-				b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
-					for _, k := range kept {
-						b.AddBytes(k)
-					}
-				})
-			})
+	for !body.Empty() {
+		var elem cryptobyte.String
+		var tag asn1.Tag
+		if !body.ReadAnyASN1Element(&elem, &tag) {
+			return nil, false, errors.New("malformed TBSCertificate field")
 		}
-	})
-	if err != nil {
-		return nil, false, err
+		if tag != extTag {
+			before = append(before, elem)
+			continue
+		}
+		if !body.Empty() {
+			return nil, false, errors.New("malformed TBSCertificate: data after the extensions")
+		}
+		var err error
+		if kept, found, err = withoutSCTList(elem); err != nil {
+			return nil, false, err
+		}
 	}
 	if !found {
 		return tbs, false, nil
 	}
-	r, berr := out.Bytes()
-	if berr != nil {
-		return nil, false, fmt.Errorf("re-encoding TBSCertificate: %w", berr)
+	var out cryptobyte.Builder
+	out.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		for _, e := range before {
+			b.AddBytes(e)
+		}
+		b.AddASN1(extTag, func(b *cryptobyte.Builder) {
+			b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
+				for _, k := range kept {
+					b.AddBytes(k)
+				}
+			})
+		})
+	})
+	r, err := out.Bytes()
+	if err != nil {
+		return nil, false, fmt.Errorf("re-encoding TBSCertificate: %w", err)
 	}
 	return r, true, nil
 }

@@ -173,3 +173,38 @@ func FuzzChainKey(f *testing.F) {
 		HasEmbeddedSCTs(leaf)
 	})
 }
+
+// TestRemoveSCTListEdges: an SCT list that is the only extension leaves an
+// empty extensions field, as ct-go's precertificate TBSCertificate (what
+// logs record) does; two SCT lists are an error.
+func TestRemoveSCTListEdges(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	issue := func(exts ...pkix.Extension) []byte {
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "bare"},
+			NotBefore: testNotBef, NotAfter: testNotBef.AddDate(0, 1, 0), ExtraExtensions: exts}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der
+	}
+	null, _ := asn1.Marshal(asn1.NullRawValue)
+	list, _ := asn1.Marshal([]byte{0, 0})
+	pre, err := ctx509.ParseCertificate(issue(pkix.Extension{Id: oidPoison, Critical: true, Value: null}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ctx509.BuildPrecertTBS(pre.RawTBSCertificate, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbs, _ := certTBS(issue(pkix.Extension{Id: oidSCTs, Value: list}))
+	got, found, err := removeSCTList(tbs)
+	if err != nil || !found || !bytes.Equal(got, want) {
+		t.Fatalf("removeSCTList = found %v, %v; equal to ct-go's precert TBS: %v\n%x\n%x", found, err, bytes.Equal(got, want), got, want)
+	}
+	tbs, _ = certTBS(issue(pkix.Extension{Id: oidSCTs, Value: list}, pkix.Extension{Id: oidSCTs, Value: list}))
+	if _, _, err := removeSCTList(tbs); err == nil {
+		t.Fatal("two SCT list extensions accepted")
+	}
+}

@@ -23,9 +23,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pkie/pkie/internal/cli/command"
+	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/httplimit"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	rootstore "github.com/pkie/pkie/internal/roots"
 )
 
@@ -130,8 +132,12 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	bodyTimeout := fs.Duration("body-timeout", httplimit.DefaultBodyTimeout, "time an add-chain body may take to arrive, plus 1 s per 64 KiB")
 	conns := connFlags(fs)
 	asJSON := fs.Bool("json", false, "print the startup information (address, origin, verifier key, data directory) as one JSON line, and the logs as JSON")
+	sortedEvery := fs.Duration("sorted-interval", 30*time.Second, "how often the sorted tree of the log's certificates (served under /pkie/sorted/) follows the log and its head is signed again; keep it well below clients' maximum head age")
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if *sortedEvery <= 0 {
+		return command.UsageError("--sorted-interval must be positive")
 	}
 	policy, err := logPolicy(*notAfterStart, *notAfterLimit, *rejectExpired, *eku)
 	if err != nil {
@@ -174,10 +180,22 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 		return err
 	}
 	defer closeLog()
-	// The place where pkie's sorted tree of the log's certificates will be
-	// mounted (HandlerOptions.Extension, under /pkie/): not yet.
-	var sortedTree http.Handler
-	opts.Extension = sortedTree
+	// pkie's sorted tree of the log's certificates, under /pkie/sorted/:
+	// the same follower and mirror a prover runs over any log, reading
+	// this one through its Reader and signing with the log's head key.
+	r := l.Reader()
+	sorted, err := ctprover.OpenMirror(ctx, ctprover.MirrorConfig{LogKey: l.VerifierKey(),
+		Fetch:         &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer},
+		MirrorKeyFile: filepath.Join(*data, ctlog.HeadKeyFile), Dir: filepath.Join(*data, SortedDir), Interval: *sortedEvery, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer sorted.Close()
+	if _, err := sorted.Sync(ctx); err != nil {
+		return fmt.Errorf("the sorted tree of the log's certificates: %w", err)
+	}
+	go sorted.Run(ctx)
+	opts.Extension = http.StripPrefix(SortedPath, sorted.Handler())
 	srv := ctlog.NewHTTPServer(l.Handler(opts.HandlerOptions))
 	go func() { <-ctx.Done(); srv.Close() }()
 	storage := filepath.Join(*data, ctlog.TilesDir)
@@ -200,6 +218,14 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	logStopped(logger, "log", ctx)
 	return nil
 }
+
+// Where pkie log serve keeps and serves the sorted tree of the log's
+// certificates: SortedDir in the log's data directory (the follower's and
+// the mirror's state), SortedPath on its HTTP server (head, tree, healthz).
+const (
+	SortedDir  = "sorted"
+	SortedPath = "/pkie/sorted"
+)
 
 // routeStderr runs open with the process's stderr replaced by a pipe whose
 // lines go to logger, and returns a function that closes the pipe and

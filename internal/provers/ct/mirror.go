@@ -207,8 +207,10 @@ func (m *Mirror) Health() error {
 	return nil
 }
 
-// Head returns the last signed head, or nil.
-func (m *Mirror) Head() []byte {
+// SignedHead returns the last signed head, or nil. (Not Head: a cloud
+// hands a prover's Head to peer replicas as its TTP's statement, and this
+// head is the mirror's own.)
+func (m *Mirror) SignedHead() []byte {
 	msg, _ := m.m.Head()
 	return msg
 }
