@@ -74,8 +74,9 @@ type BuildFileOptions struct {
 // file needs no room beyond the result), and every stored level hashed
 // straight into the mapping. Its heap stays at a few megabytes; its
 // resident set peaks near the size of the file (32 bytes a key, and 1/64
-// of that for the stored levels) while it sorts, plus the pages of Base it
-// reads while merging.
+// of that for the stored levels) while it sorts or hashes. While it merges
+// it drops the pages of both files it is done with (MADV_DONTNEED every
+// 64 MiB), so that a merge with a Base as large does not hold both.
 //
 // Like WriteFile it writes a temporary file in the same directory, syncs
 // it and renames it into place, so a reader never sees half a tree. It
@@ -174,7 +175,22 @@ func BuildFile(ctx context.Context, path, keysPath string, first, count uint64, 
 	keys := added
 	if old > 0 {
 		stage(StageMerge)
-		keys = mergeInPlace(region[:old+uint64(len(added))], base)
+		// Drop the pages merged so far from this process's resident set as
+		// it goes, in both files: both are shared file mappings, so the
+		// data stays in the page cache (and goes to disk), and a merge of
+		// two 100-million-key files does not hold both resident at once.
+		var baseMM []byte
+		if opts.Base != nil {
+			baseMM = opts.Base.mm
+		}
+		var doneDst, doneBase int
+		release := func(k, i int) {
+			doneDst = dropPages(mm, fileHeader+doneDst*HashSize, fileHeader+k*HashSize, doneDst, k)
+			if baseMM != nil {
+				doneBase = dropPages(baseMM, fileHeader+doneBase*HashSize, fileHeader+i*HashSize, doneBase, i)
+			}
+		}
+		keys = mergeInPlace(region[:old+uint64(len(added))], base, release)
 		if err := ctx.Err(); err != nil {
 			return stats, err
 		}
@@ -264,9 +280,15 @@ func fileSize(n uint64) uint64 {
 // the new keys it writes position a+b, and the next unread new key is at
 // len(base)+b, never below it, so no key is overwritten before it is read.
 // A key in both is written once; the merged keys, dst[:k], are returned.
-func mergeInPlace(dst, base [][32]byte) [][32]byte {
+//
+// release, if not nil, is called every releaseEvery keys written with the
+// number written (k) and taken from base (i): what is below is done with.
+func mergeInPlace(dst, base [][32]byte, release func(k, i int)) [][32]byte {
 	i, j, k := 0, len(base), 0
 	for i < len(base) && j < len(dst) {
+		if release != nil && k%releaseEvery == 0 {
+			release(k, i)
+		}
 		switch c := compareKeys(&base[i], &dst[j]); {
 		case c < 0:
 			dst[k] = base[i]
@@ -290,6 +312,26 @@ func mergeInPlace(dst, base [][32]byte) [][32]byte {
 		k++
 	}
 	return dst[:k]
+}
+
+// releaseEvery is how many keys a merge writes between two releases of
+// the pages it is done with: 64 MiB. A variable for tests.
+var releaseEvery = 1 << 21
+
+// dropPages advises the kernel that the whole pages of mm in [from, to)
+// will not be needed (MADV_DONTNEED: for a shared file mapping the data
+// stays in the page cache; only this process's resident set shrinks), and
+// returns next if it did, done otherwise (nothing whole to drop yet). It is
+// a hint: an error is ignored.
+func dropPages(mm []byte, from, to, done, next int) int {
+	page := os.Getpagesize()
+	lo := (from + page - 1) / page * page
+	hi := to / page * page
+	if hi <= lo || hi > len(mm) {
+		return done
+	}
+	syscall.Madvise(mm[lo:hi], syscall.MADV_DONTNEED)
+	return next
 }
 
 // reduceInto computes into up the level above lv.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -78,6 +79,10 @@ func TestBuildFileEqualsBuild(t *testing.T) {
 // build of all the keys at once, whether the new keys overlap the base's
 // or not; only the keys from first on are read.
 func TestBuildFileMerge(t *testing.T) {
+	// Release merged pages every 1,000 keys, so that the merges below
+	// drop pages of both files many times while they run.
+	defer func(n int) { releaseEvery = n }(releaseEvery)
+	releaseEvery = 1000
 	for _, tc := range []struct{ old, add int }{{0, 5}, {5, 0}, {1000, 1}, {1000, 3000}, {200000, 5000}} {
 		all := someKeys("m", tc.old+tc.add)
 		// Overlap: some new keys repeat old ones.
@@ -146,4 +151,41 @@ func BenchmarkBuildFile100k(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestBuildFileScale builds a tree of $PKIE_BUILDFILE_KEYS keys (SHA-256
+// of their index) from a keys file in $PKIE_BUILDFILE_DIR and logs the
+// time of each stage; skipped unless both are set. Run it under
+// /usr/bin/time -v for the peak resident set (docs/formats/ct-mirror.md).
+func TestBuildFileScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("PKIE_BUILDFILE_KEYS"))
+	dir := os.Getenv("PKIE_BUILDFILE_DIR")
+	if n <= 0 || dir == "" {
+		t.Skip("set PKIE_BUILDFILE_KEYS and PKIE_BUILDFILE_DIR")
+	}
+	src := filepath.Join(dir, "keys")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 1<<20)
+	var b [8]byte
+	for i := 0; i < n; i++ {
+		binary.BigEndian.PutUint64(b[:], uint64(i))
+		h := sha256.Sum256(b[:])
+		buf = append(buf, h[:]...)
+		if len(buf) == cap(buf) {
+			f.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	f.Write(buf)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := BuildFile(context.Background(), filepath.Join(dir, "scale.tree"), src, 0, uint64(n), BuildFileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d keys in %v: %+v", st.Keys, st.Duration, st.Stages)
 }

@@ -436,3 +436,80 @@ func TestMirrorHTTPAndAudit(t *testing.T) {
 		t.Fatalf("audit with another mirror key: %v", err)
 	}
 }
+
+// TestMirrorRefusesFork: a checkpoint the log's key signed, of the size of
+// the one the mirror's head is bound to but with another root (a forked
+// log: a copy of it under the same key that took other entries), is
+// refused with ErrFork and the head kept.
+func TestMirrorRefusesFork(t *testing.T) {
+	ctx := context.Background()
+	p := newPKI(t)
+	dir := t.TempDir()
+	ldir, fdir := filepath.Join(dir, "log"), filepath.Join(dir, "fork")
+	if _, err := ctlog.Init(ctx, ldir, logOrigin, ctlog.InitOptions{Roots: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.root.Raw})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(fdir, os.DirFS(ldir)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(fdir, ctlog.KeyFile), 0o600)
+	os.Chmod(filepath.Join(fdir, ctlog.HeadKeyFile), 0o600)
+	os.Chmod(filepath.Join(fdir, ctlog.StateFile), 0o600)
+	snap := func(sub string, chain [][]byte) Snapshot {
+		l, err := ctlog.Open(ctx, filepath.Join(dir, sub), ctlog.Options{BatchMaxAge: 10 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if _, err := l.AddChain(ctx, chain, false); err != nil {
+			t.Fatal(err)
+		}
+		r := l.Reader()
+		f, err := ctfollow.Open(ctx, ctfollow.Config{Kind: ctfollow.KindStatic, Key: l.VerifierKey(), Dir: filepath.Join(dir, sub+"-follow"),
+			Fetch: &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for i := 0; i < 100; i++ {
+			st, err := f.Sync(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size == 1 {
+				return Snapshot{Checkpoint: st.Checkpoint, KeysPath: f.KeysPath(), KeyCount: st.KeyCount}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("the log never reached 1 entry")
+		return Snapshot{}
+	}
+	honest, forked := snap("log", p.leaf(t, "a.test")), snap("fork", p.leaf(t, "b.test"))
+	if _, err := GenerateKey(dir, "mirror.pkie.test/ct"); err != nil {
+		t.Fatal(err)
+	}
+	s, v, err := ReadKey(filepath.Join(dir, KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkey, _ := os.ReadFile(filepath.Join(ldir, ctlog.PubFile))
+	lv, err := checkpoint.NewLogVerifier(string(vkey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(Config{Dir: filepath.Join(dir, "mirror"), Signer: s, Verifier: v, LogKey: lv, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Update(ctx, honest); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := m.Head()
+	if _, err := m.Update(ctx, forked); !errors.Is(err, ErrFork) {
+		t.Fatalf("a forked checkpoint of the same size: %v, want ErrFork", err)
+	}
+	if after, _ := m.Head(); string(after) != string(before) {
+		t.Fatal("the refused fork changed the head")
+	}
+}
