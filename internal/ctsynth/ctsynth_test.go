@@ -15,6 +15,7 @@ import (
 
 	ctx509 "github.com/google/certificate-transparency-go/x509"
 	tnote "github.com/transparency-dev/formats/note"
+	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/tessera/client"
@@ -167,10 +168,29 @@ func TestTesseraClient(t *testing.T) {
 			t.Errorf("entry %d: %v", i, err)
 		}
 	}
-	// Consistency between an earlier size and the full tree also checks
-	// the stored interior tiles.
-	if _, err := pb.ConsistencyProof(t.Context(), 70000, n); err != nil {
+	// Consistency between an earlier size and the full tree, from the
+	// stored interior tiles, against the earlier tree's root recomputed
+	// from the entries.
+	const m = 70000
+	cp1, err := pb.ConsistencyProof(t.Context(), m, n)
+	if err != nil {
 		t.Fatal(err)
+	}
+	rf := compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
+	cr := rf.NewEmptyRange(0)
+	for i := range uint64(m) {
+		b, ts := AppendTileLeaf(nil, i)
+		h := LeafHash(b[:ts])
+		if err := cr.Append(h[:], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root1, err := cr.GetRootHash(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, m, cp.Size, cp1, root1, cp.Hash); err != nil {
+		t.Errorf("consistency %d → %d: %v", m, cp.Size, err)
 	}
 }
 
