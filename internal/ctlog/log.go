@@ -131,7 +131,7 @@ func Open(ctx context.Context, dir string, o Options) (_ *Log, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l.signer = &guardedSigner{cs: cs, path: filepath.Join(dir, StateFile), last: last}
+	l.signer = &guardedSigner{cs: cs, path: filepath.Join(dir, StateFile), last: last, clock: time.Now, sleep: time.Sleep}
 
 	bctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
@@ -188,7 +188,16 @@ func Open(ctx context.Context, dir string, o Options) (_ *Log, err error) {
 			interval = time.Second
 		}
 	}
-	opts.WithCheckpointInterval(interval)
+	tick := interval
+	if l.posixDir != "" && interval/2 >= posixMinCheckpointInterval {
+		// Tessera's POSIX publisher waits a whole CheckpointInterval after
+		// any call too soon after its last publication; at half the
+		// log's interval, with the signer pacing checkpoints to the
+		// interval, a grown tree waits at most one (guardedSigner.pace).
+		tick = interval / 2
+		l.signer.spacing = interval
+	}
+	opts.WithCheckpointInterval(tick)
 	a, shutdown, r, err := tessera.NewAppender(bctx, driver, opts)
 	if err != nil {
 		return nil, fmt.Errorf("ctlog: opening the storage: %w", err)
@@ -208,6 +217,10 @@ func Open(ctx context.Context, dir string, o Options) (_ *Log, err error) {
 	l.hashes = &hashIndex{max: uint64(maxIdx), m: map[[32]byte]uint64{}}
 	return l, nil
 }
+
+// posixMinCheckpointInterval is the least CheckpointInterval Tessera's
+// POSIX storage accepts.
+const posixMinCheckpointInterval = 100 * time.Millisecond
 
 // openMySQL opens the database and creates Tessera's tables and the
 // issuers table if they are missing.

@@ -39,13 +39,24 @@ type signedHead struct {
 // log signed (a consistency proof from the storage's tiles, verified
 // against both roots) and records the new checkpoint in StateFile, synced:
 // a checkpoint is never published that StateFile does not hold.
+//
+// It also paces the checkpoints: with spacing set, it signs no sooner than
+// spacing after its previous signature, waiting for the rest if asked
+// sooner (see pace).
 type guardedSigner struct {
 	cs    *checkpointSigner
 	path  string
 	tiles atomic.Pointer[client.TileFetcherFunc] // set once Tessera's reader exists
 
-	mu   sync.Mutex
-	last signedHead
+	// spacing is the least time between two signatures; zero: none.
+	spacing time.Duration
+	// clock and sleep are time.Now and time.Sleep (tests replace them).
+	clock func() time.Time
+	sleep func(time.Duration)
+
+	mu     sync.Mutex
+	last   signedHead
+	signed time.Time // when this process last signed (clock), zero before
 }
 
 func (g *guardedSigner) Name() string    { return g.cs.Name() }
@@ -59,6 +70,7 @@ func (g *guardedSigner) Sign(msg []byte) ([]byte, error) {
 	root := cp.root()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.pace()
 	if err := g.extends(context.Background(), cp.Size, root); err != nil {
 		return nil, err
 	}
@@ -73,7 +85,33 @@ func (g *guardedSigner) Sign(msg []byte) ([]byte, error) {
 		return nil, fmt.Errorf("ctlog: recording the checkpoint before publishing it: %w", err)
 	}
 	g.last = signedHead{size: cp.Size, root: root, ts: ts, note: n}
+	if g.spacing > 0 {
+		g.signed = g.clock()
+	}
 	return sig, nil
+}
+
+// pace waits until spacing has passed since the previous signature.
+//
+// Why: Tessera's POSIX publisher, woken by a newly integrated batch less
+// than its CheckpointInterval after the last publication, skips it and
+// sleeps a whole interval more before it looks again, so an entry
+// integrated just after a checkpoint waited up to two intervals for the
+// next one (and add-chain with it). Open therefore runs that publisher at
+// half the log's interval, and the signer holds each checkpoint until the
+// log's interval has passed: a grown tree is published at the later of
+// its integration and one interval after the previous checkpoint, and
+// checkpoints still come at most once an interval. The wait is at most
+// spacing (half of it when Tessera calls at half the interval), during
+// which Tessera holds only its publication lock: sequencing and
+// integration go on.
+func (g *guardedSigner) pace() {
+	if g.spacing <= 0 || g.signed.IsZero() {
+		return
+	}
+	if d := g.spacing - g.clock().Sub(g.signed); d > 0 {
+		g.sleep(min(d, g.spacing))
+	}
 }
 
 // extends checks that the tree of size and root extends g.last.
