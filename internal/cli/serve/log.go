@@ -125,7 +125,7 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	notAfterLimit := fs.String("not-after-limit", "", "accept only leaves expiring before this time (RFC 3339): a temporal shard's end")
 	rejectExpired := fs.Bool("reject-expired", false, "refuse leaves that have expired")
 	eku := fs.String("eku", "any", "extended key usage a leaf must carry: any, or serverAuth")
-	checkpointEvery := fs.Duration("checkpoint-interval", 0, "how often a grown tree gets a new checkpoint, and so how long add-chain waits at most (0: 200ms, 1s with --mysql)")
+	checkpointEvery := fs.Duration("checkpoint-interval", 0, "how often a grown tree gets a new checkpoint: on POSIX storage add-chain waits about this long at most, on MySQL up to twice it (0: 200ms, 1s with --mysql)")
 	maxInFlight := fs.Int("max-in-flight", 64, "read requests (checkpoint, tiles, issuers, RFC 6962 reads) handled at once; more get 503")
 	maxAddChain := fs.Int("max-add-chain", 64, "add-chain and add-pre-chain requests handled at once, apart from reads; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of each of those (0: a quarter)")
