@@ -17,7 +17,7 @@ import (
 func TestHeadlineNamesTheCause(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 0)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.ca}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,15 +72,15 @@ func mustVerifier(t *testing.T, reg *pkie.Registry, name string, config json.Raw
 func TestVerifiersInVerdict(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 0)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ttp.Close()
 	// A man in the middle with a certificate from a CA the client trusts
 	// (a mis-issuance): CA validation passes, the cloud's notary, probing
 	// from its own path, sees the real one.
 	rogue, _ := testbed.NewRootCA("Rogue but trusted CA", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.ca, rogue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
 	mitm, err := testbed.StartMitM(rogue, w.honest)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestVerifiersInVerdict(t *testing.T) {
 	}
 	reg := builtin.Registry()
 	env := func() pkie.ProverEnv { return pkie.ProverEnv{DataDir: t.TempDir()} }
-	ctP, err := ctprover.NewProver(ctx, env(), ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, env(), ttp.CTProverConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestVerifiersInVerdict(t *testing.T) {
 	defer notP.Close()
 	src := &provers{ps: map[pkie.ID]pkie.Prover{pkie.CT: ctP, pkie.Revocation: revP, pkie.Notary: notP}}
 	verifiers := []pkie.Verifier{
-		mustVerifier(t, reg, "ct", ct.VerifierConfig{Key: ttp.LogKey}.JSON()),
+		mustVerifier(t, reg, "ct", ttp.CTVerifierConfig().JSON()),
 		mustVerifier(t, reg, "revocation", pkierev.VerifierConfig{Key: ttp.RevocationKey}.JSON()),
 		mustVerifier(t, reg, "notary", pkienotary.VerifierConfig{Key: notP.PublicKey()}.JSON()),
 	}
@@ -154,7 +154,7 @@ func TestVerifiersInVerdict(t *testing.T) {
 				t.Errorf("proof source asked %d times for one check, want once for all", n)
 			}
 			for name, want := range map[string]string{
-				"ct":         "logged: in the sorted tree under pkie.test/log's head signed",
+				"ct":         "logged: in the sorted tree under pkie.test/mirror's head signed",
 				"revocation": "not revoked: absent under pkie.test/revocation's head signed",
 				"notary":     `notary "cloud notary" sees the same certificate`,
 			} {
@@ -216,7 +216,7 @@ func TestProofSourceFailures(t *testing.T) {
 	cfg := w.config(t, w.honest)
 	cfg.CachePath = ""
 	cfg.Verifiers = []pkie.Verifier{
-		mustVerifier(t, reg, "ct", ct.VerifierConfig{Key: ttp.LogKey}.JSON()),
+		mustVerifier(t, reg, "ct", ttp.CTVerifierConfig().JSON()),
 		mustVerifier(t, reg, "revocation", pkierev.VerifierConfig{Key: ttp.RevocationKey}.JSON()),
 	}
 	cfg.Proofs = busy

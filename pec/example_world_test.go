@@ -56,11 +56,11 @@ func startExampleWorld() *exampleWorld {
 		}
 	}
 	w := &exampleWorld{addr: map[string]string{}}
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{})
+	root, err := testbed.NewRootCA("Example Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Roots: []*testbed.CA{root}})
 	must(err)
 	w.closers = append(w.closers, ttp.Close)
 	w.logKey, w.revocationKey = ttp.LogKey, ttp.RevocationKey
-	root, err := testbed.NewRootCA("Example Root", testbed.ECDSAP256)
 	must(err)
 	ca, err := root.NewIntermediate("Example CA", testbed.ECDSAP256)
 	must(err)

@@ -41,7 +41,7 @@ func TestCheckRequireProofs(t *testing.T) {
 	}
 	roots := filepath.Join(t.TempDir(), "roots.pem")
 	os.WriteFile(roots, ca.PEM(), 0o644)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{ca}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,15 +86,15 @@ func startPECProxy(t *testing.T, args ...string) (string, func() string) {
 // a revoked certificate behind another proxy is refused.
 func TestPECProxy(t *testing.T) {
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("PEC Proxy Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("PEC Proxy CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)

@@ -50,11 +50,11 @@ func newForkWorld(t *testing.T) *forkWorld {
 	ctx := context.Background()
 	w := &forkWorld{raDir: filepath.Join(t.TempDir(), "ra")}
 	var err error
-	if w.ttp, err = testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()}); err != nil {
+	w.root, _ = testbed.NewRootCA("Fork Root", testbed.ECDSAP256)
+	if w.ttp, err = testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.root}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.ttp.Close() })
-	w.root, _ = testbed.NewRootCA("Fork Root", testbed.ECDSAP256)
 	if w.leaf, err = w.root.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func (w *forkWorld) fork(t *testing.T) {
 
 func (w *forkWorld) pkies() []cloud.PKIEConfig {
 	return []cloud.PKIEConfig{
-		{Name: "ct", Config: ctprover.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey}.JSON()},
+		{Name: "ct", Config: w.ttp.CTProverConfig().JSON()},
 		{Name: "revocation", Config: revprover.ProverConfig{AuthorityURL: w.raURL, AuthorityKey: w.raKey}.JSON()},
 	}
 }
@@ -197,7 +197,7 @@ func (w *forkWorld) verify(t *testing.T, p *pecwire.Proof) pkie.Assertion {
 	var err error
 	switch p.ID {
 	case pkie.CT:
-		v, err = ct.NewVerifierFrom(ct.VerifierConfig{Key: w.ttp.LogKey})
+		v, err = ct.NewVerifierFrom(w.ttp.CTVerifierConfig())
 	case pkie.Revocation:
 		v, err = revocation.NewVerifierFrom(revocation.VerifierConfig{Key: w.raKey})
 	}

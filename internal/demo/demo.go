@@ -100,7 +100,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	defer os.RemoveAll(dir)
 
 	fmt.Fprintf(progress, "starting a CT log, a revocation authority and a PEC cloud proving against both …\n")
-	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Dir: filepath.Join(dir, "ttps")})
+	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Dir: filepath.Join(dir, "ttps"), Roots: []*testbed.CA{tp.Root}})
 	if err != nil {
 		return nil, err
 	}

@@ -42,15 +42,15 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	clk := newClock()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("Proof Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Now: clk.Now, Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("Proof CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)

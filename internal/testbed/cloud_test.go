@@ -39,7 +39,7 @@ func newCloudWorld(t *testing.T) *cloudWorld {
 			t.Fatal(err)
 		}
 	}
-	if w.ttps, err = StartTTPs(TTPOptions{}); err != nil {
+	if w.ttps, err = StartTTPs(TTPOptions{Roots: []*CA{w.root}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.ttps.Close() })

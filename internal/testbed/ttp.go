@@ -32,8 +32,9 @@ type TTPOptions struct {
 	// empty means a temporary directory removed on Close.
 	Dir string
 	// Roots are the CAs whose roots the CT log accepts chains to (each
-	// CA's Root is taken), as a real log's roots file lists them: a chain
-	// to no accepted root is refused by LogChain. At least one.
+	// CA's Root is taken), as a real log's roots file lists them: LogChain
+	// refuses a chain to any other root. Empty means a root of the TTPs'
+	// own that issues nothing, for tests that log nothing.
 	Roots []*CA
 	// Now is every party's clock (log, mirror, authority, provers); nil
 	// means time.Now. Tests move it to make roots stale.
@@ -82,7 +83,11 @@ func StartTTPs(o TTPOptions) (_ *TTPs, err error) {
 	}()
 	ctx := context.Background()
 	if len(o.Roots) == 0 {
-		return nil, errors.New("testbed: TTPOptions.Roots is empty: the CT log accepts chains to its roots only")
+		own, err := NewRootCA("pkie testbed CT log root", ECDSAP256)
+		if err != nil {
+			return nil, err
+		}
+		o.Roots = []*CA{own}
 	}
 	var roots []byte
 	for _, ca := range o.Roots {

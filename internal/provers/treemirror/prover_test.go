@@ -22,12 +22,12 @@ import (
 // unhealthy when the clients start failing, and not before.
 func TestHealth(t *testing.T) {
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("Health Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Health Root", testbed.ECDSAP256)
 	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
 	if err := ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
