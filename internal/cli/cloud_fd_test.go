@@ -18,7 +18,6 @@ import (
 
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
-	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )

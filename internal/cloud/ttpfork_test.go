@@ -24,7 +24,6 @@ import (
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/provers"
-	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	rev "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,10 +139,17 @@ func StartTTPs(o TTPOptions) (_ *TTPs, err error) {
 		Feed: &feed.Client{Base: t.RevocationURL + "/v1/sorted", HTTP: hc}}); err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/ct/", http.StripPrefix("/ct", t.CTMirror.Handler()))
-	mux.Handle("/", prover.Handler(prover.ServerOptions{CT: t.CTMirror, Revocation: t.RevProver}))
-	if t.ProverURL, err = t.serve(mux); err != nil {
+	// Not a ServeMux, whose redirects of unclean paths would answer the
+	// proof API's requests with HTML.
+	proofs, tree := prover.Handler(prover.ServerOptions{CT: t.CTMirror, Revocation: t.RevProver}), http.StripPrefix("/ct", t.CTMirror.Handler())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/ct/") {
+			tree.ServeHTTP(w, r)
+			return
+		}
+		proofs.ServeHTTP(w, r)
+	})
+	if t.ProverURL, err = t.serve(h); err != nil {
 		return nil, err
 	}
 	return t, nil
