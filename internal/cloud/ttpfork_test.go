@@ -300,7 +300,7 @@ func TestRestartAfterTTPFork(t *testing.T) {
 // of its own (a copy of the data directory made before the first serve)
 // starts after the authority forked. Told its peer, it learns from it the
 // head the authority published before and refuses the fork; without a peer
-// it serves no CT or revocation proof at all, since it cannot know; only an
+// it serves no revocation proof at all, since it cannot know; only an
 // operator's --trust-first-head makes it take the fork, and with it the
 // revoked leaf becomes "not revoked": the hole the default closes.
 func TestFreshReplicaRefusesFork(t *testing.T) {
@@ -351,8 +351,10 @@ func TestFreshReplicaRefusesFork(t *testing.T) {
 	})
 	t.Run("no peer", func(t *testing.T) {
 		r := startReplica(t, d3, cloud.ProverOptions{})
-		// Nor CT: it knows nothing the log signed before either.
-		wantRevocationRefused(t, w, r, "no record of what the TTP signed before", false)
+		// CT still proves: its mirror rebuilds the log's tree from
+		// entries it checks against checkpoints the pinned log key signed,
+		// and signs its own heads; it asks no peer for a floor.
+		wantRevocationRefused(t, w, r, "no record of what the TTP signed before", true)
 	})
 	t.Run("trust first head", func(t *testing.T) {
 		r := startReplica(t, d4, cloud.ProverOptions{TrustFirstHead: true})

@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/ctwire"
@@ -119,6 +121,16 @@ func checkMirrorConfig(c ProverConfig) error {
 		return fmt.Errorf("ct prover configuration: log_kind %q, want %q or %q", c.LogKind, ctfollow.KindStatic, ctfollow.KindRFC6962)
 	case c.SyncInterval < 0 || c.HealthMaxAge < 0:
 		return errors.New("ct prover configuration: sync_interval and health_max_age must be positive")
+	}
+	if u, err := url.Parse(c.LogURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("ct prover configuration: log_url %q is not an http or https URL", c.LogURL)
+	}
+	if c.LogOrigin == "" {
+		// The RFC 6962 note key form; a bare public key with log_origin
+		// is parsed when the follower opens.
+		if _, err := checkpoint.NewLogVerifier(c.LogKey); err != nil {
+			return fmt.Errorf("ct prover configuration: log_key: %w", err)
+		}
 	}
 	if _, _, err := ctmirror.ReadKey(c.MirrorKeyFile); err != nil {
 		return fmt.Errorf("ct prover configuration: mirror_key_file: %w", err)

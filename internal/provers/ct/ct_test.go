@@ -2,12 +2,17 @@ package ct_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	fnote "github.com/transparency-dev/formats/note"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/checkpoint"
@@ -224,13 +229,14 @@ func TestConfigs(t *testing.T) {
 			t.Errorf("verifier config %q accepted", bad)
 		}
 	}
-	for _, bad := range []string{`{}`, `{"log_url":"http://127.0.0.1:1"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","sync":"1s"}`} {
+	for _, bad := range []string{`{}`, `{"log_url":"http://127.0.0.1:1"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","sync":"1s"}`,
+		`{"log_url":"http://127.0.0.1:1","log_key":"x"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","max_age":"1h"}`} {
 		if _, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, []byte(bad)); err == nil {
 			t.Errorf("prover config %q accepted", bad)
 		}
 	}
-	got := string(ct.VerifierConfig{Key: "k", MaxAge: ct.Duration(90 * time.Minute)}.JSON())
-	if got != `{"key":"k","max_age":"1h30m0s"}` {
+	got := string(ct.VerifierConfig{Key: "k", LogKey: "l", MaxAge: ct.Duration(90 * time.Minute)}.JSON())
+	if got != `{"key":"k","log_key":"l","max_age":"1h30m0s"}` {
 		t.Errorf("VerifierConfig JSON %s", got)
 	}
 }
@@ -238,11 +244,16 @@ func TestConfigs(t *testing.T) {
 // FuzzVerify: whatever body the cloud relays, the verifier does not panic
 // and passes nothing the pinned log did not sign.
 func FuzzVerify(f *testing.F) {
-	_, vkey, err := checkpoint.GenerateKey("pkie.test/log")
+	_, mirrorKey, err := checkpoint.GenerateKey("pkie.test/mirror")
 	if err != nil {
 		f.Fatal(err)
 	}
-	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: vkey})
+	lk, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	logKey, err := fnote.RFC6962VerifierString("pkie.test/log", lk.Public())
+	if err != nil {
+		f.Fatal(err)
+	}
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: mirrorKey, LogKey: logKey})
 	if err != nil {
 		f.Fatal(err)
 	}
