@@ -27,7 +27,9 @@ func Demo(ctx context.Context, env *command.Env, args []string) error {
 	if !*asJSON {
 		printDemoStory(env.Stdout)
 	}
+	restore := command.QuietStorage(env)
 	rs, err := demo.Run(ctx, demo.Options{Progress: progress, Revisit: *revisit})
+	restore()
 	if err != nil {
 		return err
 	}
