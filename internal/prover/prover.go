@@ -1,8 +1,10 @@
-// Package prover holds the provers of the two proof-based PKI enhancements
-// (CT log presence / absence and revocation) and the HTTP server that
-// serves their proofs. It is server code: the verifiers that check what it
-// sends, and the Response it sends, are the client's, in package
-// internal/pkies/treeproof.
+// Package prover holds the HTTP server that serves the proofs of the two
+// proof-based PKI enhancements (CT log presence / absence and revocation),
+// and the Prover that mirrors a revocation authority's sorted-tree feed.
+// (A CT log publishes no such feed: the ct prover, internal/provers/ct's
+// Mirror, follows any log by its own read API and is a Source here too.)
+// It is server code: the verifiers that check what it sends, and the
+// Response it sends, are the client's, in package internal/pkies/treeproof.
 //
 // A Prover mirrors one trusted third party's sorted tree. It syncs over HTTP
 // (package feed): it fetches the latest signed sorted-tree head (package

@@ -1,3 +1,6 @@
+// Package treemirror is a PKIE prover (pkie.Prover) over a Prover of
+// package prover: it mirrors a trusted third party that publishes its
+// sorted tree as a feed, the revocation authority, for the cloud.
 package treemirror
 
 import (
