@@ -2,13 +2,24 @@
 // checked against software nobody here wrote, in make test.
 //
 //   - TesseraCT v0.1.1 (transparency-dev's static-ct-api log, its POSIX
-//     binary, run by internal/tesseracttest) is the log pkie's follower and
-//     mirror read; its data tiles, parsed by certificate-transparency-go's
-//     TLS decoder, are the reference pkie's own parser (internal/ctwire) is
-//     held to.
+//     binary, run by internal/tesseracttest) is the log pkie's follower
+//     (internal/ctfollow) and mirror (internal/ctmirror) read: the mirror
+//     proves presence for every chain submitted to it and absence for one
+//     never submitted, the client's verifier (treeproof.VerifyCT) agrees,
+//     and ctmirror.Audit rebuilds the same tree from TesseraCT's tiles.
+//     Through the command line, run in-process: "pkie prover serve
+//     --ct-log" mirrors TesseraCT, "pkie check --require ca,ct" trusts the
+//     sites whose certificates TesseraCT logged and refuses the other, and
+//     "pkie ct audit-mirror" passes an honest mirror and fails one missing
+//     a key. Behind a tampering proxy, the follower refuses a data tile
+//     that does not hash to TesseraCT's checkpoint and TesseraCT's own older
+//     checkpoint served after a newer one, and keeps its last state. Its
+//     data tiles, parsed by certificate-transparency-go's TLS decoder, are
+//     the reference pkie's own parser (internal/ctwire) is held to.
 //   - certificate-transparency-go v1.4.0's client submits chains to pkie's
-//     log and verifies the SCTs (ctutil); Tessera's client reads pkie's
-//     tiles and verifies inclusion and consistency.
+//     log (internal/ctlog, on POSIX and on MySQL storage) and verifies the
+//     SCTs (ctutil) and the RFC 6962 read API's answers; Tessera's client
+//     reads pkie's tiles and verifies inclusion and consistency.
 //   - A pkie log and a TesseraCT log given the same chains serve checkpoints
 //     of the same size whose entries parse the same.
 //

@@ -11,8 +11,10 @@
 package mysqltest
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -117,10 +119,21 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("mysqltest: mariadb-install-db: %v\n%s", err, out)
 	}
-	s.port = freePort(t)
-	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-	s.start()
 	t.Cleanup(s.Stop)
+	// The port is picked free and then bound by mariadbd, so another
+	// process may take it in between: mariadbd then exits, and is started
+	// again on another port.
+	for attempt := 1; ; attempt++ {
+		s.port = pickPort(t)
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		err := s.start()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatalf("mysqltest: %v", err)
+		}
+	}
 	if err := s.exec("CREATE DATABASE pkie"); err != nil {
 		t.Fatalf("mysqltest: %v", err)
 	}
@@ -187,11 +200,14 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func (s *Server) start() {
-	s.t.Helper()
+var errPortTaken = errors.New("mariadbd's port was taken before it bound it")
+
+// start starts mariadbd on s.port and waits until it accepts connections.
+func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	logPath := filepath.Join(s.dir, "mariadb.log")
+	os.Remove(logPath) // each start's log is its own
 	cmd := s.command(s.server, "--no-defaults",
 		"--datadir="+filepath.Join(s.dir, "data"),
 		"--socket="+filepath.Join(s.dir, "sock"),
@@ -201,15 +217,16 @@ func (s *Server) start() {
 		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(s.port),
 		"--skip-name-resolve", "--skip-log-bin",
 		"--max-connections=200", "--innodb-buffer-pool-size=32M")
+	cmd.SysProcAttr = dieWithParent(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("mysqltest: starting mariadbd: %v", err)
+		return fmt.Errorf("starting mariadbd: %w", err)
 	}
 	s.cmd = cmd
 	s.stopped = make(chan struct{})
 	go func(stopped chan struct{}) { cmd.Wait(); close(stopped) }(s.stopped)
 	db, err := sql.Open("mysql", s.dsn(""))
 	if err != nil {
-		s.t.Fatalf("mysqltest: %v", err)
+		return err
 	}
 	defer db.Close()
 	deadline := time.Now().Add(30 * time.Second)
@@ -218,17 +235,21 @@ func (s *Server) start() {
 		err := db.PingContext(ctx)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-s.stopped:
+			s.cmd = nil
 			log, _ := os.ReadFile(logPath)
-			s.t.Fatalf("mysqltest: mariadbd exited during start-up:\n%s", log)
+			if bytes.Contains(log, []byte("Address already in use")) {
+				return errPortTaken
+			}
+			return fmt.Errorf("mariadbd exited during start-up:\n%s", log)
 		default:
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(logPath)
-			s.t.Fatalf("mysqltest: mariadbd did not accept connections within 30 s: %v\n%s", err, log)
+			return fmt.Errorf("mariadbd did not accept connections within 30 s: %w\n%s", err, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -242,7 +263,9 @@ func (s *Server) Kill() {
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.stopped
 	s.mu.Unlock()
-	s.start()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("mysqltest: restarting after SIGKILL: %v", err)
+	}
 }
 
 // Stop shuts the server down.
@@ -261,6 +284,10 @@ func (s *Server) Stop() {
 	}
 	s.cmd = nil
 }
+
+// pickPort picks the server's port; the package's own test replaces it
+// to hand out a taken one.
+var pickPort = freePort
 
 func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -3,6 +3,7 @@ package mysqltest
 import (
 	"context"
 	"database/sql"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,38 @@ func TestKillKeepsCommitted(t *testing.T) {
 	var v int
 	if err := db.QueryRowContext(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 42 {
 		t.Fatalf("after kill: v=%d err=%v, want 42", v, err)
+	}
+}
+
+// TestPortTaken starts the server on a port another listener holds: it
+// fails to bind, and the harness starts it again on a free port.
+func TestPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPort = func(t testing.TB) int {
+		calls++
+		if calls == 1 {
+			return taken
+		}
+		return freePort(t)
+	}
+	defer func() { pickPort = freePort }()
+	s := Start(t)
+	if calls != 2 || s.port == taken {
+		t.Fatalf("%d ports picked, server on %d (taken: %d)", calls, s.port, taken)
+	}
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Ping(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -37,6 +37,10 @@ type Config struct {
 	Level   int       // the file's stored level; sortedtree.DefaultFileLevel if 0
 	Origin  string    // checkpoint origin; "pkie.example/bench" if empty
 	Log     io.Writer // progress lines; nil for none
+	// TreeFile, if set, is a sorted-tree file to measure (a mirror's, say)
+	// instead of a tree over Leaves random keys: Run opens it as a prover
+	// does and proves keys it holds and random keys it lacks.
+	TreeFile string
 	// Paper, if set, is the paper's figures for the tree this run
 	// stands in for; Run returns it in the Result, beside the measured.
 	Paper *Paper
@@ -144,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Samples < 1000 {
 		return nil, fmt.Errorf("proofbench: %d samples; at least 1000 are needed for p50 and max", cfg.Samples)
 	}
-	if cfg.Leaves == 0 {
+	if cfg.Leaves == 0 && cfg.TreeFile == "" {
 		return nil, fmt.Errorf("proofbench: the tree needs at least one key")
 	}
 	if cfg.Dir == "" {
@@ -163,51 +167,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	debug.FreeOSMemory()
 	resetPeakRSS()
 
-	cfg.logf("generating %d random keys", cfg.Leaves)
-	keys := make([][32]byte, cfg.Leaves)
-	for i := range keys {
-		fill(rng, &keys[i])
+	path := cfg.TreeFile
+	if path == "" {
+		var err error
+		if path, err = buildTree(ctx, &cfg, rng, res); err != nil {
+			return nil, err
+		}
+		defer os.Remove(path)
+	} else {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("proofbench: %w", err)
+		}
+		res.FileBytes = fi.Size()
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cfg.logf("building the tree")
-	start := time.Now()
-	tr := sortedtree.Build(keys)
-	res.BuildSeconds = time.Since(start).Seconds()
-	keys = nil
-	cfg.logf("built %d leaves in %.2f s", tr.Size(), res.BuildSeconds)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-
-	f, err := os.CreateTemp(cfg.Dir, "pkie-bench-*.tree")
-	if err != nil {
-		return nil, fmt.Errorf("proofbench: %w", err)
-	}
-	path := f.Name()
-	f.Close()
-	defer os.Remove(path)
-	cfg.logf("writing %s", path)
-	start = time.Now()
-	if err := tr.WriteFileLevel(path, cfg.Level); err != nil {
-		return nil, err
-	}
-	res.WriteSeconds = time.Since(start).Seconds()
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("proofbench: %w", err)
-	}
-	res.FileBytes = fi.Size()
-
 	// Serve proofs from the memory-mapped file, as a prover does, after
 	// letting the built tree go.
-	tr = nil
 	runtime.GC()
 	debug.FreeOSMemory()
 	cfg.logf("opening the file (%.1f MB)", float64(res.FileBytes)/1e6)
-	start = time.Now()
-	tr, err = sortedtree.Open(path)
+	start := time.Now()
+	tr, err := sortedtree.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +201,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.WarmSeconds = time.Since(start).Seconds() - res.OpenSeconds
 	res.TreeBytes = tr.MemoryBytes()
 	n := tr.Size()
+	res.Leaves = n
 	res.Depth = depth(n)
 
 	skey, vkey, err := checkpoint.GenerateKey(cfg.Origin)
@@ -494,4 +475,49 @@ func peakRSS() uint64 {
 		return uint64(ru.Maxrss) * 1024
 	}
 	return 0
+}
+
+// buildTree builds a tree over cfg.Leaves random keys and writes it to a
+// temporary file, recording the times and size in res.
+func buildTree(ctx context.Context, cfg *Config, rng *rand.Rand, res *Result) (string, error) {
+	cfg.logf("generating %d random keys", cfg.Leaves)
+	keys := make([][32]byte, cfg.Leaves)
+	for i := range keys {
+		fill(rng, &keys[i])
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	cfg.logf("building the tree")
+	start := time.Now()
+	tr := sortedtree.Build(keys)
+	res.BuildSeconds = time.Since(start).Seconds()
+	keys = nil
+	cfg.logf("built %d leaves in %.2f s", tr.Size(), res.BuildSeconds)
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+
+	f, err := os.CreateTemp(cfg.Dir, "pkie-bench-*.tree")
+	if err != nil {
+		return "", fmt.Errorf("proofbench: %w", err)
+	}
+	path := f.Name()
+	f.Close()
+	cfg.logf("writing %s", path)
+	start = time.Now()
+	if err := tr.WriteFileLevel(path, cfg.Level); err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	res.WriteSeconds = time.Since(start).Seconds()
+	fi, err := os.Stat(path)
+	if err != nil {
+		os.Remove(path)
+		return "", fmt.Errorf("proofbench: %w", err)
+	}
+	res.FileBytes = fi.Size()
+
+	tr = nil
+	return path, nil
 }

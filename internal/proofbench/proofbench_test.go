@@ -3,8 +3,13 @@ package proofbench
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pkie/pkie/sortedtree"
 )
 
 // TestRunSmall runs the whole measurement on a small tree and checks that
@@ -57,5 +62,29 @@ func TestRunRejects(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, Config{Leaves: 100, Samples: 1000, Dir: t.TempDir()}); err == nil {
 		t.Error("cancelled run succeeded")
+	}
+}
+
+// TestRunTreeFile: a run over a given tree file (a mirror's) proves keys of
+// that tree, reports its size, and leaves the file where it was.
+func TestRunTreeFile(t *testing.T) {
+	keys := make([][32]byte, 2500)
+	for i := range keys {
+		keys[i] = sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+	}
+	path := filepath.Join(t.TempDir(), "mirror.tree")
+	if err := sortedtree.Build(keys).WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(t.Context(), Config{TreeFile: path, Samples: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the tree file is gone: %v", err)
+	}
+	if r.Leaves != 2500 || r.FileBytes != fi.Size() || r.BuildSeconds != 0 || r.GenPresenceUsP50 <= 0 {
+		t.Errorf("result %+v", r)
 	}
 }

@@ -209,56 +209,84 @@ func Start(t testing.TB, o Options) *Log {
 	go l.files.Serve(ln)
 	t.Cleanup(func() { l.files.Close() })
 
-	port := freePort(t)
-	l.SubmissionURL = "http://127.0.0.1:" + strconv.Itoa(port)
-	args := []string{
-		"--origin=" + o.Origin,
-		"--storage_dir=" + l.Dir,
-		"--roots_pem_file=" + rootsPath,
-		"--private_key=" + keyPath,
-		"--http_endpoint=127.0.0.1:" + strconv.Itoa(port),
-		"--checkpoint_interval=" + o.CheckpointInterval.String(),
-		"--batch_max_age=50ms",
-		// The test's chains come from one root and may be submitted
-		// many times; duplicates are resolved, not rate-limited away.
-		"--rate_limit_dedup=-1",
-		"--logtostderr",
-	}
-	args = append(args, o.Args...)
 	logf, err := os.Create(l.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("tesseracttest: starting %s: %v", bin, err)
-	}
-	l.cmd = cmd
-	l.stopped = make(chan struct{})
-	go func(stopped chan struct{}) { cmd.Wait(); close(stopped) }(l.stopped)
 	t.Cleanup(l.Stop)
-	l.waitReady()
-	return l
+	// The port is picked free and then bound by TesseraCT, so another
+	// process may take it in between; TesseraCT then logs the failure and
+	// waits for a signal. Such a start is stopped and retried on another
+	// port, on the same storage.
+	for attempt := 1; ; attempt++ {
+		port := pickPort(t)
+		l.SubmissionURL = "http://127.0.0.1:" + strconv.Itoa(port)
+		args := []string{
+			"--origin=" + o.Origin,
+			"--storage_dir=" + l.Dir,
+			"--roots_pem_file=" + rootsPath,
+			"--private_key=" + keyPath,
+			"--http_endpoint=127.0.0.1:" + strconv.Itoa(port),
+			"--checkpoint_interval=" + o.CheckpointInterval.String(),
+			"--batch_max_age=50ms",
+			// The test's chains come from one root and may be submitted
+			// many times; duplicates are resolved, not rate-limited away.
+			"--rate_limit_dedup=-1",
+			"--logtostderr",
+		}
+		args = append(args, o.Args...)
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = dieWithParent(nil)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("tesseracttest: starting %s: %v", bin, err)
+		}
+		l.mu.Lock()
+		l.cmd = cmd
+		l.stopped = make(chan struct{})
+		go func(stopped chan struct{}) { cmd.Wait(); close(stopped) }(l.stopped)
+		l.mu.Unlock()
+		err := l.waitReady()
+		if err == nil {
+			return l
+		}
+		if errors.Is(err, errPortTaken) && attempt < 3 {
+			l.Stop()
+			// The next attempt's log starts afresh, so that this
+			// attempt's failure is not taken for the next one's.
+			if err := logf.Truncate(0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := logf.Seek(0, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Fatalf("tesseracttest: %v\n%s", err, l.Output())
+	}
 }
 
+var errPortTaken = errors.New("TesseraCT's port was taken before it bound it")
+
 // waitReady polls get-roots and the checkpoint file until both answer.
-func (l *Log) waitReady() {
-	l.t.Helper()
+func (l *Log) waitReady() error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		err := l.ready()
 		if err == nil {
-			return
+			return nil
+		}
+		if strings.Contains(l.Output(), "address already in use") {
+			return errPortTaken
 		}
 		select {
 		case <-l.stopped:
-			l.t.Fatalf("tesseracttest: TesseraCT exited during start-up:\n%s", l.Output())
+			return errors.New("TesseraCT exited during start-up")
 		default:
 		}
 		if time.Now().After(deadline) {
-			l.t.Fatalf("tesseracttest: TesseraCT not ready within 60 s: %v\n%s", err, l.Output())
+			return fmt.Errorf("TesseraCT not ready within 60 s: %w", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -461,6 +489,10 @@ func (l *Log) Stop() {
 	}
 	l.cmd = nil
 }
+
+// pickPort picks TesseraCT's port; the harness's own test replaces it to
+// hand out a taken one.
+var pickPort = freePort
 
 func freePort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

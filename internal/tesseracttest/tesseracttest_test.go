@@ -6,10 +6,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -215,5 +217,32 @@ func TestReadPath(t *testing.T) {
 		if bytes.Contains(w.Body.Bytes(), []byte("secret")) {
 			t.Errorf("%s %s served a file outside the read path", tc.method, tc.path)
 		}
+	}
+}
+
+// TestPortTaken starts TesseraCT on a port another listener holds: the
+// harness sees it fail to bind and starts it again on a free port.
+func TestPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPort = func(t testing.TB) int {
+		calls++
+		if calls == 1 {
+			return taken
+		}
+		return freePort(t)
+	}
+	defer func() { pickPort = freePort }()
+	l := Start(t, Options{})
+	if calls != 2 || l.SubmissionURL == "http://127.0.0.1:"+strconv.Itoa(taken) {
+		t.Fatalf("%d ports picked, submission at %s; want a second, free port", calls, l.SubmissionURL)
+	}
+	if _, _, err := l.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

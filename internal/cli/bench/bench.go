@@ -16,6 +16,7 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, env *command.Env, args []string) error
 }{
+	"ct":     {"CT at the Web's scale: a mirror of a synthetic static-ct-api log beside the ceiling of fetching and hashing its tiles, proofs on its tree, add-chain of pkie's log beside TesseraCT (the PEC paper, Table 1)", runBenchCT},
 	"obc":    {"origin-bound client certificates: key generation, first and return visits, a TLS terminator with client keys (Origin-Bound Certificates, USENIX Security 2012, §6)", runBenchOBC},
 	"notary": {"notary throughput (cached, uncached) and client latency (Forced Perspectives, IMC 2014, Tables 1-4)", runBenchNotary},
 	"pec":    {"the PEC cloud and client: throughput against an echo ceiling, verification cost, latency inflation, failover, loss, UDP blocked (the PEC paper, ASIA CCS 2018, §6)", runBenchPEC},

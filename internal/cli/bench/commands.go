@@ -1,6 +1,6 @@
 // Package bench holds the commands that measure pkie against its research
-// papers on the in-process testbed: bench (proofs, notary, pec, obc, scan,
-// roots, verify, soak) and demo (an offline world where a MitM is caught).
+// papers on the in-process testbed: bench (proofs, ct, notary, pec, obc,
+// scan, roots, verify, soak) and demo (an offline world where a MitM is caught).
 package bench
 
 import "github.com/pkie/pkie/internal/cli/command"
