@@ -157,6 +157,9 @@ func TestVerifierRejections(t *testing.T) {
 	}
 	_, otherKey, _ := checkpoint.GenerateKey("pkie.test/mirror") // same name, other key
 	wrongPin, _ := treeproof.ParseMirrorPin(otherKey, w.ttp.LogKey, 10*time.Minute)
+	// The mirror's key alone, as clients pinned pkie's earlier log that
+	// signed its own heads: refused, whatever the proof.
+	singlePin, _ := treeproof.ParsePin(w.ttp.MirrorKey, 10*time.Minute)
 	mirrorSigner, err := checkpoint.ReadSignerFile(w.ttp.MirrorKeyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +237,9 @@ func TestVerifierRejections(t *testing.T) {
 		if tc.is != nil && !errors.Is(err, tc.is) {
 			t.Errorf("%s: error %v, want %v", name, err, tc.is)
 		}
+	}
+	if _, err := treeproof.VerifyCT([][]byte{l.Cert.Raw}, good, singlePin, now); err == nil || !strings.Contains(err.Error(), "without the log's key") {
+		t.Errorf("a pin of the mirror's key alone: %v, want a refusal naming the missing log key", err)
 	}
 	// A revocation response is not a CT response, even for the same key.
 	rr, _ := w.rev(t, l)
