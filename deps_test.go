@@ -33,7 +33,7 @@ var clientPackages = []string{
 // serverPackages name, for a clearer failure, the server packages that
 // were in the client closure before the enhancements were split.
 var serverPackages = []string{
-	"cloud", "internal/cli", "internal/cloud", "internal/ctlog", "internal/oldctlog", "internal/feed", "internal/forwarder",
+	"cloud", "internal/cli", "internal/cloud", "internal/ctlog", "internal/feed", "internal/forwarder",
 	"internal/notary", "internal/pgtest", "internal/prover", "internal/provers", "internal/revocation",
 	"internal/store", "internal/testbed", "internal/ttpstate",
 }

@@ -31,8 +31,7 @@ type CTVerifierConfig struct {
 	// pinned keys only, whoever relayed it.
 	Key string
 	// LogKey is the log's note verifier key: for a static-ct-api or RFC
-	// 6962 log its RFC 6962 note key. Empty means Key is a log that signs
-	// its own heads (pkie's log before it spoke static-ct-api).
+	// 6962 log its RFC 6962 note key. Required.
 	LogKey string
 	// MaxAge is the oldest signed tree head accepted. If zero, 1 hour.
 	MaxAge time.Duration

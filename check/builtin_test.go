@@ -15,14 +15,14 @@ import (
 // as the enhancements' own, so that what an embedder writes with public
 // packages configures the same verifiers as pkie check.
 func TestPublicVerifierConfigs(t *testing.T) {
-	_, logKey, _ := checkpoint.GenerateKey("pkie.test/log")
+	mirrorKey, logKey := testCTKeys(t)
 	_, revKey, _ := checkpoint.GenerateKey("pkie.test/revocation")
 	for _, tc := range []struct {
 		got, want json.RawMessage
 	}{
-		{CTVerifierConfig{Key: logKey}.JSON(), ct.VerifierConfig{Key: logKey}.JSON()},
-		{CTVerifierConfig{Key: logKey, LogKey: revKey, MaxAge: 2 * time.Hour}.JSON(),
-			ct.VerifierConfig{Key: logKey, LogKey: revKey, MaxAge: ct.Duration(2 * time.Hour)}.JSON()},
+		{CTVerifierConfig{Key: mirrorKey, LogKey: logKey}.JSON(), ct.VerifierConfig{Key: mirrorKey, LogKey: logKey}.JSON()},
+		{CTVerifierConfig{Key: mirrorKey, LogKey: logKey, MaxAge: 2 * time.Hour}.JSON(),
+			ct.VerifierConfig{Key: mirrorKey, LogKey: logKey, MaxAge: ct.Duration(2 * time.Hour)}.JSON()},
 		{RevocationVerifierConfig{Key: revKey}.JSON(), pkierev.VerifierConfig{Key: revKey}.JSON()},
 		{RevocationVerifierConfig{Key: revKey, MaxAge: 10 * time.Minute}.JSON(),
 			pkierev.VerifierConfig{Key: revKey, MaxAge: pkierev.Duration(10 * time.Minute)}.JSON()},
@@ -32,13 +32,13 @@ func TestPublicVerifierConfigs(t *testing.T) {
 		}
 	}
 	vs, err := NewVerifiers(BuiltinRegistry(), map[string]json.RawMessage{
-		"ct":         CTVerifierConfig{Key: logKey}.JSON(),
+		"ct":         CTVerifierConfig{Key: mirrorKey, LogKey: logKey}.JSON(),
 		"revocation": RevocationVerifierConfig{Key: revKey}.JSON(),
 	})
 	if err != nil || len(vs) != 2 || vs[0].ID() != pkie.CT || vs[1].ID() != pkie.Revocation {
 		t.Fatalf("NewVerifiers: %v, %v", vs, err)
 	}
-	if _, err := NewVerifiers(nil, map[string]json.RawMessage{"ct": CTVerifierConfig{Key: "not a key"}.JSON()}); err == nil {
+	if _, err := NewVerifiers(nil, map[string]json.RawMessage{"ct": CTVerifierConfig{Key: "not a key", LogKey: logKey}.JSON()}); err == nil {
 		t.Error("a ct configuration with a malformed key was accepted")
 	}
 }

@@ -2,10 +2,15 @@ package check_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log"
 	"time"
+
+	fnote "github.com/transparency-dev/formats/note"
 
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/checkpoint"
@@ -50,7 +55,18 @@ func ExampleChecker_Converge() {
 // An application pins the TTP keys of the built-in enhancements it checks
 // and builds their verifiers, for a Config or a pec.Dialer.
 func ExampleNewVerifiers() {
-	_, logKey, err := checkpoint.GenerateKey("log.example")
+	// For ct: the key of the mirror that signs the sorted tree's heads,
+	// and the key of the CT log it follows (its RFC 6962 note key, ECDSA
+	// P-256; made here, published by the log in practice).
+	_, mirrorKey, err := checkpoint.GenerateKey("mirror.example/ct")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lk, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		log.Fatal(err)
+	}
+	logKey, err := fnote.RFC6962VerifierString("log.example/2026", lk.Public())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +76,7 @@ func ExampleNewVerifiers() {
 	}
 	// A nil registry means check.BuiltinRegistry().
 	verifiers, err := check.NewVerifiers(nil, map[string]json.RawMessage{
-		"ct":         check.CTVerifierConfig{Key: logKey, MaxAge: 30 * time.Minute}.JSON(),
+		"ct":         check.CTVerifierConfig{Key: mirrorKey, LogKey: logKey, MaxAge: 30 * time.Minute}.JSON(),
 		"revocation": check.RevocationVerifierConfig{Key: authorityKey}.JSON(),
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 func TestHeadlineNamesTheCause(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 0)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.ca}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestHeadlineNamesTheCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct, rev := proofSources(t, ttp, nil)
-	wrongKey, err := NewCTSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: ttp.RevocationKey, MaxAge: 10 * time.Minute})
+	wrongKey, err := NewCTSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: ttp.RevocationKey, LogKey: ttp.LogKey, MaxAge: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

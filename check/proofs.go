@@ -27,9 +27,7 @@ type ProofOptions struct {
 	// alone, never on the prover.
 	TTPKey string
 	// LogKey is, for CT, the pinned key of the log the mirror follows (its
-	// RFC 6962 note key); empty means TTPKey is a log that signs its own
-	// heads (pkie's log before it spoke static-ct-api). Unused for
-	// revocation.
+	// RFC 6962 note key); required. Unused for revocation.
 	LogKey string
 	// MaxAge rejects signed sorted-tree heads older than this: it bounds how long an
 	// old proof can be replayed (for revocation, how long after a

@@ -9,22 +9,19 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
 
 func proofSources(t *testing.T, ttp *testbed.TTPs, now func() time.Time) (ct, rev Source) {
 	t.Helper()
-	ct, err := NewCTSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: ttp.LogKey, MaxAge: 10 * time.Minute, Now: now})
+	ct, err := NewCTSource(ProofOptions{ProverURL: ttp.ProverURL, TTPKey: ttp.MirrorKey, LogKey: ttp.LogKey, MaxAge: 10 * time.Minute, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +37,7 @@ func proofSources(t *testing.T, ttp *testbed.TTPs, now func() time.Time) (ct, re
 func TestProofSourcesInVerdict(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 0)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.ca}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +85,12 @@ func TestProofSourceAssess(t *testing.T) {
 	ctx := context.Background()
 	clk := time.Now()
 	now := func() time.Time { return clk }
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("Assess Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Assess Root", testbed.ECDSAP256)
 	ca, _ := root.NewIntermediate("Assess CA", testbed.ECDSAP256)
 	unlogged, _ := ca.Issue(testbed.LeafOptions{DNSNames: []string{"u.test"}})
 	if err := ttp.Refresh(ctx); err != nil {
@@ -132,12 +129,12 @@ func TestProofSourceAssess(t *testing.T) {
 func TestRevocationIssuerFromVerifiedPath(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 0)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("Old Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Old Root", testbed.ECDSAP256)
 	inter, _ := root.NewIntermediate("Old CA", testbed.ECDSAP256)
 	leaf, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}, OmitAKI: true, OmitIntermediates: true})
 	if err != nil {
@@ -194,17 +191,17 @@ func TestRevocationIssuerFromVerifiedPath(t *testing.T) {
 }
 
 // TestProofSourceRefusesCheckpointAsHead: a prover (or anyone on its path)
-// that relays the log's sorted-tree root as a C2SP checkpoint, the form
+// that relays the mirror's sorted-tree root as a C2SP checkpoint, the form
 // pkie signed before heads had their own type, is refused, although the
-// log's key signed it: such a root binds the tree to no log checkpoint.
+// mirror's key signed it: such a root binds the tree to no log checkpoint.
 func TestProofSourceRefusesCheckpointAsHead(t *testing.T) {
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("Head Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Head Root", testbed.ECDSAP256)
 	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"h.test"}})
 	if _, err := ttp.LogChain(ctx, leaf.Chain); err != nil {
 		t.Fatal(err)
@@ -212,11 +209,15 @@ func TestProofSourceRefusesCheckpointAsHead(t *testing.T) {
 	if err := ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	skey, err := os.ReadFile(filepath.Join(ttp.Log.Dir(), ctlog.KeyFile))
+	signer, err := checkpoint.ReadSignerFile(ttp.MirrorKeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := checkpoint.NewSigner(string(skey))
+	headV, err := checkpoint.NewVerifier(ttp.MirrorKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logV, err := checkpoint.NewLogVerifier(ttp.LogKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestProofSourceRefusesCheckpointAsHead(t *testing.T) {
 			return err
 		}
 		r.Body.Close()
-		h, err := checkpoint.OpenHeadAnyAge([]byte(body["checkpoint"].(string)), ttp.Log.Verifier())
+		h, err := checkpoint.OpenMirrorHeadAnyAge([]byte(body["checkpoint"].(string)), headV, logV)
 		if err != nil {
 			return err
 		}
@@ -248,10 +249,10 @@ func TestProofSourceRefusesCheckpointAsHead(t *testing.T) {
 
 	obs := &probe.Observation{Chain: leaf.Chain}
 	honest, _ := proofSources(t, ttp, nil)
-	if a := honest.Assess(ctx, obs); a.Status != Pass || !strings.Contains(a.Detail, "built from the log's checkpoint") {
+	if a := honest.Assess(ctx, obs); a.Status != Pass || !strings.Contains(a.Detail, "built from log pkie.test/log's checkpoint") {
 		t.Fatalf("through the prover: %+v", a)
 	}
-	ct, err := NewCTSource(ProofOptions{ProverURL: front.URL, TTPKey: ttp.LogKey, MaxAge: 10 * time.Minute})
+	ct, err := NewCTSource(ProofOptions{ProverURL: front.URL, TTPKey: ttp.MirrorKey, LogKey: ttp.LogKey, MaxAge: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

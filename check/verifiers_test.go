@@ -2,6 +2,9 @@ package check
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	fnote "github.com/transparency-dev/formats/note"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/checkpoint"
@@ -72,15 +77,15 @@ func mustVerifier(t *testing.T, reg *pkie.Registry, name string, config json.Raw
 func TestVerifiersInVerdict(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 0)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ttp.Close()
 	// A man in the middle with a certificate from a CA the client trusts
 	// (a mis-issuance): CA validation passes, the cloud's notary, probing
 	// from its own path, sees the real one.
 	rogue, _ := testbed.NewRootCA("Rogue but trusted CA", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.ca, rogue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ttp.Close()
 	mitm, err := testbed.StartMitM(rogue, w.honest)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +108,7 @@ func TestVerifiersInVerdict(t *testing.T) {
 	}
 	reg := builtin.Registry()
 	env := func() pkie.ProverEnv { return pkie.ProverEnv{DataDir: t.TempDir()} }
-	ctP, err := ctprover.NewProver(ctx, env(), ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, env(), ttp.CTProverConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +128,7 @@ func TestVerifiersInVerdict(t *testing.T) {
 	defer notP.Close()
 	src := &provers{ps: map[pkie.ID]pkie.Prover{pkie.CT: ctP, pkie.Revocation: revP, pkie.Notary: notP}}
 	verifiers := []pkie.Verifier{
-		mustVerifier(t, reg, "ct", ct.VerifierConfig{Key: ttp.LogKey}.JSON()),
+		mustVerifier(t, reg, "ct", ttp.CTVerifierConfig().JSON()),
 		mustVerifier(t, reg, "revocation", pkierev.VerifierConfig{Key: ttp.RevocationKey}.JSON()),
 		mustVerifier(t, reg, "notary", pkienotary.VerifierConfig{Key: notP.PublicKey()}.JSON()),
 	}
@@ -154,7 +159,7 @@ func TestVerifiersInVerdict(t *testing.T) {
 				t.Errorf("proof source asked %d times for one check, want once for all", n)
 			}
 			for name, want := range map[string]string{
-				"ct":         "logged: in the sorted tree under pkie.test/log's head signed",
+				"ct":         "logged: in the sorted tree under pkie.test/mirror's head signed",
 				"revocation": "not revoked: absent under pkie.test/revocation's head signed",
 				"notary":     `notary "cloud notary" sees the same certificate`,
 			} {
@@ -216,7 +221,7 @@ func TestProofSourceFailures(t *testing.T) {
 	cfg := w.config(t, w.honest)
 	cfg.CachePath = ""
 	cfg.Verifiers = []pkie.Verifier{
-		mustVerifier(t, reg, "ct", ct.VerifierConfig{Key: ttp.LogKey}.JSON()),
+		mustVerifier(t, reg, "ct", ttp.CTVerifierConfig().JSON()),
 		mustVerifier(t, reg, "revocation", pkierev.VerifierConfig{Key: ttp.RevocationKey}.JSON()),
 	}
 	cfg.Proofs = busy
@@ -238,11 +243,8 @@ func TestProofSourceFailures(t *testing.T) {
 func TestVerifierConfigErrors(t *testing.T) {
 	w := newWorld(t, 0)
 	reg := builtin.Registry()
-	_, ttpKey, err := checkpoint.GenerateKey("pkie.test/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: ttpKey})
+	mirrorKey, logKey := testCTKeys(t)
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: mirrorKey, LogKey: logKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func TestVerifierConfigErrors(t *testing.T) {
 		{"no proof source", func(c *Config) { c.Verifiers = []pkie.Verifier{v} }, "without a proof source"},
 		{"named twice", func(c *Config) {
 			c.Verifiers, c.Proofs = []pkie.Verifier{v}, none
-			s, _ := NewCTSource(ProofOptions{ProverURL: "http://127.0.0.1:1", TTPKey: ttpKey})
+			s, _ := NewCTSource(ProofOptions{ProverURL: "http://127.0.0.1:1", TTPKey: mirrorKey, LogKey: logKey})
 			c.Sources = []Source{s}
 		}, `two sources are named "ct"`},
 		{"no notaries, nothing required", func(c *Config) { c.Notaries, c.Verifiers, c.Proofs = nil, []pkie.Verifier{v}, none }, "no enhancement required"},
@@ -304,11 +306,12 @@ func TestHTTPProofsRevocationKey(t *testing.T) {
 }
 
 func TestNewVerifiers(t *testing.T) {
-	_, logKey, _ := checkpoint.GenerateKey("pkie.test/log")
+	mirrorKey, logKey := testCTKeys(t)
 	_, revKey, _ := checkpoint.GenerateKey("pkie.test/revocation")
+	ctc := ct.VerifierConfig{Key: mirrorKey, LogKey: logKey}.JSON()
 	vs, err := NewVerifiers(nil, map[string]json.RawMessage{
 		"revocation": pkierev.VerifierConfig{Key: revKey}.JSON(),
-		"0x0001":     ct.VerifierConfig{Key: logKey}.JSON(),
+		"0x0001":     ctc,
 	})
 	if err != nil || len(vs) != 2 || vs[0].ID() != pkie.CT || vs[1].ID() != pkie.Revocation {
 		t.Fatalf("%v %v", vs, err)
@@ -319,10 +322,29 @@ func TestNewVerifiers(t *testing.T) {
 	}{
 		{map[string]json.RawMessage{"nope": nil}, `unknown enhancement "nope"`},
 		{map[string]json.RawMessage{"ct": json.RawMessage(`{"key":"x"}`)}, "ct verifier"},
-		{map[string]json.RawMessage{"ct": ct.VerifierConfig{Key: logKey}.JSON(), "0x0001": ct.VerifierConfig{Key: logKey}.JSON()}, "configured twice"},
+		{map[string]json.RawMessage{"ct": ctc, "0x0001": ctc}, "configured twice"},
+		{map[string]json.RawMessage{"ct": ct.VerifierConfig{Key: mirrorKey}.JSON()}, "log_key"},
 	} {
 		if _, err := NewVerifiers(builtin.Registry(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("NewVerifiers(%v) = %v, want %q", tc.cfg, err, tc.err)
 		}
 	}
+}
+
+// testCTKeys returns a ct mirror's head key and a log's RFC 6962 note key
+// (ECDSA P-256), as a client pins them.
+func testCTKeys(t *testing.T) (mirrorKey, logKey string) {
+	t.Helper()
+	_, mirrorKey, err := checkpoint.GenerateKey("mirror.pkie.test/ct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logKey, err = fnote.RFC6962VerifierString("pkie.test/log", k.Public()); err != nil {
+		t.Fatal(err)
+	}
+	return mirrorKey, logKey
 }

@@ -45,15 +45,15 @@ type builtinWorld struct {
 func newBuiltinWorld(t testing.TB) *builtinWorld {
 	t.Helper()
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("PEC Dialer Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("PEC Dialer CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func newBuiltinWorld(t testing.TB) *builtinWorld {
 	}
 
 	env := func() pkie.ProverEnv { return pkie.ProverEnv{DataDir: t.TempDir()} }
-	ctP, err := ctprover.NewProver(ctx, env(), ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, env(), ttp.CTProverConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func newBuiltinWorld(t testing.TB) *builtinWorld {
 	w.bundle = startCloud(t, w.reg, ctP, revP, notP)
 	w.bundle.Verifiers = map[string]json.RawMessage{"notary": notary.VerifierConfig{Key: notP.PublicKey()}.JSON()}
 
-	ctV, err := ct.NewVerifier(ct.VerifierConfig{Key: ttp.LogKey}.JSON())
+	ctV, err := ct.NewVerifier(ttp.CTVerifierConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,12 @@ func ExampleDialer() {
 	}
 	defer cloud.Close()
 
-	// The TTP keys are the client's own pins; the cloud's notary key comes
+	// The TTP keys are the client's own pins (for ct, the mirror that
+	// signs the sorted tree's heads and the log it follows); the cloud's notary key comes
 	// with its bundle. A nil registry means the built-in enhancements
 	// (check.BuiltinRegistry, to which an application may add its own).
 	verifiers, err := check.NewVerifiers(nil, map[string]json.RawMessage{
-		"ct":         check.CTVerifierConfig{Key: w.logKey}.JSON(),
+		"ct":         check.CTVerifierConfig{Key: w.mirrorKey, LogKey: w.logKey}.JSON(),
 		"revocation": check.RevocationVerifierConfig{Key: w.revocationKey}.JSON(),
 	})
 	if err != nil {

@@ -18,11 +18,11 @@ import (
 // (TestExampleImportsArePublic).
 
 type exampleWorld struct {
-	bundle                *pec.Bundle
-	roots                 *x509.CertPool
-	logKey, revocationKey string
-	addr                  map[string]string
-	closers               []func() error
+	bundle                           *pec.Bundle
+	roots                            *x509.CertPool
+	mirrorKey, logKey, revocationKey string
+	addr                             map[string]string
+	closers                          []func() error
 }
 
 func (w *exampleWorld) url(site string) string {
@@ -56,11 +56,11 @@ func startExampleWorld() *exampleWorld {
 		}
 	}
 	w := &exampleWorld{addr: map[string]string{}}
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{})
+	root, err := testbed.NewRootCA("Example Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Roots: []*testbed.CA{root}})
 	must(err)
 	w.closers = append(w.closers, ttp.Close)
-	w.logKey, w.revocationKey = ttp.LogKey, ttp.RevocationKey
-	root, err := testbed.NewRootCA("Example Root", testbed.ECDSAP256)
+	w.mirrorKey, w.logKey, w.revocationKey = ttp.MirrorKey, ttp.LogKey, ttp.RevocationKey
 	must(err)
 	ca, err := root.NewIntermediate("Example CA", testbed.ECDSAP256)
 	must(err)

@@ -294,15 +294,15 @@ type privSite struct {
 func newPrivTTPWorldSites(t testing.TB, sites ...privSite) *privTTPWorld {
 	t.Helper()
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("PEC Privacy Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("PEC Privacy CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func newPrivTTPWorldSites(t testing.TB, sites ...privSite) *privTTPWorld {
 	if err := ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ctP, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	ctP, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ttp.CTProverConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func newPrivTTPWorldSites(t testing.TB, sites ...privSite) *privTTPWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctV, err := ct.NewVerifier(ct.VerifierConfig{Key: ttp.LogKey}.JSON())
+	ctV, err := ct.NewVerifier(ttp.CTVerifierConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,15 +45,15 @@ type csWorld struct {
 func newCSWorld(t testing.TB) *csWorld {
 	t.Helper()
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("PEC Server Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("PEC Server CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestCheckRequireProofs(t *testing.T) {
 	}
 	roots := filepath.Join(t.TempDir(), "roots.pem")
 	os.WriteFile(roots, ca.PEM(), 0o644)
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{ca}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +54,11 @@ func TestCheckRequireProofs(t *testing.T) {
 	}
 	logKey := filepath.Join(t.TempDir(), "log.pub")
 	os.WriteFile(logKey, []byte(ttp.LogKey+"\n"), 0o644)
+	mirrorKey := filepath.Join(t.TempDir(), "mirror.pub")
+	os.WriteFile(mirrorKey, []byte(ttp.MirrorKey+"\n"), 0o644)
 	args := []string{"check", "pay.test", "--notaries", dir, "--allow-private", "--roots", roots, "--no-cache",
 		"--resolve", "pay.test=" + site.Addr.String(), "--require", "ca,ct,revocation",
-		"--ct-prover", ttp.ProverURL, "--ct-key", "@" + logKey,
+		"--ct-prover", ttp.ProverURL, "--ct-key", "@" + mirrorKey, "--ct-log-key", "@" + logKey,
 		"--revocation-prover", ttp.ProverURL, "--revocation-key", ttp.RevocationKey}
 
 	code, out, errOut := runCLI(t, append(args, "--json")...)
@@ -77,7 +79,7 @@ func TestCheckRequireProofs(t *testing.T) {
 	bad := append([]string{}, args...)
 	for i, a := range bad {
 		if a == ttp.RevocationKey {
-			bad[i] = ttp.LogKey
+			bad[i] = ttp.MirrorKey
 		}
 	}
 	if code, out, _ := runCLI(t, bad...); code != ExitNegative {

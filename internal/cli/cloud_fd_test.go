@@ -18,7 +18,6 @@ import (
 
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
-	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
 )
@@ -45,7 +44,9 @@ func TestCloudSessionsLeaveDescriptors(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "cloud")
 	ctConf, revConf := filepath.Join(dir, "ct.json"), filepath.Join(dir, "rev.json")
-	os.WriteFile(ctConf, ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey, SyncInterval: ct.Duration(100 * time.Millisecond)}.JSON(), 0o644)
+	ctc := ttp.CTProverConfig()
+	ctc.SyncInterval = ct.Duration(100 * time.Millisecond)
+	os.WriteFile(ctConf, ctc.JSON(), 0o644)
 	os.WriteFile(revConf, revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey,
 		SyncInterval: revocation.Duration(100 * time.Millisecond)}.JSON(), 0o644)
 	if code, _, errs := runCLI(t, "cloud", "init", "--data", data, "--name", "pec.test", "--pkie", "ct="+ctConf, "--pkie", "revocation="+revConf); code != 0 {

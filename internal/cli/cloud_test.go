@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
+	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/pecwire"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
 	notaryprover "github.com/pkie/pkie/internal/provers/notary"
@@ -281,17 +279,19 @@ func TestCloudInitChecksProverConfigs(t *testing.T) {
 		}
 		return p
 	}
-	_, vkey, err := note.GenerateKey(rand.Reader, "log.test")
-	if err != nil {
+	vkey := testLogKey(t)
+	if _, err := ctmirror.GenerateKey(dir, "mirror.cli.pkie.test/ct"); err != nil {
 		t.Fatal(err)
 	}
-	good := write("good-ct.json", `{"log_url":"http://127.0.0.1:1","log_key":"`+vkey+`"}`)
+	mk := filepath.Join(dir, ctmirror.KeyFile)
+	good := write("good-ct.json", `{"log_url":"http://127.0.0.1:1","log_key":"`+vkey+`","mirror_key_file":"`+mk+`"}`)
 	for _, k := range []struct {
 		name, pkie, want string
 	}{
-		{"ct without configuration", "ct", "URL and its pinned key are both required"},
-		{"ct with a bad key", "ct=" + write("badkey.json", `{"log_url":"http://127.0.0.1:1","log_key":"not a key"}`), "TTP key"},
-		{"ct with a bad URL", "ct=" + write("badurl.json", `{"log_url":"127.0.0.1:1","log_key":"`+vkey+`"}`), "not an http or https URL"},
+		{"ct without configuration", "ct", "log_url is required"},
+		{"ct without a mirror key", "ct=" + write("nomirror.json", `{"log_url":"http://127.0.0.1:1","log_key":"`+vkey+`"}`), "mirror_key_file"},
+		{"ct with a bad key", "ct=" + write("badkey.json", `{"log_url":"http://127.0.0.1:1","log_key":"not a key","mirror_key_file":"`+mk+`"}`), "log_key"},
+		{"ct with a bad URL", "ct=" + write("badurl.json", `{"log_url":"127.0.0.1:1","log_key":"`+vkey+`","mirror_key_file":"`+mk+`"}`), "not an http or https URL"},
 		{"revocation misspelt", "revocation=" + write("typo.json", `{"authority_url":"http://127.0.0.1:1","authority_kye":"x"}`), "unknown field"},
 		{"notary negative", "notary=" + write("neg.json", `{"max_probes":-1}`), "must not be negative"},
 		{"notary not an object", "notary=" + write("arr.json", `[]`), "notary prover configuration"},

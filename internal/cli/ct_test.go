@@ -138,7 +138,7 @@ func TestProverMirrorFlags(t *testing.T) {
 		{[]string{"--ct-log", "http://127.0.0.1:1"}, "--ct-log-key"},
 		{[]string{"--ct-log", "http://127.0.0.1:1", "--ct-log-key", "k"}, "--ct-mirror-key"},
 		{[]string{"--ct-log", "http://127.0.0.1:1", "--ct-log-key", "k", "--ct-mirror-key", "f"}, "--state"},
-		{[]string{"--ct-log", "http://127.0.0.1:1", "--ct", "http://127.0.0.1:2"}, "one CT log"},
+		{[]string{"--ct", "http://127.0.0.1:2"}, "flag provided but not defined: --ct"}, // pkie's old log's feed, gone
 	} {
 		code, _, errs := runCLI(t, append([]string{"prover", "serve", "--listen", "127.0.0.1:0"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {

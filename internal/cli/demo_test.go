@@ -126,7 +126,8 @@ func TestDemoVerbose(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"notary-near", "notary-global", "ct (required) failed", "revocation (required) failed", "sorted tree of"} {
+	for _, want := range []string{"notary-near", "notary-global", "ct (required) failed", "revocation (required) failed", "sorted tree of",
+		"under pkie.test/mirror's head signed", "built from log pkie.test/log's checkpoint of", "mirror pkie.test/mirror of log pkie.test/log: certificate is absent from the log's sorted tree"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-v output lacks %q", want)
 		}

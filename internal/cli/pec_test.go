@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"net"
 	"os"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	fnote "github.com/transparency-dev/formats/note"
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/cli/client"
@@ -27,22 +32,22 @@ const evilName = "x\x1b[2J\x1b[H\r\nforged.test  TRUSTED\n"
 // revoked) and evil.test (not logged, a certificate for evilName), with the files a user of pkie pec get and pkie check --cloud
 // has: the cloud's bundle, the CA root, the TTPs' keys.
 type pecWorld struct {
-	bundle, roots, logKey, revKey string
-	port                          map[string]string
+	bundle, roots, mirrorKey, logKey, revKey string
+	port                                     map[string]string
 }
 
 func newPECWorld(t *testing.T) *pecWorld {
 	t.Helper()
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("PEC CLI Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("PEC CLI CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
@@ -99,12 +104,14 @@ func newPECWorld(t *testing.T) *pecWorld {
 	writePEM(t, w.roots, "CERTIFICATE", root.Cert.Raw)
 	w.logKey, w.revKey = filepath.Join(dir, "log.pub"), filepath.Join(dir, "ra.pub")
 	os.WriteFile(w.logKey, []byte(ttp.LogKey+"\n"), 0o644)
+	w.mirrorKey = filepath.Join(dir, "mirror.pub")
+	os.WriteFile(w.mirrorKey, []byte(ttp.MirrorKey+"\n"), 0o644)
 	os.WriteFile(w.revKey, []byte(ttp.RevocationKey+"\n"), 0o644)
 	return w
 }
 
 func (w *pecWorld) flags(extra ...string) []string {
-	return append([]string{"--cloud", w.bundle, "--ct-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
+	return append([]string{"--cloud", w.bundle, "--ct-key", "@" + w.mirrorKey, "--ct-log-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
 		"--roots", w.roots, "--allow-private", "--resolve", "good.test=127.0.0.1", "--resolve", "revoked.test=127.0.0.1", "--resolve", "evil.test=127.0.0.1"}, extra...)
 }
 
@@ -282,7 +289,7 @@ func TestPECGetWarnWithholdingCloud(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := func(extra ...string) []string {
-		return append([]string{"pec", "get", "--cloud", bundle, "--ct-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
+		return append([]string{"pec", "get", "--cloud", bundle, "--ct-key", "@" + w.mirrorKey, "--ct-log-key", "@" + w.logKey, "--revocation-key", "@" + w.revKey,
 			"--roots", w.roots, "--allow-private", "--resolve", "revoked.test=127.0.0.1"}, append(extra, w.url("revoked.test"))...)
 	}
 
@@ -393,25 +400,26 @@ func countingCloud(t *testing.T) (bundle string, reached func() int) {
 // arrives, and nothing may.
 func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 	bundle, reached := countingCloud(t)
-	_, key, err := checkpoint.GenerateKey("log.test")
+	_, key, err := checkpoint.GenerateKey("mirror.test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	lkey := testLogKey(t)
 	for _, tt := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"bad ct key", []string{"--ct-key", "not a key"}, "--ct-key: "},
-		{"missing ct key file", []string{"--ct-key", "@/nonexistent/log.pub"}, "--ct-key: "},
+		{"bad ct key", []string{"--ct-key", "not a key", "--ct-log-key", lkey}, "--ct-key: "},
+		{"missing ct key file", []string{"--ct-key", "@/nonexistent/log.pub", "--ct-log-key", lkey}, "--ct-key: "},
 		{"require unconfigured", []string{"--revocation-key", key, "--require", "ca,ct"}, `required source "ct" is not configured (have ca, revocation)`},
-		{"require not built in", []string{"--ct-key", key, "--require", "ct,my-pkie"}, `--require: enhancement my-pkie: this pkie binary was not built with it (built in: ct, revocation, notary)`},
-		{"require by identifier not built in", []string{"--ct-key", key, "--require", "ct,0xff10"}, `enhancement 0xff10: this pkie binary was not built with it`},
-		{"require built in, not configured", []string{"--ct-key", key, "--require", "ct,notary"}, `required source "notary" is not configured (have ca, ct)`},
-		{"require only ca", []string{"--ct-key", key, "--require", "ca"}, "--require names no enhancement"},
+		{"require not built in", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct,my-pkie"}, `--require: enhancement my-pkie: this pkie binary was not built with it (built in: ct, revocation, notary)`},
+		{"require by identifier not built in", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct,0xff10"}, `enhancement 0xff10: this pkie binary was not built with it`},
+		{"require built in, not configured", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct,notary"}, `required source "notary" is not configured (have ca, ct)`},
+		{"require only ca", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ca"}, "--require names no enhancement"},
 		{"no enhancement", nil, "no enhancement to check"},
-		{"loopback site", []string{"--ct-key", key, "--resolve", "site.test=127.0.0.1"}, "site.test is 127.0.0.1 (Loopback), which pkie pec get refuses to connect to without --allow-private"},
-		{"private IP literal", []string{"--ct-key", key, "--url", "https://10.1.2.3/"}, "10.1.2.3 is 10.1.2.3 (Private-Use)"},
+		{"loopback site", []string{"--ct-key", key, "--ct-log-key", lkey, "--resolve", "site.test=127.0.0.1"}, "site.test is 127.0.0.1 (Loopback), which pkie pec get refuses to connect to without --allow-private"},
+		{"private IP literal", []string{"--ct-key", key, "--ct-log-key", lkey, "--url", "https://10.1.2.3/"}, "10.1.2.3 is 10.1.2.3 (Private-Use)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			url := "https://site.test/"
@@ -441,25 +449,26 @@ func TestPECGetValidatesBeforeNetwork(t *testing.T) {
 // first and only then read the pinned keys and --require.
 func TestCheckCloudValidatesBeforeNetwork(t *testing.T) {
 	bundle, reached := countingCloud(t)
-	_, key, err := checkpoint.GenerateKey("log.test")
+	_, key, err := checkpoint.GenerateKey("mirror.test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	lkey := testLogKey(t)
 	for _, tt := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"bad ct key", []string{"--ct-key", "not a key", "--require", "ct"}, "--ct-key: "},
+		{"bad ct key", []string{"--ct-key", "not a key", "--ct-log-key", lkey, "--require", "ct"}, "--ct-key: "},
 		{"missing revocation key file", []string{"--revocation-key", "@/nonexistent/rev.pub", "--require", "revocation"}, "--revocation-key: "},
 		{"require unconfigured", []string{"--revocation-key", key, "--require", "ct"}, `required source "ct" is not configured (have ca, revocation)`},
-		{"require not built in", []string{"--ct-key", key, "--require", "ct,my-pkie"}, "enhancement my-pkie: this pkie binary was not built with it"},
-		{"no enhancement required", []string{"--ct-key", key}, "no notaries configured, and no enhancement required in their place"},
-		{"fingerprint with ip", []string{"--ct-key", key, "--require", "ct", "--fingerprint", strings.Repeat("ab", 32), "--ip", "192.0.2.1"}, "--ip does not apply"},
-		{"bad ip", []string{"--ct-key", key, "--require", "ct", "--ip", "not-an-ip"}, `--ip "not-an-ip" is not an IP address`},
-		{"bad transport", []string{"--ct-key", key, "--require", "ct", "--transport", "udp"}, `--transport "udp": want auto, quic or tcp`},
-		{"bad proof timeout", []string{"--ct-key", key, "--require", "ct", "--proof-timeout", "0s"}, "--proof-timeout must be positive"},
-		{"missing forwarder", []string{"--ct-key", key, "--require", "ct", "--forwarder", "/nonexistent/fw.bundle"}, "--forwarder: "},
+		{"require not built in", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct,my-pkie"}, "enhancement my-pkie: this pkie binary was not built with it"},
+		{"no enhancement required", []string{"--ct-key", key, "--ct-log-key", lkey}, "no notaries configured, and no enhancement required in their place"},
+		{"fingerprint with ip", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct", "--fingerprint", strings.Repeat("ab", 32), "--ip", "192.0.2.1"}, "--ip does not apply"},
+		{"bad ip", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct", "--ip", "not-an-ip"}, `--ip "not-an-ip" is not an IP address`},
+		{"bad transport", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct", "--transport", "udp"}, `--transport "udp": want auto, quic or tcp`},
+		{"bad proof timeout", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct", "--proof-timeout", "0s"}, "--proof-timeout must be positive"},
+		{"missing forwarder", []string{"--ct-key", key, "--ct-log-key", lkey, "--require", "ct", "--forwarder", "/nonexistent/fw.bundle"}, "--forwarder: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"check", "--cloud", bundle, "--transport", "tcp", "--no-cache",
@@ -481,13 +490,13 @@ func TestCheckCloudValidatesBeforeNetwork(t *testing.T) {
 // (TestPECGetValidatesBeforeNetwork), one found by DNS when dialled.
 func TestPECGetRefusesLoopback(t *testing.T) {
 	w := newPECWorld(t)
-	code, out, errs := runCLI(t, "pec", "get", "--cloud", w.bundle, "--ct-key", "@"+w.logKey, "--revocation-key", "@"+w.revKey,
+	code, out, errs := runCLI(t, "pec", "get", "--cloud", w.bundle, "--ct-key", "@"+w.mirrorKey, "--ct-log-key", "@"+w.logKey, "--revocation-key", "@"+w.revKey,
 		"--roots", w.roots, "https://localhost:"+w.port["good.test"]+"/")
 	if code != ExitUsage || strings.Contains(out, "HTTP/1.1") || !strings.Contains(errs, "address is not public (Loopback): refusing to connect") ||
 		!strings.Contains(errs, "--allow-private allows it") {
 		t.Fatalf("localhost without --allow-private: exit %d\n%s\n%s", code, out, errs)
 	}
-	code, out, errs = runCLI(t, "pec", "get", "--cloud", w.bundle, "--ct-key", "@"+w.logKey, "--revocation-key", "@"+w.revKey,
+	code, out, errs = runCLI(t, "pec", "get", "--cloud", w.bundle, "--ct-key", "@"+w.mirrorKey, "--ct-log-key", "@"+w.logKey, "--revocation-key", "@"+w.revKey,
 		"--roots", w.roots, "--resolve", "good.test=127.0.0.1", w.url("good.test"))
 	if code != ExitUsage || out != "" || !strings.Contains(errs, "without --allow-private") {
 		t.Fatalf("good.test mapped to loopback without --allow-private: exit %d\n%s\n%s", code, out, errs)
@@ -499,10 +508,11 @@ func TestPECGetRefusesLoopback(t *testing.T) {
 // 2, the operational-error status; pkie check --cloud does the same.
 // What the bundle's operator named it is shown escaped.
 func TestPECGetCloudUnreachable(t *testing.T) {
-	_, key, err := checkpoint.GenerateKey("log.test")
+	_, key, err := checkpoint.GenerateKey("mirror.test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	lkey := testLogKey(t)
 	// Two points, each a port that was just bound and released, so
 	// nothing listens on it over TCP or UDP.
 	var points []pecwire.Point
@@ -526,8 +536,8 @@ func TestPECGetCloudUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"pec", "get", "--cloud", bundle, "--ct-key", key, "https://good.test:1/"},
-		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", key, "good.test:1"},
+		{"pec", "get", "--cloud", bundle, "--ct-key", key, "--ct-log-key", lkey, "https://good.test:1/"},
+		{"check", "--cloud", bundle, "--require", "ct", "--ct-key", key, "--ct-log-key", lkey, "good.test:1"},
 	} {
 		code, out, errs := runCLI(t, args...)
 		if code != 2 || out != "" {
@@ -573,4 +583,19 @@ func TestPECRemoteTextIsEscaped(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testLogKey returns a CT log's RFC 6962 note verifier key (ECDSA P-256),
+// as a client pins it with --ct-log-key.
+func testLogKey(t *testing.T) string {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkey, err := fnote.RFC6962VerifierString("ctlog.test", k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vkey
 }

@@ -86,15 +86,15 @@ func startPECProxy(t *testing.T, args ...string) (string, func() string) {
 // a revoked certificate behind another proxy is refused.
 func TestPECProxy(t *testing.T) {
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("PEC Proxy Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("PEC Proxy CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +137,8 @@ func TestPECProxy(t *testing.T) {
 	writePEM(t, roots, "CERTIFICATE", root.Cert.Raw)
 	logKey, revKey := filepath.Join(dir, "log.pub"), filepath.Join(dir, "ra.pub")
 	os.WriteFile(logKey, []byte(ttp.LogKey+"\n"), 0o644)
+	mirrorKey := filepath.Join(dir, "mirror.pub")
+	os.WriteFile(mirrorKey, []byte(ttp.MirrorKey+"\n"), 0o644)
 	os.WriteFile(revKey, []byte(ttp.RevocationKey+"\n"), 0o644)
 
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +153,7 @@ func TestPECProxy(t *testing.T) {
 	body := filepath.Join(dir, "body")
 	get := func(name, addr string, extra ...string) (int, string, string) {
 		_, port, _ := net.SplitHostPort(addr)
-		args := []string{"pec", "get", "--json", "-o", body, "--cloud", bundle, "--ct-key", "@" + logKey, "--revocation-key", "@" + revKey,
+		args := []string{"pec", "get", "--json", "-o", body, "--cloud", bundle, "--ct-key", "@" + mirrorKey, "--ct-log-key", "@" + logKey, "--revocation-key", "@" + revKey,
 			"--roots", roots, "--allow-private", "--resolve", name + "=127.0.0.1", "--transport", "tcp"}
 		return runCLI(t, append(append(args, extra...), "https://"+name+":"+port+"/hello")...)
 	}

@@ -12,11 +12,9 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/pkies/ct"
 	pkienotary "github.com/pkie/pkie/internal/pkies/notary"
 	"github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/provers"
-	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	notaryprover "github.com/pkie/pkie/internal/provers/notary"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	"github.com/pkie/pkie/internal/testbed"
@@ -33,12 +31,12 @@ import (
 func TestBuiltins(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("Cloud Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Cloud Root", testbed.ECDSAP256)
 	ca, _ := root.NewIntermediate("Cloud CA", testbed.ECDSAP256)
 	issue := func() *testbed.Leaf {
 		l, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
@@ -66,7 +64,7 @@ func TestBuiltins(t *testing.T) {
 	defer site.Close()
 
 	d, err := cloud.Init(filepath.Join(t.TempDir(), "cloud"), cloud.FileConfig{Name: "pec.test", PKIEs: []cloud.PKIEConfig{
-		{Name: "ct", Config: ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON()},
+		{Name: "ct", Config: ttp.CTProverConfig().JSON()},
 		{Name: "revocation", Config: revprover.ProverConfig{AuthorityURL: ttp.RevocationURL, AuthorityKey: ttp.RevocationKey}.JSON()},
 		{Name: "notary", Config: notaryprover.ProverConfig{AllowPrivate: true, Resolve: map[string]string{"bank.test:443": site.Addr.String()}}.JSON()},
 	}})
@@ -114,7 +112,7 @@ func TestBuiltins(t *testing.T) {
 	}
 	verifiers := map[pkie.ID]pkie.Verifier{}
 	for id, conf := range map[pkie.ID]json.RawMessage{
-		pkie.CT:         ct.VerifierConfig{Key: ttp.LogKey}.JSON(),
+		pkie.CT:         ttp.CTVerifierConfig().JSON(),
 		pkie.Revocation: revocation.VerifierConfig{Key: ttp.RevocationKey}.JSON(),
 		pkie.Notary:     pkienotary.VerifierConfig{Key: notaryKey}.JSON(),
 	} {

@@ -33,7 +33,7 @@ func BenchmarkSubmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ttps, err := testbed.StartTTPs(testbed.TTPOptions{})
+	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Roots: []*testbed.CA{root}})
 	if err != nil {
 		b.Fatal(err)
 	}

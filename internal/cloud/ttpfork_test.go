@@ -24,7 +24,6 @@ import (
 	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/provers"
-	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	revprover "github.com/pkie/pkie/internal/provers/revocation"
 	rev "github.com/pkie/pkie/internal/revocation"
 	"github.com/pkie/pkie/internal/testbed"
@@ -50,11 +49,11 @@ func newForkWorld(t *testing.T) *forkWorld {
 	ctx := context.Background()
 	w := &forkWorld{raDir: filepath.Join(t.TempDir(), "ra")}
 	var err error
-	if w.ttp, err = testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()}); err != nil {
+	w.root, _ = testbed.NewRootCA("Fork Root", testbed.ECDSAP256)
+	if w.ttp, err = testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.root}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.ttp.Close() })
-	w.root, _ = testbed.NewRootCA("Fork Root", testbed.ECDSAP256)
 	if w.leaf, err = w.root.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +105,7 @@ func (w *forkWorld) fork(t *testing.T) {
 
 func (w *forkWorld) pkies() []cloud.PKIEConfig {
 	return []cloud.PKIEConfig{
-		{Name: "ct", Config: ctprover.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey}.JSON()},
+		{Name: "ct", Config: w.ttp.CTProverConfig().JSON()},
 		{Name: "revocation", Config: revprover.ProverConfig{AuthorityURL: w.raURL, AuthorityKey: w.raKey}.JSON()},
 	}
 }
@@ -197,7 +196,7 @@ func (w *forkWorld) verify(t *testing.T, p *pecwire.Proof) pkie.Assertion {
 	var err error
 	switch p.ID {
 	case pkie.CT:
-		v, err = ct.NewVerifierFrom(ct.VerifierConfig{Key: w.ttp.LogKey})
+		v, err = ct.NewVerifierFrom(w.ttp.CTVerifierConfig())
 	case pkie.Revocation:
 		v, err = revocation.NewVerifierFrom(revocation.VerifierConfig{Key: w.raKey})
 	}
@@ -301,7 +300,7 @@ func TestRestartAfterTTPFork(t *testing.T) {
 // of its own (a copy of the data directory made before the first serve)
 // starts after the authority forked. Told its peer, it learns from it the
 // head the authority published before and refuses the fork; without a peer
-// it serves no CT or revocation proof at all, since it cannot know; only an
+// it serves no revocation proof at all, since it cannot know; only an
 // operator's --trust-first-head makes it take the fork, and with it the
 // revoked leaf becomes "not revoked": the hole the default closes.
 func TestFreshReplicaRefusesFork(t *testing.T) {
@@ -352,8 +351,10 @@ func TestFreshReplicaRefusesFork(t *testing.T) {
 	})
 	t.Run("no peer", func(t *testing.T) {
 		r := startReplica(t, d3, cloud.ProverOptions{})
-		// Nor CT: it knows nothing the log signed before either.
-		wantRevocationRefused(t, w, r, "no record of what the TTP signed before", false)
+		// CT still proves: its mirror rebuilds the log's tree from
+		// entries it checks against checkpoints the pinned log key signed,
+		// and signs its own heads; it asks no peer for a floor.
+		wantRevocationRefused(t, w, r, "no record of what the TTP signed before", true)
 	})
 	t.Run("trust first head", func(t *testing.T) {
 		r := startReplica(t, d4, cloud.ProverOptions{TrustFirstHead: true})

@@ -1,3 +1,9 @@
+// Package ctwire holds what a CT log's monitors and pkie's clients must
+// agree on byte for byte, with no server code: the log entries a mirror
+// reads (static-ct-api data tiles, RFC 6962 get-entries), the SCT
+// extension static-ct-api adds (leaf_index), and the 32-byte keys of the
+// sorted tree of certificates (CertKey, PrecertKey, ChainKey, EntryKeys)
+// that a mirror inserts and a client looks up.
 package ctwire
 
 import (

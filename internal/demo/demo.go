@@ -1,6 +1,7 @@
 // Package demo runs pkie's main job offline: an in-process world of TLS
-// sites, three notaries (one at global distance), a CT log, a revocation
-// authority, a PEC cloud proving against both, and a man in the middle on
+// sites, three notaries (one at global distance), a static-ct-api CT log
+// and a mirror of it that signs the sorted tree of its certificates, a
+// revocation authority, a PEC cloud proving against both, and a man in the middle on
 // the client's path; and a client that checks every site the way
 // "pkie check --cloud" does, requiring CA validation, the notaries, and CT
 // and revocation proofs delivered by the cloud. The intercepted site is
@@ -99,8 +100,8 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	fmt.Fprintf(progress, "starting a CT log, a revocation authority and a PEC cloud proving against both …\n")
-	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Dir: filepath.Join(dir, "ttps")})
+	fmt.Fprintf(progress, "starting a static-ct-api CT log, a mirror of it, a revocation authority and a PEC cloud proving against both …\n")
+	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Dir: filepath.Join(dir, "ttps"), Roots: []*testbed.CA{tp.Root}})
 	if err != nil {
 		return nil, err
 	}
@@ -235,10 +236,11 @@ func addSites(tp *testbed.Topology) error {
 	return nil
 }
 
-// publish logs every genuine site's chain but the unlogged one's, revokes
-// the revoked site's certificate through a CRL from its CA, and has the
-// log and the authority sign their trees, so the cloud's provers sync
-// them as they start.
+// publish logs every genuine site's chain but the unlogged one's (add-chain,
+// each returning once a checkpoint covers it), revokes the revoked site's
+// certificate through a CRL from its CA, and has the authority sign its
+// tree and the mirror follow the log, so the cloud's provers sync them as
+// they start.
 func publish(ctx context.Context, tp *testbed.Topology, ttps *testbed.TTPs) error {
 	for _, s := range tp.Sites {
 		if s.Name == UnloggedSite {

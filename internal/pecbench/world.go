@@ -60,7 +60,7 @@ func newWorld(ctx context.Context, logFill, revokedFill int, progress func(strin
 	if w.leaf, err = PaddedLeaf(w.inter, siteName, testbed.RSA2048, PaperFlightBytes); err != nil {
 		return nil, err
 	}
-	if w.ttps, err = testbed.StartTTPs(testbed.TTPOptions{}); err != nil {
+	if w.ttps, err = testbed.StartTTPs(testbed.TTPOptions{Roots: []*testbed.CA{w.root}}); err != nil {
 		return nil, err
 	}
 	progress("logging the site's chain and %d others, revoking %d other serials", logFill, revokedFill)
@@ -73,12 +73,8 @@ func newWorld(ctx context.Context, logFill, revokedFill int, progress func(strin
 		chains = append(chains, l.Chain)
 		w.fill = append(w.fill, l.Chain)
 	}
-	for len(chains) > 0 {
-		n := min(len(chains), 4096)
-		if _, err := w.ttps.Log.AddChains(ctx, chains[:n]); err != nil {
-			return nil, fmt.Errorf("pecbench: logging: %w", err)
-		}
-		chains = chains[n:]
+	if err := w.ttps.LogChains(ctx, chains); err != nil {
+		return nil, fmt.Errorf("pecbench: %w", err)
 	}
 	if revokedFill > 0 {
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -152,7 +148,7 @@ func (w *world) startCloud(ctx context.Context, name string, cfg cloud.Config) (
 
 // treeSizes are the log's and the authority's tree sizes as synced.
 func (w *world) treeSizes() [2]uint64 {
-	return [2]uint64{w.ttps.CTProver.Status().Size, w.ttps.RevProver.Status().Size}
+	return [2]uint64{w.ttps.CTMirror.Status().Size, w.ttps.RevProver.Status().Size}
 }
 
 // depth is the length of the longest audit path in a tree of n leaves.

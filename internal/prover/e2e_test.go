@@ -4,9 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
@@ -42,20 +40,20 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	clk := newClock()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ttp.Close() })
 	root, err := testbed.NewRootCA("Proof Root", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Now: clk.Now, Roots: []*testbed.CA{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ttp.Close() })
 	ca, err := root.NewIntermediate("Proof CA", testbed.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctPin, err := treeproof.ParsePin(ttp.LogKey, 10*time.Minute)
+	ctPin, err := treeproof.ParseMirrorPin(ttp.MirrorKey, ttp.LogKey, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +110,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := w.ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Logged after the sorted tree was built.
+	// Logged after the mirror's last sync.
 	if _, err := w.ttp.LogChain(ctx, young.Chain); err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +155,24 @@ func TestVerifierRejections(t *testing.T) {
 	if _, err := treeproof.VerifyCT([][]byte{l.Cert.Raw}, good, w.ctPin, now); err != nil {
 		t.Fatalf("baseline: %v", err)
 	}
-	_, otherKey, _ := checkpoint.GenerateKey("pkie.test/log") // same name, other key
-	wrongPin, _ := treeproof.ParsePin(otherKey, 10*time.Minute)
-	logCP, _ := w.ttp.Log.Checkpoint(ctx) // same key, origin pkie.test/log, not …/sorted
+	_, otherKey, _ := checkpoint.GenerateKey("pkie.test/mirror") // same name, other key
+	wrongPin, _ := treeproof.ParseMirrorPin(otherKey, w.ttp.LogKey, 10*time.Minute)
+	// The mirror's key alone, as clients pinned pkie's earlier log that
+	// signed its own heads: refused, whatever the proof.
+	singlePin, _ := treeproof.ParsePin(w.ttp.MirrorKey, 10*time.Minute)
+	mirrorSigner, err := checkpoint.ReadSignerFile(w.ttp.MirrorKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := checkpoint.OpenMirrorHeadAnyAge([]byte(good.Checkpoint), w.ctPin.Verifier, w.ctPin.LogVerifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mirror's key signing a plain checkpoint of the tree, not a head
+	// bound to the log's checkpoint.
+	bare, _ := checkpoint.Sign(checkpoint.Checkpoint{Origin: head.Origin, Size: head.Size, Root: head.Root, Time: head.Time}, mirrorSigner)
 	otherOrigin := *good
-	otherOrigin.Checkpoint = string(logCP)
+	otherOrigin.Checkpoint = string(bare)
 	flipped := *good
 	flipped.Proof = append([]byte(nil), good.Proof...)
 	flipped.Proof[len(flipped.Proof)-1] ^= 1
@@ -172,22 +183,10 @@ func TestVerifierRejections(t *testing.T) {
 	if tamperedCP.Checkpoint == good.Checkpoint {
 		t.Fatal("no size line to tamper with")
 	}
-	// Heads the log's key signs, bound to log checkpoints that are not the
-	// log's: what a verifier must refuse although the head's signature is
-	// good.
-	head, err := checkpoint.OpenHeadAnyAge([]byte(good.Checkpoint), w.ctPin.Verifier)
-	if err != nil {
-		t.Fatal(err)
-	}
-	skeyB, err := os.ReadFile(filepath.Join(w.ttp.Log.Dir(), ctlog.KeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logSigner, _ := checkpoint.NewSigner(string(skeyB))
-	headSigner, err := checkpoint.HeadSigner(logSigner, w.ctPin.Verifier)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Heads the mirror's key signs, bound to log checkpoints that are not
+	// the log's: what a verifier must refuse although the head's
+	// signature is good.
+	headSigner := mirrorSigner
 	rebound := func(lmsg []byte, v note.Verifier, edit func(*checkpoint.Head)) *treeproof.Response {
 		h := *head
 		if lmsg != nil {
@@ -207,15 +206,12 @@ func TestVerifierRejections(t *testing.T) {
 		return &r
 	}
 	otherS, otherV := func() (note.Signer, note.Verifier) {
-		sk, vk, _ := checkpoint.GenerateKey(w.ctPin.Verifier.Name())
+		sk, vk, _ := checkpoint.GenerateKey(w.ctPin.LogVerifier.Name())
 		s, _ := checkpoint.NewSigner(sk)
 		v, _ := checkpoint.NewVerifier(vk)
 		return s, v
 	}()
 	foreignLog, _ := checkpoint.Sign(head.Log, otherS)
-	smallLog := head.Log
-	smallLog.Size = head.Size - 1
-	smallLogMsg, _ := checkpoint.Sign(smallLog, logSigner)
 
 	for name, tc := range map[string]struct {
 		r   *treeproof.Response
@@ -223,16 +219,15 @@ func TestVerifierRejections(t *testing.T) {
 		now time.Time
 		is  error
 	}{
-		"wrong pinned key":       {good, wrongPin, now, checkpoint.ErrSignature},
-		"stale root":             {good, w.ctPin, now.Add(11 * time.Minute), checkpoint.ErrStale},
-		"future root":            {good, w.ctPin, now.Add(-5 * time.Minute), checkpoint.ErrFuture},
-		"other origin":           {&otherOrigin, w.ctPin, now, checkpoint.ErrOrigin},
-		"proof byte changed":     {&flipped, w.ctPin, now, nil},
-		"response for other key": {&wrongKey, w.ctPin, now, nil},
-		"checkpoint edited":      {&tamperedCP, w.ctPin, now, checkpoint.ErrSignature},
+		"wrong pinned key":                           {good, wrongPin, now, checkpoint.ErrSignature},
+		"stale root":                                 {good, w.ctPin, now.Add(11 * time.Minute), checkpoint.ErrStale},
+		"future root":                                {good, w.ctPin, now.Add(-5 * time.Minute), checkpoint.ErrFuture},
+		"a checkpoint, not a head":                   {&otherOrigin, w.ctPin, now, nil},
+		"proof byte changed":                         {&flipped, w.ctPin, now, nil},
+		"response for other key":                     {&wrongKey, w.ctPin, now, nil},
+		"checkpoint edited":                          {&tamperedCP, w.ctPin, now, checkpoint.ErrSignature},
 		"bound log checkpoint signed by another key": {rebound(foreignLog, otherV, nil), w.ctPin, now, checkpoint.ErrLogSignature},
 		"bound log root edited":                      {rebound(nil, nil, func(h *checkpoint.Head) { h.Log.Root[0] ^= 1 }), w.ctPin, now, checkpoint.ErrLogSignature},
-		"bound log smaller than the tree":            {rebound(smallLogMsg, w.ctPin.Verifier, nil), w.ctPin, now, nil},
 	} {
 		_, err := treeproof.VerifyCT([][]byte{l.Cert.Raw}, tc.r, tc.pin, tc.now)
 		if err == nil {
@@ -242,6 +237,9 @@ func TestVerifierRejections(t *testing.T) {
 		if tc.is != nil && !errors.Is(err, tc.is) {
 			t.Errorf("%s: error %v, want %v", name, err, tc.is)
 		}
+	}
+	if _, err := treeproof.VerifyCT([][]byte{l.Cert.Raw}, good, singlePin, now); err == nil || !strings.Contains(err.Error(), "without the log's key") {
+		t.Errorf("a pin of the mirror's key alone: %v, want a refusal naming the missing log key", err)
 	}
 	// A revocation response is not a CT response, even for the same key.
 	rr, _ := w.rev(t, l)
@@ -305,41 +303,42 @@ func (f lyingFeed) Keys(ctx context.Context, start uint64, n int) ([][32]byte, e
 func TestProverRefusesBadTTPData(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	for range 3 {
-		if _, err := w.ttp.LogChain(ctx, w.leaf(t).Chain); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := w.ttp.Log.BuildSorted(ctx); err != nil {
+	if err := w.ttp.Revoke(ctx, w.ca, big.NewInt(1), big.NewInt(2), big.NewInt(3)); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := New(Config{PKIE: CT, Feed: lyingFeed{w.ttp.Log.Feed()}, Verifier: w.ttp.Log.Verifier(), Now: w.clk.Now})
+	if _, err := w.ttp.Revocation.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	auth := w.ttp.Revocation
+	p, _ := New(Config{PKIE: Revocation, Feed: lyingFeed{auth.Feed()}, Verifier: auth.Verifier(), Now: w.clk.Now})
 	if _, err := p.Sync(ctx); err == nil || !strings.Contains(err.Error(), "root") {
 		t.Errorf("feed with a corrupted key: %v", err)
 	}
 	if _, err := p.Prove([32]byte{}); !errors.Is(err, ErrNotSynced) {
 		t.Errorf("prover serves after a failed first sync: %v", err)
 	}
-	wrong, _ := New(Config{PKIE: CT, Feed: w.ttp.Log.Feed(), Verifier: w.ttp.Revocation.Verifier(), Now: w.clk.Now})
+	_, otherKey, _ := checkpoint.GenerateKey("pkie.test/revocation") // same name, other key
+	otherV, _ := checkpoint.NewVerifier(otherKey)
+	wrong, _ := New(Config{PKIE: Revocation, Feed: auth.Feed(), Verifier: otherV, Now: w.clk.Now})
 	if _, err := wrong.Sync(ctx); !errors.Is(err, checkpoint.ErrSignature) {
 		t.Errorf("feed signed by another key: %v", err)
 	}
-	stale, _ := New(Config{PKIE: CT, Feed: w.ttp.Log.Feed(), Verifier: w.ttp.Log.Verifier(), MaxAge: time.Minute,
+	stale, _ := New(Config{PKIE: Revocation, Feed: auth.Feed(), Verifier: auth.Verifier(), MaxAge: time.Minute,
 		Now: func() time.Time { return w.clk.Now().Add(time.Hour) }})
 	if _, err := stale.Sync(ctx); !errors.Is(err, checkpoint.ErrStale) {
 		t.Errorf("stale TTP checkpoint: %v", err)
 	}
 	// Incremental sync: the real prover picks up only new keys.
-	if _, err := w.ttp.CTProver.Sync(ctx); err != nil {
+	if _, err := w.ttp.RevProver.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.ttp.LogChain(ctx, w.leaf(t).Chain); err != nil {
+	if err := w.ttp.Revoke(ctx, w.ca, big.NewInt(4)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.ttp.Log.BuildSorted(ctx); err != nil {
+	if _, err := auth.Publish(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.ttp.CTProver.Sync(ctx)
+	res, err := w.ttp.RevProver.Sync(ctx)
 	if err != nil || res.NewKeys != 1 || res.Size != 4 {
 		t.Errorf("incremental sync: %+v %v", res, err)
 	}

@@ -5,14 +5,17 @@ import (
 	"math/big"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/pkie/pkie/checkpoint"
-	"github.com/pkie/pkie/internal/feed"
+	"github.com/pkie/pkie/internal/ctlog"
+	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
 	. "github.com/pkie/pkie/internal/prover"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	"github.com/pkie/pkie/internal/revocation"
+	"github.com/pkie/pkie/internal/testbed"
 )
 
 // FuzzProofRequest sends arbitrary query strings to the proof API of a
@@ -39,19 +42,24 @@ func FuzzProofRequest(f *testing.F) {
 	if _, err := rev.Sync(context.Background()); err != nil {
 		f.Fatal(err)
 	}
-	_, vkey, err := checkpoint.GenerateKey("fuzz.test/log")
+	// A ct mirror that never synced: its log is never asked.
+	root, err := testbed.NewRootCA("Fuzz Root", testbed.ECDSAP256)
 	if err != nil {
 		f.Fatal(err)
 	}
-	ctPin, err := treeproof.ParsePin(vkey, 0)
+	logKey, err := ctlog.Init(context.Background(), filepath.Join(dir, "log"), "fuzz.test/log", ctlog.InitOptions{Roots: root.PEM()})
 	if err != nil {
 		f.Fatal(err)
 	}
-	// Never synced: its feed is never asked.
-	ct, err := New(Config{PKIE: CT, Feed: &feed.Client{Base: "http://127.0.0.1:1"}, Verifier: ctPin.Verifier})
+	if _, err := ctmirror.GenerateKey(dir, "fuzz.test/mirror"); err != nil {
+		f.Fatal(err)
+	}
+	ct, err := ctprover.OpenMirror(context.Background(), ctprover.MirrorConfig{LogURL: "http://127.0.0.1:1", LogKey: logKey,
+		MirrorKeyFile: filepath.Join(dir, ctmirror.KeyFile), Dir: filepath.Join(dir, "ct")})
 	if err != nil {
 		f.Fatal(err)
 	}
+	defer ct.Close()
 	h := Handler(ServerOptions{CT: ct, Revocation: rev})
 	f.Add(true, "key="+strings.Repeat("ab", 32))
 	f.Add(false, "key="+strings.Repeat("ab", 32))

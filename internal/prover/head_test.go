@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"math/big"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/feed"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	. "github.com/pkie/pkie/internal/prover"
 	"github.com/pkie/pkie/internal/revocation"
-	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/internal/ttpstate"
 )
 
@@ -33,72 +32,78 @@ func (f *headFront) LatestCheckpoint(ctx context.Context) ([]byte, error) {
 	return f.Source.LatestCheckpoint(ctx)
 }
 
-// testLog is a CT log holding n certificates, with a sorted tree built.
-func testLog(t *testing.T, n int) *ctlog.Log {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "log")
-	if _, err := ctlog.Init(dir, "pkie.test/headlog"); err != nil {
-		t.Fatal(err)
-	}
-	l, err := ctlog.Open(dir, ctlog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	addCerts(t, l, n)
-	return l
+// testAuthority is a revocation authority whose key log holds n serials,
+// its sorted tree published.
+type testAuthority struct {
+	*revocation.Authority
+	dir  string
+	next int64
 }
 
-func addCerts(t *testing.T, l *ctlog.Log, n int) {
+func newTestAuthority(t *testing.T, n int) *testAuthority {
 	t.Helper()
-	root, err := testbed.NewRootCA("Head Root", testbed.ECDSAP256)
+	dir := filepath.Join(t.TempDir(), "ra")
+	if _, err := revocation.Init(dir, "pkie.test/headra"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := revocation.Open(dir, revocation.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
+	ta := &testAuthority{Authority: a, dir: dir}
+	ta.add(t, n)
+	return ta
+}
+
+// add revokes n more serials and publishes.
+func (a *testAuthority) add(t *testing.T, n int) {
+	t.Helper()
+	var serials []*big.Int
 	for range n {
-		leaf, err := root.Issue(testbed.LeafOptions{DNSNames: []string{"head.test"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.AddChain(context.Background(), leaf.Chain); err != nil {
-			t.Fatal(err)
-		}
+		a.next++
+		serials = append(serials, big.NewInt(a.next))
 	}
-	if _, err := l.BuildSorted(context.Background()); err != nil {
+	if _, err := a.AddSerials(context.Background(), []byte("kid"), serials, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Publish(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// resign signs the log's latest head again, as the log's key can, bound to
-// a log checkpoint signed with the log's key for the given size and root.
-func resign(t *testing.T, l *ctlog.Log, edit func(*checkpoint.Checkpoint)) []byte {
+func (a *testAuthority) signer(t *testing.T) note.Signer {
 	t.Helper()
-	msg, err := l.SortedCheckpoint(context.Background())
+	s, err := checkpoint.ReadSignerFile(filepath.Join(a.dir, revocation.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := checkpoint.OpenHeadAnyAge(msg, l.Verifier())
+	return s
+}
+
+// resign signs the authority's latest head again, as its key can, bound
+// to a key-log checkpoint signed with its key for the given size and root.
+func resign(t *testing.T, a *testAuthority, edit func(*checkpoint.Checkpoint)) []byte {
+	t.Helper()
+	msg, err := a.Feed().LatestCheckpoint(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	skey, err := os.ReadFile(filepath.Join(l.Dir(), ctlog.KeyFile))
+	h, err := checkpoint.OpenHeadAnyAge(msg, a.Verifier())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := checkpoint.NewSigner(string(skey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := a.signer(t)
 	lc := h.Log
 	edit(&lc)
 	lmsg, err := checkpoint.Sign(lc, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.BindLog(lmsg, l.Verifier()); err != nil {
+	if err := h.BindLog(lmsg, a.Verifier()); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := checkpoint.HeadSigner(s, l.Verifier())
+	hs, err := checkpoint.HeadSigner(s, a.Verifier())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,40 +114,41 @@ func resign(t *testing.T, l *ctlog.Log, edit func(*checkpoint.Checkpoint)) []byt
 	return out
 }
 
-// TestProverChecksLogBinding: a CT prover accepts successive heads (each a
-// snapshot under one origin), and refuses a head, validly signed by the
-// log's key, whose bound log checkpoint goes back on the one bound to the
-// head it accepted before: a smaller log, or another root at the same
-// size; also after a restart, from its state directory.
+// TestProverChecksLogBinding: a prover accepts successive heads, and
+// refuses a head, validly signed by the TTP's key, whose bound key-log
+// checkpoint goes back on the one bound to the head it accepted before: a
+// smaller log, or another root at the same size; also after a restart,
+// from its state directory.
 func TestProverChecksLogBinding(t *testing.T) {
 	ctx := context.Background()
-	l := testLog(t, 3)
+	a := newTestAuthority(t, 3)
 	stateDir := t.TempDir()
-	front := &headFront{Source: l.Feed()}
-	p, err := New(Config{PKIE: CT, Verifier: l.Verifier(), Feed: front, StateDir: stateDir})
+	front := &headFront{Source: a.Feed()}
+	p, err := New(Config{PKIE: Revocation, Verifier: a.Verifier(), Feed: front, StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	addCerts(t, l, 2)
+	a.add(t, 2)
 	if _, err := p.Sync(ctx); err != nil {
 		t.Fatalf("second head: %v", err)
 	}
-	if st := p.Status(); st.Size != 5 || st.LogSize != 6 {
-		t.Fatalf("status %+v, want 5 keys bound to a log of 6", st)
+	if st := p.Status(); st.Size != 5 || st.LogSize != 5 {
+		t.Fatalf("status %+v, want 5 keys bound to a key log of 5", st)
 	}
+	// (A head bound to a smaller key log than its revocations is no
+	// revocation head at all: checkpoint refuses it before any floor.)
 	for name, edit := range map[string]func(*checkpoint.Checkpoint){
-		"smaller log":             func(c *checkpoint.Checkpoint) { c.Size--; c.Root[0] ^= 1 },
 		"another root, same size": func(c *checkpoint.Checkpoint) { c.Root[0] ^= 1 },
 	} {
-		bad := resign(t, l, edit)
+		bad := resign(t, a, edit)
 		front.head = func() []byte { return bad }
 		if _, err := p.Sync(ctx); !errors.Is(err, ErrRollback) || !strings.Contains(err.Error(), "bound to") {
 			t.Errorf("%s: %v, want ErrRollback naming the bound log", name, err)
 		}
-		restarted, err := New(Config{PKIE: CT, Verifier: l.Verifier(), Feed: front, StateDir: stateDir})
+		restarted, err := New(Config{PKIE: Revocation, Verifier: a.Verifier(), Feed: front, StateDir: stateDir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,11 +158,20 @@ func TestProverChecksLogBinding(t *testing.T) {
 	}
 	// The honest head, signed again later, still passes.
 	front.head = nil
-	if _, err := l.BuildSorted(ctx); err != nil {
+	if _, err := a.Publish(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Sync(ctx); err != nil {
 		t.Fatalf("honest head after the refusals: %v", err)
+	}
+}
+
+// TestProverRefusesCT: CT logs publish no sorted-tree feed; the ct prover
+// is internal/provers/ct's Mirror, and New says so.
+func TestProverRefusesCT(t *testing.T) {
+	a := newTestAuthority(t, 1)
+	if _, err := New(Config{PKIE: CT, Verifier: a.Verifier(), Feed: a.Feed()}); err == nil || !strings.Contains(err.Error(), "Mirror") {
+		t.Fatalf("a CT feed prover: %v", err)
 	}
 }
 
@@ -218,19 +233,18 @@ func TestRevocationProverChecksKeyLog(t *testing.T) {
 // refused), and its first sync replaces it with a head under the new name.
 func TestLegacyProverState(t *testing.T) {
 	ctx := context.Background()
-	l := testLog(t, 3)
-	msg, err := l.SortedCheckpoint(ctx)
+	a := newTestAuthority(t, 3)
+	msg, err := a.Feed().LatestCheckpoint(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := checkpoint.OpenHeadAnyAge(msg, l.Verifier())
+	h, err := checkpoint.OpenHeadAnyAge(msg, a.Verifier())
 	if err != nil {
 		t.Fatal(err)
 	}
-	skey, _ := os.ReadFile(filepath.Join(l.Dir(), ctlog.KeyFile))
-	s, _ := checkpoint.NewSigner(string(skey))
+	s := a.signer(t)
 	legacy := func(size uint64) string {
-		m, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: l.SortedOrigin(), Size: size, Root: h.Root, Time: h.Time}, s)
+		m, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: a.Verifier().Name(), Size: size, Root: h.Root, Time: h.Time}, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,14 +254,14 @@ func TestLegacyProverState(t *testing.T) {
 		name    string
 		size    uint64
 		refused bool
-	}{{"legacy floor ahead of the log", 10, true}, {"legacy floor the log holds", 3, false}} {
+	}{{"legacy floor ahead of the authority", 10, true}, {"legacy floor the authority holds", 3, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			old := LegacyStatePath(dir, CT, l.Verifier())
+			old := LegacyStatePath(dir, Revocation, a.Verifier())
 			if err := ttpstate.Write(old, &ttpstate.State{Checkpoint: legacy(tc.size)}); err != nil {
 				t.Fatal(err)
 			}
-			p, err := New(Config{PKIE: CT, Verifier: l.Verifier(), Feed: l.Feed(), StateDir: dir})
+			p, err := New(Config{PKIE: Revocation, Verifier: a.Verifier(), Feed: a.Feed(), StateDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,66 +278,22 @@ func TestLegacyProverState(t *testing.T) {
 			if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("legacy state file still there: %v", err)
 			}
-			hv, _ := checkpoint.HeadVerifier(l.Verifier())
-			st, err := ttpstate.Read(StatePath(dir, CT, hv, l.SortedOrigin()))
+			hv, _ := checkpoint.HeadVerifier(a.Verifier())
+			st, err := ttpstate.Read(StatePath(dir, Revocation, hv, h.Origin))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := checkpoint.OpenHeadAnyAge([]byte(st.Checkpoint), l.Verifier()); err != nil {
+			if _, err := checkpoint.OpenHeadAnyAge([]byte(st.Checkpoint), a.Verifier()); err != nil {
 				t.Fatalf("converted state: %v", err)
 			}
 		})
 	}
 	// A legacy file that does not verify is refused loudly.
 	dir := t.TempDir()
-	if err := ttpstate.Write(LegacyStatePath(dir, CT, l.Verifier()), &ttpstate.State{Checkpoint: "garbage\n"}); err != nil {
+	if err := ttpstate.Write(LegacyStatePath(dir, Revocation, a.Verifier()), &ttpstate.State{Checkpoint: "garbage\n"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Config{PKIE: CT, Verifier: l.Verifier(), Feed: l.Feed(), StateDir: dir}); err == nil || !strings.Contains(err.Error(), "before sorted-tree heads") {
+	if _, err := New(Config{PKIE: Revocation, Verifier: a.Verifier(), Feed: a.Feed(), StateDir: dir}); err == nil || !strings.Contains(err.Error(), "before sorted-tree heads") {
 		t.Fatalf("corrupt legacy state: %v", err)
-	}
-}
-
-// TestProverProvesLogConsistency: with LogConsistency, a CT prover asks
-// the log for a consistency proof from the log checkpoint bound to the head
-// it accepted to the one bound to a new head. A head bound to a larger log
-// checkpoint that is not the log's (the log's key signed a forked root) is
-// refused; without the proof it would pass, since the size only grew.
-func TestProverProvesLogConsistency(t *testing.T) {
-	ctx := context.Background()
-	l := testLog(t, 3)
-	srv := httptest.NewServer(l.Handler(ctlog.HandlerOptions{}))
-	defer srv.Close()
-	front := &headFront{Source: l.Feed()}
-	newP := func(proofs bool) *Prover {
-		cfg := Config{PKIE: CT, Verifier: l.Verifier(), Feed: front}
-		if proofs {
-			cfg.LogConsistency = LogConsistency(srv.URL, nil)
-		}
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	checked, unchecked := newP(true), newP(false)
-	addCerts(t, l, 2)
-	if _, err := checked.Sync(ctx); err != nil {
-		t.Fatalf("honest head bound to a larger log: %v", err)
-	}
-	addCerts(t, l, 1)
-	forked := resign(t, l, func(c *checkpoint.Checkpoint) { c.Root[0] ^= 1 })
-	front.head = func() []byte { return forked }
-	if _, err := checked.Sync(ctx); !errors.Is(err, ErrRollback) || !strings.Contains(err.Error(), "does not extend") {
-		t.Fatalf("head bound to a forked log: %v, want ErrRollback", err)
-	}
-	if st := checked.Status(); st.RefusedTrees != 1 {
-		t.Fatalf("status %+v, want one refused tree", st)
-	}
-	if _, err := unchecked.Sync(ctx); err != nil {
-		t.Fatalf("without consistency proofs the forked head should pass (what the proof adds): %v", err)
 	}
 }

@@ -1,8 +1,10 @@
-// Package prover holds the provers of the two proof-based PKI enhancements
-// (CT log presence / absence and revocation) and the HTTP server that
-// serves their proofs. It is server code: the verifiers that check what it
-// sends, and the Response it sends, are the client's, in package
-// internal/pkies/treeproof.
+// Package prover holds the HTTP server that serves the proofs of the two
+// proof-based PKI enhancements (CT log presence / absence and revocation),
+// and the Prover that mirrors a revocation authority's sorted-tree feed.
+// (A CT log publishes no such feed: the ct prover, internal/provers/ct's
+// Mirror, follows any log by its own read API and is a Source here too.)
+// It is server code: the verifiers that check what it sends, and the
+// Response it sends, are the client's, in package internal/pkies/treeproof.
 //
 // A Prover mirrors one trusted third party's sorted tree. It syncs over HTTP
 // (package feed): it fetches the latest signed sorted-tree head (package
@@ -48,7 +50,10 @@ const (
 
 // Config configures a Prover.
 type Config struct {
-	PKIE string      // CT or Revocation
+	// PKIE is Revocation: the revocation authority serves its sorted
+	// tree as a feed. (CT's prover follows any CT log by its own read
+	// API: internal/provers/ct's Mirror.)
+	PKIE string
 	Feed feed.Source // the TTP's feed
 	// Verifier is the TTP's pinned key, from checkpoint.NewVerifier: the
 	// key of its log checkpoints, from which the heads' key is derived
@@ -63,13 +68,6 @@ type Config struct {
 	MaxAge time.Duration
 	Skew   time.Duration // allowed clock skew for future timestamps; zero means 1 minute
 	Now    func() time.Time
-	// LogConsistency, if set (for CT: LogConsistency of the log's URL),
-	// proves that the log checkpoint a new head is bound to extends the one
-	// bound to the head accepted before; a head whose bound log does not is
-	// refused (ErrRollback). Without it the prover checks only that the
-	// bound log did not shrink nor change at the same size. Revocation
-	// needs none: the prover rebuilds the authority's key log itself.
-	LogConsistency ConsistencySource
 	// Progress, if set, is told how many of the new keys have arrived.
 	Progress func(done, total uint64)
 	// StateDir, if set, is a directory (created 0700 if missing) where
@@ -117,11 +115,7 @@ var ErrNoFloor = errors.New("no record of what the TTP signed before")
 // heads had their own type, for the TTP with key v: named by that key and
 // the origin its sorted-tree roots were then signed under.
 func LegacyStatePath(dir, pkie string, v note.Verifier) string {
-	origin := v.Name()
-	if pkie == CT {
-		origin += "/sorted"
-	}
-	return StatePath(dir, pkie, v, origin)
+	return StatePath(dir, pkie, v, v.Name())
 }
 
 // Prover serves proofs from a verified mirror of a TTP's sorted tree.
@@ -151,7 +145,10 @@ type Prover struct {
 
 // New returns a prover with an empty mirror; call Sync before serving.
 func New(cfg Config) (*Prover, error) {
-	if cfg.PKIE != CT && cfg.PKIE != Revocation {
+	if cfg.PKIE == CT {
+		return nil, errors.New("prover: CT logs publish no sorted-tree feed; the ct prover is internal/provers/ct's Mirror")
+	}
+	if cfg.PKIE != Revocation {
 		return nil, fmt.Errorf("prover: unknown PKIE %q", cfg.PKIE)
 	}
 	if cfg.Feed == nil || cfg.Verifier == nil {
@@ -215,9 +212,6 @@ func (p *Prover) readLegacyState() error {
 		return fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
 	}
 	origin := p.cfg.Verifier.Name()
-	if p.cfg.PKIE == CT {
-		origin += "/sorted"
-	}
 	c, err := checkpoint.OpenLegacyHead([]byte(st.Checkpoint), p.cfg.Verifier, origin)
 	if err != nil {
 		return fmt.Errorf("prover %s: %s (a state file from before sorted-tree heads): %w", p.cfg.PKIE, path, err)
@@ -370,18 +364,6 @@ func (p *Prover) sync(ctx context.Context) (*SyncResult, error) {
 			p.refused++
 			p.mu.Unlock()
 			return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, err)
-		}
-		if p.cfg.LogConsistency != nil {
-			refused, err := checkLogConsistent(ctx, p.cfg.LogConsistency, floor, cp)
-			if err != nil {
-				return nil, fmt.Errorf("prover %s: %w", p.cfg.PKIE, err)
-			}
-			if refused != nil {
-				p.mu.Lock()
-				p.refused++
-				p.mu.Unlock()
-				return nil, fmt.Errorf("prover %s: REFUSED: %w: %w; keeping the last good tree", p.cfg.PKIE, ErrRollback, refused)
-			}
 		}
 		if cp.Time.Before(floor.Time) {
 			return nil, fmt.Errorf("prover %s: TTP head of %s is older than the one accepted before (%s)", p.cfg.PKIE,

@@ -113,7 +113,7 @@ func (a *attack) slowAddChain() {
 			defer conn.Close()
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
 			defer stop()
-			if _, err := io.WriteString(conn, "POST /v1/log/add-chain HTTP/1.1\r\nHost: log\r\nContent-Type: application/json\r\nContent-Length: 65536\r\n\r\n{"); err != nil {
+			if _, err := io.WriteString(conn, "POST /ct/v1/add-chain HTTP/1.1\r\nHost: log\r\nContent-Type: application/json\r\nContent-Length: 65536\r\n\r\n{"); err != nil {
 				a.c.add("conns_failed", 1)
 				return
 			}
@@ -285,7 +285,7 @@ func (a *attack) idleConns() {
 				stop := context.AfterFunc(ctx, func() { conn.Close() })
 				defer stop()
 				br := bufio.NewReader(conn)
-				io.WriteString(conn, "GET /v1/log/checkpoint HTTP/1.1\r\nHost: log\r\n\r\n")
+				io.WriteString(conn, "GET /checkpoint HTTP/1.1\r\nHost: log\r\n\r\n")
 				resp, err := http.ReadResponse(br, nil)
 				if err != nil {
 					a.c.add("log_failed", 1)
@@ -433,6 +433,9 @@ type malformedCase struct {
 	log                 bool
 	method, path, ctype string
 	body                string
+	// static marks the log's static-ct-api read path, whose errors are
+	// plain-text 4xx as static file servers answer, not JSON.
+	static bool
 }
 
 func malformedCases(port int) []malformedCase {
@@ -441,32 +444,38 @@ func malformedCases(port int) []malformedCase {
 	form := "application/x-www-form-urlencoded"
 	js := "application/json"
 	return []malformedCase{
-		{false, "POST", t, form, "fingerprint=zz"},
-		{false, "POST", t, form, "fingerprint=" + big},
-		{false, "POST", "/target/.", form, "fingerprint=00"},
-		{false, "POST", "/target/site.test+99999", form, "fingerprint=00"},
-		{false, "POST", "/target/%00+443", form, ""},
-		{false, "GET", "/v1/../healthz", "", ""},
-		{false, "GET", "//v1/key", "", ""},
-		{false, "POST", "/v1/check", js, "{"},
-		{false, "POST", "/v1/check", js, `{"host":"site.test","port":1,"evil":1}`},
-		{false, "POST", "/v1/check", js, `{"host":"site.test","port":70000}`},
-		{false, "POST", "/v1/check", js, `{"host":"site.test","port":443,"sha256":"` + big + `"}`},
-		{false, "POST", "/v1/check", js, `{"host":"site.test","port":443}{}`},
-		{false, "POST", "/v1/check", js, `{"host":"-bad-","port":443,"ip":"::ffff:999"}`},
-		{false, "PUT", "/v1/check", js, "{}"},
-		{false, "GET", "/v1/nothing", "", ""},
-		{true, "POST", "/v1/log/add-chain", js, `{"chain":["!!"]}`},
-		{true, "POST", "/v1/log/add-chain", js, `{"chain":[]}`},
-		{true, "POST", "/v1/log/add-chain", "application/pkix-cert", "\x30\x82\xff\xff"},
-		{true, "GET", "/v1/log/proof/inclusion?index=x&size=1", "", ""},
-		{true, "GET", "/v1/log/proof/inclusion?index=5&size=1", "", ""},
-		{true, "GET", "/v1/log/proof/consistency?first=9&second=1", "", ""},
-		{true, "GET", "/v1/log/entries?start=9&end=1", "", ""},
-		{true, "GET", "/v1/log/sct?key=zz", "", ""},
-		{true, "GET", "/v1/sorted/keys?start=-1", "", ""},
-		{true, "GET", "//v1/log/checkpoint", "", ""},
-		{true, "GET", "/v1/log/../log/checkpoint", "", ""},
+		{false, "POST", t, form, "fingerprint=zz", false},
+		{false, "POST", t, form, "fingerprint=" + big, false},
+		{false, "POST", "/target/.", form, "fingerprint=00", false},
+		{false, "POST", "/target/site.test+99999", form, "fingerprint=00", false},
+		{false, "POST", "/target/%00+443", form, "", false},
+		{false, "GET", "/v1/../healthz", "", "", false},
+		{false, "GET", "//v1/key", "", "", false},
+		{false, "POST", "/v1/check", js, "{", false},
+		{false, "POST", "/v1/check", js, `{"host":"site.test","port":1,"evil":1}`, false},
+		{false, "POST", "/v1/check", js, `{"host":"site.test","port":70000}`, false},
+		{false, "POST", "/v1/check", js, `{"host":"site.test","port":443,"sha256":"` + big + `"}`, false},
+		{false, "POST", "/v1/check", js, `{"host":"site.test","port":443}{}`, false},
+		{false, "POST", "/v1/check", js, `{"host":"-bad-","port":443,"ip":"::ffff:999"}`, false},
+		{false, "PUT", "/v1/check", js, "{}", false},
+		{false, "GET", "/v1/nothing", "", "", false},
+		// RFC 6962's API: JSON error bodies.
+		{true, "POST", "/ct/v1/add-chain", js, `{"chain":["!!"]}`, false},
+		{true, "POST", "/ct/v1/add-chain", js, `{"chain":[]}`, false},
+		{true, "POST", "/ct/v1/add-chain", js, `{"chain":["MIIBAA=="]}`, false},
+		{true, "POST", "/ct/v1/add-pre-chain", js, `{"chain":["` + big + `"]}`, false},
+		{true, "POST", "/ct/v1/add-chain", "application/pkix-cert", "\x30\x82\xff\xff", false},
+		{true, "GET", "/ct/v1/get-entries?start=9&end=1", "", "", false},
+		{true, "GET", "/ct/v1/get-entries?start=x&end=1", "", "", false},
+		{true, "GET", "/ct/v1/get-sth-consistency?first=9&second=1", "", "", false},
+		{true, "GET", "/ct/v1/get-proof-by-hash?hash=zz&tree_size=1", "", "", false},
+		// static-ct-api's read path: plain 4xx.
+		{true, "GET", "/tile/0/x001", "", "", true},
+		{true, "GET", "/tile/data/000.p/0", "", "", true},
+		{true, "GET", "/tile/99/000", "", "", true},
+		{true, "GET", "/tile/0/999", "", "", true},
+		{true, "GET", "/issuer/zz", "", "", true},
+		{true, "GET", "/tile/0/../../checkpoint", "", "", true},
 	}
 }
 
@@ -475,7 +484,7 @@ func malformedCases(port int) []malformedCase {
 // back (redirects).
 func (a *attack) malformed() {
 	a.source = malformedSource
-	a.c = newCounters("requests", "json_4xx", "plain_4xx", "redirects", "overloaded_503", "server_errors", "other_status", "errors", "cut_by_phase_end")
+	a.c = newCounters("requests", "json_4xx", "static_4xx", "plain_4xx", "redirects", "overloaded_503", "server_errors", "other_status", "errors", "cut_by_phase_end")
 	a.run = func(ctx context.Context) {
 		nc := httpClient(a.source, nil, true, 4, 10*time.Second)
 		lc := httpClient(a.source, nil, true, 4, 10*time.Second)
@@ -512,6 +521,8 @@ func (a *attack) malformed() {
 			switch code := resp.StatusCode; {
 			case code >= 300 && code < 400:
 				a.c.add("redirects", 1)
+			case code >= 400 && code < 500 && mc.static:
+				a.c.add("static_4xx", 1)
 			case code >= 400 && code < 500:
 				if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 					a.c.add("json_4xx", 1)
@@ -531,7 +542,7 @@ func (a *attack) malformed() {
 	}
 	a.achieved = func() string {
 		n := a.c.get("requests") - a.c.get("overloaded_503") - a.c.get("cut_by_phase_end")
-		return fmt.Sprintf("%d of %d answered (503s aside) otherwise than with a JSON 4xx: %d redirects, %d plain-text 4xx, %d other 5xx, %d other, %d transport errors",
-			n-a.c.get("json_4xx"), n, a.c.get("redirects"), a.c.get("plain_4xx"), a.c.get("server_errors"), a.c.get("other_status"), a.c.get("errors"))
+		return fmt.Sprintf("%d of %d answered (503s aside) otherwise than with a JSON 4xx (a 4xx on the log's static read path): %d redirects, %d plain-text 4xx, %d other 5xx, %d other, %d transport errors",
+			n-a.c.get("json_4xx")-a.c.get("static_4xx"), n, a.c.get("redirects"), a.c.get("plain_4xx"), a.c.get("server_errors"), a.c.get("other_status"), a.c.get("errors"))
 	}
 }

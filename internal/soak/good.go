@@ -26,11 +26,11 @@ var goodKinds = []struct{ service, name string }{
 	{"notary", "convergence cached"},
 	{"log", "checkpoint"},
 	{"notary", "convergence uncached"},
-	{"log", "inclusion proof"},
+	{"log", "consistency proof"},
 	{"notary", "v1 cached"},
 	{"log", "entries"},
 	{"notary", "v1 uncached"},
-	{"log", "sorted feed"},
+	{"log", "sorted tree"},
 	{"notary", "healthz"},
 	{"log", "add-chain"},
 }
@@ -148,17 +148,17 @@ func (g *good) do(ctx context.Context, kind string) error {
 		_, err := g.get(ctx, g.notary, g.w.notaryURL()+"/healthz")
 		return err
 	case "checkpoint":
-		b, err := g.get(ctx, g.log, g.w.logURL+"/v1/log/checkpoint")
+		b, err := g.get(ctx, g.log, g.w.logURL+"/checkpoint")
 		if err == nil && !bytes.HasPrefix(b, []byte("pkie.soak/log\n")) {
 			return badAnswer("not the log's checkpoint")
 		}
 		return err
-	case "inclusion proof":
-		_, err := g.get(ctx, g.log, fmt.Sprintf("%s/v1/log/proof/inclusion?index=%d&size=%d", g.w.logURL, rand.IntN(seedEntries), seedEntries))
+	case "consistency proof":
+		_, err := g.get(ctx, g.log, fmt.Sprintf("%s/ct/v1/get-sth-consistency?first=%d&second=%d", g.w.logURL, 1+rand.IntN(seedEntries-1), seedEntries))
 		return err
 	case "entries":
 		s := rand.IntN(seedEntries - 8)
-		b, err := g.get(ctx, g.log, fmt.Sprintf("%s/v1/log/entries?start=%d&end=%d", g.w.logURL, s, s+8))
+		b, err := g.get(ctx, g.log, fmt.Sprintf("%s/ct/v1/get-entries?start=%d&end=%d", g.w.logURL, s, s+7))
 		if err != nil {
 			return err
 		}
@@ -169,14 +169,16 @@ func (g *good) do(ctx context.Context, kind string) error {
 			return badAnswer("no entries")
 		}
 		return nil
-	case "sorted feed":
+	case "sorted tree":
+		// The head one time in two, the tree file (64 keys at least)
+		// the other, as a second mirror or an auditor reads them.
 		if g.feedTurn.Add(1)%2 == 0 {
-			_, err := g.get(ctx, g.log, g.w.logURL+"/v1/sorted/checkpoint")
+			_, err := g.get(ctx, g.log, g.w.logURL+"/pkie/sorted/head")
 			return err
 		}
-		b, err := g.get(ctx, g.log, g.w.logURL+"/v1/sorted/keys?start=0&count=64")
-		if err == nil && (len(b) == 0 || len(b)%32 != 0) {
-			return badAnswer(fmt.Sprintf("%d bytes of keys", len(b)))
+		b, err := g.get(ctx, g.log, g.w.logURL+"/pkie/sorted/tree")
+		if err == nil && len(b) < seedEntries*32 {
+			return badAnswer(fmt.Sprintf("a tree file of %d bytes", len(b)))
 		}
 		return err
 	case "add-chain":
@@ -191,7 +193,7 @@ func (g *good) do(ctx context.Context, kind string) error {
 			req.Chain = append(req.Chain, base64.StdEncoding.EncodeToString(c))
 		}
 		body, _ := json.Marshal(req)
-		_, err = g.post(ctx, g.log, g.w.logURL+"/v1/log/add-chain", "application/json", string(body))
+		_, err = g.post(ctx, g.log, g.w.logURL+"/ct/v1/add-chain", "application/json", string(body))
 		return err
 	}
 	return fmt.Errorf("soak: unknown kind %q", kind)

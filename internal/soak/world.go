@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,8 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pkie/pkie/internal/ctfollow"
+	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/httplimit"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
+	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/probe"
 )
@@ -35,7 +39,8 @@ const (
 )
 
 // seedEntries is how many certificates the log holds before traffic
-// starts, so that proofs and entry pages have something to return.
+// starts, so that consistency proofs and entry pages have something to
+// return.
 const seedEntries = 64
 
 // world is the services under test and the sites the notary probes.
@@ -53,6 +58,7 @@ type world struct {
 	notaryCert *x509.Certificate
 
 	log    *ctlog.Log
+	sorted *ctprover.Mirror // the log's sorted tree, under /pkie/sorted/
 	logURL string
 	logSrv *http.Server
 
@@ -117,9 +123,11 @@ func startWorld(ctx context.Context) (w *world, err error) {
 	return w, nil
 }
 
-// startLog starts the log as "pkie log serve" does: its handler with the
-// default bounds behind ctlog.NewHTTPServer, the sorted tree rebuilt
-// periodically, and chains accepted only to the soak's root.
+// startLog starts the log as "pkie log serve" does: the static-ct-api log
+// on Tessera's POSIX storage accepting chains to the soak's root only, its
+// handler with the default bounds behind ctlog.NewHTTPServer, and the
+// sorted tree of its certificates (a ct mirror over the log's Reader,
+// signed with the log's head key) under /pkie/sorted/, synced every 10 s.
 func (w *world) startLog(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "pkie-soak-")
 	if err != nil {
@@ -127,32 +135,45 @@ func (w *world) startLog(ctx context.Context) error {
 	}
 	w.dir = dir
 	logDir := filepath.Join(dir, "log")
-	if _, err := ctlog.Init(logDir, "pkie.soak/log"); err != nil {
+	roots := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.root.Cert.Raw})
+	if _, err := ctlog.Init(ctx, logDir, "pkie.soak/log", ctlog.InitOptions{Roots: roots}); err != nil {
 		return err
 	}
-	if w.log, err = ctlog.Open(logDir, ctlog.Options{Roots: w.root.Pool()}); err != nil {
+	if w.log, err = ctlog.Open(ctx, logDir, ctlog.Options{}); err != nil {
 		return err
 	}
-	var chains [][][]byte
-	for range seedEntries {
+	// Submitted together, the seed chains share a few checkpoints.
+	var wg sync.WaitGroup
+	errs := make([]error, seedEntries)
+	for i := range seedEntries {
 		c, err := w.freshChain()
 		if err != nil {
 			return err
 		}
-		chains = append(chains, c)
+		wg.Go(func() { _, errs[i] = w.log.AddChain(ctx, c, false) })
 	}
-	if _, err := w.log.AddChains(ctx, chains); err != nil {
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("soak: seeding the log: %w", err)
+		}
+	}
+	r := w.log.Reader()
+	if w.sorted, err = ctprover.OpenMirror(ctx, ctprover.MirrorConfig{LogKey: w.log.VerifierKey(),
+		Fetch:         &ctfollow.Fetchers{Checkpoint: r.ReadCheckpoint, Tile: r.ReadTile, EntryBundle: r.ReadEntryBundle, Issuer: r.ReadIssuer},
+		MirrorKeyFile: filepath.Join(logDir, ctlog.HeadKeyFile), Dir: filepath.Join(dir, "sorted"), Interval: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return err
 	}
-	if _, err := w.log.BuildSorted(ctx); err != nil {
-		return err
+	if _, err := w.sorted.Sync(ctx); err != nil {
+		return fmt.Errorf("soak: the log's sorted tree: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("soak: log listener: %w", err)
 	}
 	w.logURL = "http://" + ln.Addr().String()
-	w.logSrv = ctlog.NewHTTPServer(w.log.Handler(ctlog.HandlerOptions{}))
+	w.logSrv = ctlog.NewHTTPServer(w.log.Handler(ctlog.HandlerOptions{Extension: http.StripPrefix("/pkie/sorted", w.sorted.Handler())}))
 	w.logSrv.ErrorLog = discardLog()
 	// The connection caps `pkie log serve` puts in front of the log.
 	go w.logSrv.Serve(httplimit.Listen(w.logSrv, ln, httplimit.Options{}))
@@ -161,7 +182,7 @@ func (w *world) startLog(ctx context.Context) error {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		w.log.Run(rctx, 10*time.Second, nil)
+		w.sorted.Run(rctx)
 	}()
 	return nil
 }
@@ -196,6 +217,9 @@ func (w *world) close() {
 		w.cancel()
 	}
 	w.wg.Wait()
+	if w.sorted != nil {
+		w.sorted.Close()
+	}
 	if w.log != nil {
 		w.log.Close()
 	}

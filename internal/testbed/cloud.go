@@ -125,7 +125,9 @@ func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 	interval := ctprover.Duration(o.SyncInterval)
 	verifiers := map[string]json.RawMessage{}
 	if o.TTPs != nil {
-		if _, err := newProver(pkie.CT, ctprover.ProverConfig{LogURL: o.TTPs.LogURL, LogKey: o.TTPs.LogKey, SyncInterval: interval}.JSON()); err != nil {
+		ctc := o.TTPs.CTProverConfig()
+		ctc.SyncInterval = interval
+		if _, err := newProver(pkie.CT, ctc.JSON()); err != nil {
 			return nil, err
 		}
 		if _, err := newProver(pkie.Revocation, revprover.ProverConfig{AuthorityURL: o.TTPs.RevocationURL, AuthorityKey: o.TTPs.RevocationKey,
@@ -250,10 +252,10 @@ func cloudCertificate(name string) (tls.Certificate, [32]byte, error) {
 }
 
 // ClientVerifiers returns the verifiers a client pins the TTPs by: ct on
-// the log's key and revocation on the authority's, with their default
+// the mirror's and the log's keys and revocation on the authority's, with their default
 // freshness limits. Their keys come from the TTPs, never from a cloud.
 func (t *TTPs) ClientVerifiers() ([]pkie.Verifier, error) {
-	cv, err := ct.NewVerifier(ct.VerifierConfig{Key: t.LogKey}.JSON())
+	cv, err := ct.NewVerifier(t.CTVerifierConfig().JSON())
 	if err != nil {
 		return nil, fmt.Errorf("testbed: ct verifier: %w", err)
 	}

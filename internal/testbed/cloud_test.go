@@ -39,7 +39,7 @@ func newCloudWorld(t *testing.T) *cloudWorld {
 			t.Fatal(err)
 		}
 	}
-	if w.ttps, err = StartTTPs(TTPOptions{}); err != nil {
+	if w.ttps, err = StartTTPs(TTPOptions{Roots: []*CA{w.root}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.ttps.Close() })
@@ -239,7 +239,7 @@ func TestStartCloudNotary(t *testing.T) {
 // start, and what it had started is cleaned up; one whose TTPs are
 // unreachable starts, its CT and revocation reported unhealthy.
 func TestStartCloudError(t *testing.T) {
-	ttps, err := StartTTPs(TTPOptions{})
+	ttps, err := StartTTPs(TTPOptions{Dir: t.TempDir()}) // the mirror's key outlives Close
 	if err != nil {
 		t.Fatal(err)
 	}

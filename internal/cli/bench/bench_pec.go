@@ -105,7 +105,9 @@ func runBenchPEC(ctx context.Context, env *command.Env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	restore := command.QuietStorage(env)
 	r, err := pecbench.Run(ctx, cfg)
+	restore()
 	if err != nil {
 		return err
 	}

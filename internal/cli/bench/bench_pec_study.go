@@ -106,7 +106,9 @@ func runBenchPECPlacements(ctx context.Context, env *command.Env, args []string)
 	if err := command.CheckOutput("--plot", *plot); err != nil {
 		return err
 	}
+	restore := command.QuietStorage(env)
 	st, err := pecbench.RunStudy(ctx, cfg)
+	restore()
 	if err != nil {
 		return err
 	}
@@ -169,7 +171,9 @@ func runBenchPECCost(ctx context.Context, env *command.Env, args []string) error
 		if err := cfg.Check(); err != nil {
 			return command.UsageError("%v", err)
 		}
+		restore := command.QuietStorage(env)
 		rep, err := pecbench.Run(ctx, cfg)
+		restore()
 		if err != nil {
 			return err
 		}

@@ -42,6 +42,8 @@ func runBenchSoak(ctx context.Context, env *command.Env, args []string) error {
 		named = "none"
 	}
 	fmt.Fprintf(env.Stderr, "bench soak: %v at %g good req/s; attacks: %s\n", *d, *rate, named)
+	restore := command.QuietStorage(env)
+	defer restore()
 	r, err := soak.Run(ctx, soak.Options{Duration: *d, Rate: *rate, Attacks: list, Progress: command.PrefixWriter{Env: env, Prefix: "bench soak: "}})
 	if err != nil {
 		return err

@@ -27,7 +27,9 @@ func Demo(ctx context.Context, env *command.Env, args []string) error {
 	if !*asJSON {
 		printDemoStory(env.Stdout)
 	}
+	restore := command.QuietStorage(env)
 	rs, err := demo.Run(ctx, demo.Options{Progress: progress, Revisit: *revisit})
+	restore()
 	if err != nil {
 		return err
 	}
@@ -49,8 +51,10 @@ func printDemoStory(w io.Writer) {
 	fmt.Fprint(w, `pkie demo: can a client catch what CA validation alone lets through?
 
 Set up, in this process on loopback: six TLS sites; three notaries that fetch each site's
-certificate from their own paths (one 150 ms away); a CT log and a revocation authority; a PEC
-cloud that proves each certificate logged and not revoked; a man in the middle on the client's
+certificate from their own paths (one 150 ms away); a static-ct-api CT log on Tessera, and a
+mirror that follows its tiles, verifies every checkpoint and signs the log's certificates as
+a sorted tree; a revocation authority; a PEC cloud that proves each certificate in the mirror's
+tree (bound to a checkpoint the log signed) and not revoked; a man in the middle on the client's
 path. The client requires CA validation, a majority of the notaries, and the cloud's CT and
 revocation proofs.
 Watch for: bank.test, intercepted with a forged chain from a rogue intermediate of the trusted

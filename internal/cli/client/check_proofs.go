@@ -19,7 +19,7 @@ func addProofFlags(fs *flag.FlagSet) *proofFlags {
 	return &proofFlags{
 		ctProver:  fs.String("ct-prover", "", "prover URL for the ct source (e.g. http://127.0.0.1:8093)"),
 		ctKey:     fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads; required with --ct-prover"),
-		ctLogKey:  fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); empty: --ct-key is a log that signs its own heads"),
+		ctLogKey:  fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); required with --ct-key"),
 		revProver: fs.String("revocation-prover", "", "prover URL for the revocation source"),
 		revKey:    fs.String("revocation-key", "", "the revocation authority's pinned verifier key (or @FILE); required with --revocation-prover"),
 		maxAge:    fs.Duration("proof-max-age", check.DefaultProofMaxAge, "reject signed roots older than this (bounds replay of old proofs)"),
@@ -50,7 +50,10 @@ func (p *proofFlags) sources() ([]check.Source, error) {
 			return nil, command.UsageError("--%s-key: %v", s.flag, err)
 		}
 		o := check.ProofOptions{ProverURL: s.url, TTPKey: k, MaxAge: *p.maxAge}
-		if s.flag == "ct" && *p.ctLogKey != "" {
+		if s.flag == "ct" {
+			if *p.ctLogKey == "" {
+				return nil, command.UsageError("--ct-prover needs --ct-log-key: the mirror's heads are trusted only bound to a checkpoint the pinned log signed")
+			}
 			if o.LogKey, err = command.ReadKeyArg(*p.ctLogKey); err != nil {
 				return nil, command.UsageError("--ct-log-key: %v", err)
 			}

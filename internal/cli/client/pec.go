@@ -132,7 +132,10 @@ func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, 
 			return nil, command.UsageError("--%s: %v", p.flag, err)
 		}
 		var logKey string
-		if p.name == "ct" && ctLogKey != "" {
+		if p.name == "ct" {
+			if ctLogKey == "" {
+				return nil, command.UsageError("--ct-key needs --ct-log-key: the mirror's heads are trusted only bound to a checkpoint the pinned log signed")
+			}
 			if logKey, err = command.ReadKeyArg(ctLogKey); err != nil {
 				return nil, command.UsageError("--ct-log-key: %v", err)
 			}
@@ -193,7 +196,7 @@ func pecGet(ctx context.Context, env *command.Env, args []string) error {
 	cf := addCloudFlags(fs)
 	require := fs.String("require", "", "comma-separated evidence that must pass: ca, ct, revocation, notary (default: ca and every enhancement configured)")
 	ctKey := fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads: enables the ct enhancement")
-	ctLogKey := fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); empty: --ct-key is a log that signs its own heads")
+	ctLogKey := fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); required with --ct-key")
 	revKey := fs.String("revocation-key", "", "the revocation authority's pinned verifier key (or @FILE): enables the revocation enhancement")
 	maxAge := fs.Duration("proof-max-age", check.DefaultProofMaxAge, "reject signed roots older than this (bounds replay of old proofs)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA validation (default: the system's roots)")

@@ -12,9 +12,9 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/cli/command"
+	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/feed"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
 	"github.com/pkie/pkie/internal/prover"
 	ctprover "github.com/pkie/pkie/internal/provers/ct"
 )
@@ -45,13 +45,11 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	ctLogKind := fs.String("ct-log-kind", "static-ct-api", "static-ct-api | rfc6962")
 	ctLogOrigin := fs.String("ct-log-origin", "", "a static-ct-api log's origin, when --ct-log-key is a bare public key")
 	ctMirrorKey := fs.String("ct-mirror-key", "", "the mirror's Ed25519 signer key file (mode 0600), which signs the sorted-tree heads; made by pkie prover mirror-key")
-	ctURL := fs.String("ct", "", "pkie's old CT log's base URL (its sorted-tree feed), e.g. http://127.0.0.1:8091; goes with that log")
-	ctKey := fs.String("ct-key", "", "pkie's old CT log's pinned verifier key (or @FILE), with --ct")
 	revURL := fs.String("revocation", "", "the revocation authority's base URL, e.g. http://127.0.0.1:8092")
 	revKey := fs.String("revocation-key", "", "the authority's pinned verifier key (or @FILE)")
 	listen := fs.String("listen", "127.0.0.1:8093", "HTTP listen address")
 	every := fs.Duration("sync", 30*time.Second, "sync with the TTPs this often")
-	maxAge := fs.Duration("max-age", 24*time.Hour, "refuse TTP checkpoints older than this")
+	maxAge := fs.Duration("max-age", 24*time.Hour, "refuse revocation checkpoints older than this")
 	maxInFlight := fs.Int("max-in-flight", 256, "concurrent requests at most; more get 503")
 	perIP := fs.Int("max-in-flight-per-ip", 0, "one client address's share of those (0: a quarter)")
 	conns := connFlags(fs)
@@ -64,11 +62,8 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *ctURL == "" && *ctLog == "" && *revURL == "" {
+	if *ctLog == "" && *revURL == "" {
 		return command.UsageError("want --ct-log URL --ct-log-key VKEY --ct-mirror-key FILE, --revocation URL --revocation-key VKEY, or both")
-	}
-	if *ctURL != "" && *ctLog != "" {
-		return command.UsageError("--ct and --ct-log both given: mirror one CT log")
 	}
 	if *ctLog != "" {
 		switch {
@@ -129,9 +124,6 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 			// A progress line is no JSON; the "synced" log line says it.
 			cfg.Progress = nil
 		}
-		if pkie == prover.CT {
-			cfg.LogConsistency = prover.LogConsistency(url, hc)
-		}
 		p, err := prover.New(cfg)
 		if err != nil {
 			return nil, err
@@ -141,11 +133,7 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 			return nil, err
 		}
 		logger.Info("synced", "pkie", pkie, "size", res.Size, "checkpoint_time", res.Time, "took", res.Duration)
-		if pkie == prover.CT {
-			info.CT = &mirrored{url, res.Size}
-		} else {
-			info.Revocation = &mirrored{url, res.Size}
-		}
+		info.Revocation = &mirrored{url, res.Size}
 		go p.Run(ctx, *every, func(f string, a ...any) { logger.Error(fmt.Sprintf(f, a...)) })
 		return p, nil
 	}
@@ -156,9 +144,6 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	// Bound first: a busy port is found before any sync or state write.
 	defer ln.Close()
 	o := prover.ServerOptions{MaxInFlight: *maxInFlight, MaxPerClient: *perIP}
-	if o.CT, err = mk(prover.CT, *ctURL, *ctKey, "ct"); err != nil {
-		return err
-	}
 	var mirrorHandler http.Handler
 	if *ctLog != "" {
 		k, err := command.ReadKeyArg(*ctLogKey)
@@ -187,10 +172,16 @@ func proverServe(ctx context.Context, env *command.Env, args []string) error {
 	if mirrorHandler != nil {
 		// The mirror's head and tree file, for auditors (pkie ct
 		// audit-mirror --mirror URL/ct) and other provers.
-		mux := http.NewServeMux()
-		mux.Handle("/ct/", http.StripPrefix("/ct", mirrorHandler))
-		mux.Handle("/", h)
-		h = mux
+		// Not a ServeMux, whose redirects of unclean paths would answer
+		// the proof API's requests with HTML instead of its JSON errors.
+		proofs, tree := h, http.StripPrefix("/ct", mirrorHandler)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/ct/") {
+				tree.ServeHTTP(w, r)
+				return
+			}
+			proofs.ServeHTTP(w, r)
+		})
 	}
 	srv := ctlog.NewHTTPServer(h)
 	srv.WriteTimeout = 30 * time.Second

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/cli/command"
-	ctlog "github.com/pkie/pkie/internal/oldctlog"
+	"github.com/pkie/pkie/internal/ctlog"
 	pkierev "github.com/pkie/pkie/internal/pkies/revocation"
 	"github.com/pkie/pkie/internal/revocation"
 )

@@ -47,10 +47,8 @@ type VerifierConfig struct {
 	// LogKey is the log's note verifier key: the RFC 6962 note key of a
 	// static-ct-api or RFC 6962 log ("<origin>+<hash>+<base64>", algorithm
 	// 0x05, ECDSA P-256), or an Ed25519 one. The head's bound checkpoint
-	// must verify with it. Empty means Key is the key of a log that signs
-	// its own heads under "<origin>/sorted" (pkie's log before it spoke
-	// static-ct-api; this form goes with it).
-	LogKey string `json:"log_key,omitempty"`
+	// must verify with it. Required.
+	LogKey string `json:"log_key"`
 	// MaxAge is the oldest signed head accepted; zero means 1h.
 	MaxAge Duration `json:"max_age,omitzero"`
 }
@@ -92,15 +90,11 @@ func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
 	if c.MaxAge == 0 {
 		c.MaxAge = Duration(DefaultMaxAge)
 	}
-	if c.LogKey == "" {
-		pin, err := treeproof.NewPin(Name, c.Key, c.MaxAge.D())
-		if err != nil {
-			return nil, err
-		}
-		return &Verifier{pin: pin, now: time.Now}, nil
-	}
 	if c.Key == "" {
 		return nil, fmt.Errorf("%s verifier: key, the mirror's head key, is required", Name)
+	}
+	if c.LogKey == "" {
+		return nil, fmt.Errorf("%s verifier: log_key, the key of the log the mirror follows, is required", Name)
 	}
 	if c.MaxAge <= 0 {
 		return nil, fmt.Errorf("%s verifier: max_age must be positive", Name)

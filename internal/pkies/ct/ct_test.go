@@ -29,14 +29,12 @@ func TestVerifierConfig(t *testing.T) {
 	if _, err := NewVerifier(VerifierConfig{Key: mirrorKey, LogKey: logKey}.JSON()); err != nil {
 		t.Fatalf("mirror and log keys: %v", err)
 	}
-	if _, err := NewVerifier(VerifierConfig{Key: mirrorKey}.JSON()); err != nil {
-		t.Fatalf("a log that signs its own heads: %v", err)
-	}
 	for _, tc := range []struct {
 		name, config, want string
 	}{
 		{"mmd", `{"key":"` + mirrorKey + `","log_key":"` + logKey + `","mmd":"24h"}`, "mmd"},
 		{"no key", string(VerifierConfig{LogKey: logKey}.JSON()), "key"},
+		{"no log key (the single-key form of pkie's old log)", string(VerifierConfig{Key: mirrorKey}.JSON()), "log_key"},
 		{"RSA log key", string(VerifierConfig{Key: mirrorKey, LogKey: rsaKey}.JSON()), "ECDSA P-256"},
 		{"junk log key", string(VerifierConfig{Key: mirrorKey, LogKey: "junk"}.JSON()), "log key"},
 		{"log key as mirror key", string(VerifierConfig{Key: logKey, LogKey: logKey}.JSON()), "mirror key"},

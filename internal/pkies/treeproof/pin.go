@@ -234,8 +234,14 @@ func verifyProof(r *Response, key [32]byte, pkie string, pin Pin, now time.Time)
 // its key in the sorted tree; an absence is an error naming the head it
 // was proven under (the result is returned with it). SCT promises, for a
 // certificate too young to be in the tree, come from the certificate
-// itself, not from this proof.
+// itself, not from this proof. The pin must be a mirror's
+// (ParseMirrorPin): a CT head is signed by the mirror that built the tree
+// and bound to a checkpoint the log signed, and a pin of one key, as of a
+// log that signed its own heads (pkie's earlier log), is refused.
 func VerifyCT(chain [][]byte, r *Response, pin Pin, now time.Time) (*Result, error) {
+	if pin.LogVerifier == nil {
+		return nil, errors.New("ct pin without the log's key: pin the mirror's head key and the log's key (ParseMirrorPin)")
+	}
 	key, err := ctwire.ChainKey(chain)
 	if err != nil {
 		return nil, fmt.Errorf("certificate chain: %w", err)

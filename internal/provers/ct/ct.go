@@ -3,11 +3,9 @@
 // mirrors a CT log and proves a certificate's presence or absence in the
 // sorted tree of its certificates.
 //
-// A prover configured with mirror_key_file mirrors any static-ct-api or
-// RFC 6962 log (Mirror: internal/ctfollow verifies the log, internal/ctmirror
-// builds and signs the tree). Without it, the prover reads the sorted-tree
-// feed of pkie's log as it was before it spoke static-ct-api (package
-// treemirror over package prover); that path goes with internal/oldctlog.
+// The prover mirrors any static-ct-api or RFC 6962 log (Mirror:
+// internal/ctfollow verifies the log, internal/ctmirror builds the sorted
+// tree and signs its heads with the mirror's own key, mirror_key_file).
 package ct
 
 import (
@@ -16,14 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 
 	"github.com/pkie/pkie"
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/pkies/conf"
-	"github.com/pkie/pkie/internal/prover"
-	"github.com/pkie/pkie/internal/provers/treemirror"
 )
 
 // Duration is a JSON duration string ("1h").
@@ -32,13 +30,11 @@ type Duration = conf.Duration
 // ProverConfig configures the prover (the JSON object of NewProver).
 type ProverConfig struct {
 	// LogURL is the log's static-ct-api monitoring prefix, or its RFC
-	// 6962 URL (log_kind "rfc6962"). Without mirror_key_file: the base URL
-	// of pkie's old log (it serves /v1/sorted and /v1/log/…).
+	// 6962 URL (log_kind "rfc6962").
 	LogURL string `json:"log_url"`
 	// LogKey is the log's key, pinned: nothing the log serves is mirrored
-	// unless signed by it. With mirror_key_file: its RFC 6962 note
-	// verifier key, or its SubjectPublicKeyInfo (PEM or base64) with
-	// log_origin. Without: pkie's old log's Ed25519 note key.
+	// unless signed by it. Its RFC 6962 note verifier key, or its
+	// SubjectPublicKeyInfo (PEM or base64) with log_origin.
 	LogKey string `json:"log_key"`
 	// LogKind is "static-ct-api" (the default) or "rfc6962".
 	LogKind string `json:"log_kind,omitempty"`
@@ -47,11 +43,10 @@ type ProverConfig struct {
 	LogOrigin string `json:"log_origin,omitempty"`
 	// MirrorKeyFile is the mirror's Ed25519 signed-note key (mode 0600),
 	// which signs the sorted-tree heads clients pin beside the log's key.
-	MirrorKeyFile string `json:"mirror_key_file,omitempty"`
+	// Required.
+	MirrorKeyFile string `json:"mirror_key_file"`
 	// SyncInterval is how often the prover syncs; zero means 30s.
 	SyncInterval Duration `json:"sync_interval,omitzero"`
-	// MaxAge refuses heads older than this at sync; zero means 24h.
-	MaxAge Duration `json:"max_age,omitzero"`
 	// HealthMaxAge is the head age past which /healthz reports the
 	// prover unhealthy: set it to the max_age the clients' verifiers use.
 	// Zero means 1h, the verifiers' default (internal/pkies/ct.DefaultMaxAge).
@@ -69,16 +64,7 @@ func NewProver(ctx context.Context, env pkie.ProverEnv, config json.RawMessage) 
 	if err := conf.Decode(config, &c); err != nil {
 		return nil, fmt.Errorf("ct prover configuration: %w", err)
 	}
-	if c.MirrorKeyFile != "" {
-		return newMirrorProver(ctx, env, c)
-	}
-	if c.LogKind != "" || c.LogOrigin != "" {
-		return nil, errors.New("ct prover configuration: log_kind and log_origin need mirror_key_file, the mirror's signing key")
-	}
-	return treemirror.NewProver(ctx, pkie.CT, env, treemirror.MirrorConfig{
-		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
-		HealthMaxAge: c.HealthMaxAge.D(),
-	}, leafKey)
+	return newMirrorProver(ctx, env, c)
 }
 
 func leafKey(req *pkie.ProveRequest) ([32]byte, error) {
@@ -129,10 +115,22 @@ func checkMirrorConfig(c ProverConfig) error {
 		return errors.New("ct prover configuration: log_url is required")
 	case c.LogKey == "":
 		return errors.New("ct prover configuration: log_key, the log's pinned key, is required")
+	case c.MirrorKeyFile == "":
+		return errors.New("ct prover configuration: mirror_key_file, the mirror's signing key, is required (pkie prover mirror-key makes one)")
 	case c.LogKind != "" && c.LogKind != ctfollow.KindStatic && c.LogKind != ctfollow.KindRFC6962:
 		return fmt.Errorf("ct prover configuration: log_kind %q, want %q or %q", c.LogKind, ctfollow.KindStatic, ctfollow.KindRFC6962)
 	case c.SyncInterval < 0 || c.HealthMaxAge < 0:
 		return errors.New("ct prover configuration: sync_interval and health_max_age must be positive")
+	}
+	if u, err := url.Parse(c.LogURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("ct prover configuration: log_url %q is not an http or https URL", c.LogURL)
+	}
+	if c.LogOrigin == "" {
+		// The RFC 6962 note key form; a bare public key with log_origin
+		// is parsed when the follower opens.
+		if _, err := checkpoint.NewLogVerifier(c.LogKey); err != nil {
+			return fmt.Errorf("ct prover configuration: log_key: %w", err)
+		}
 	}
 	if _, _, err := ctmirror.ReadKey(c.MirrorKeyFile); err != nil {
 		return fmt.Errorf("ct prover configuration: mirror_key_file: %w", err)
@@ -147,13 +145,5 @@ func CheckProverConfig(config json.RawMessage) error {
 	if err := conf.Decode(config, &c); err != nil {
 		return fmt.Errorf("ct prover configuration: %w", err)
 	}
-	if c.MirrorKeyFile != "" {
-		return checkMirrorConfig(c)
-	}
-	if c.LogKind != "" || c.LogOrigin != "" {
-		return errors.New("ct prover configuration: log_kind and log_origin need mirror_key_file, the mirror's signing key")
-	}
-	return treemirror.CheckMirrorConfig(treemirror.MirrorConfig{
-		PKIE: prover.CT, URL: c.LogURL, Key: c.LogKey, Interval: c.SyncInterval.D(), MaxAge: c.MaxAge.D(),
-	})
+	return checkMirrorConfig(c)
 }

@@ -2,12 +2,17 @@ package ct_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	fnote "github.com/transparency-dev/formats/note"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/checkpoint"
@@ -21,22 +26,23 @@ type world struct {
 	ttp     *testbed.TTPs
 	prover  pkie.Prover
 	dataDir string
+	root    *testbed.CA
 	logged  *testbed.Leaf // in the sorted tree
-	pending *testbed.Leaf // logged after the sorted tree was built: SCT only
+	pending *testbed.Leaf // logged after the prover's sync: not yet in its tree
 	never   *testbed.Leaf // never logged
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("CT Root", testbed.ECDSAP256)
+	ca, _ := root.NewIntermediate("CT CA", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ttp.Close() })
-	root, _ := testbed.NewRootCA("CT Root", testbed.ECDSAP256)
-	ca, _ := root.NewIntermediate("CT CA", testbed.ECDSAP256)
-	w := &world{ttp: ttp, dataDir: t.TempDir()}
+	w := &world{ttp: ttp, root: root, dataDir: t.TempDir()}
 	for _, l := range []**testbed.Leaf{&w.logged, &w.pending, &w.never} {
 		if *l, err = ca.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}}); err != nil {
 			t.Fatal(err)
@@ -45,18 +51,17 @@ func newWorld(t *testing.T) *world {
 	if _, err := ttp.LogChain(ctx, w.logged.Chain); err != nil {
 		t.Fatal(err)
 	}
-	if err := ttp.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ttp.LogChain(ctx, w.pending.Chain); err != nil {
-		t.Fatal(err)
-	}
-	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: w.dataDir},
-		ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	// The prover syncs once as it starts: pending, logged after, is
+	// in the log but not yet in its tree.
+	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: w.dataDir}, ttp.CTProverConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.(interface{ Close() error }).Close() })
 	w.prover = p
+	if _, err := ttp.LogChain(ctx, w.pending.Chain); err != nil {
+		t.Fatal(err)
+	}
 	return w
 }
 
@@ -77,9 +82,11 @@ func subject(l *testbed.Leaf) pkie.Subject {
 	return pkie.Subject{ServerName: "www.example.test", Port: 443, Chain: l.Chain, Certs: certs}
 }
 
-func verifier(t *testing.T, key string) pkie.Verifier {
+func verifier(t *testing.T, ttp *testbed.TTPs) pkie.Verifier {
 	t.Helper()
-	v, err := ct.NewVerifier(ct.VerifierConfig{Key: key, MaxAge: ct.Duration(time.Hour)}.JSON())
+	c := ttp.CTVerifierConfig()
+	c.MaxAge = ct.Duration(time.Hour)
+	v, err := ct.NewVerifier(c.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +101,7 @@ func flip(p *pkie.Proof, i int) *pkie.Proof {
 
 func TestVerify(t *testing.T) {
 	w := newWorld(t)
-	other, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()}) // same name, another key
+	other, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{w.root}}) // same names, other keys
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,15 +110,13 @@ func TestVerify(t *testing.T) {
 	if _, err := other.LogChain(ctx, w.logged.Chain); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	otherProver, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, ctprover.ProverConfig{LogURL: other.LogURL, LogKey: other.LogKey}.JSON())
+	otherProver, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, other.CTProverConfig().JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer otherProver.(interface{ Close() error }).Close()
 
-	v := verifier(t, w.ttp.LogKey)
+	v := verifier(t, w.ttp)
 	good := prove(t, w.prover, w.logged)
 	var body treeproof.Body
 	if err := body.UnmarshalBinary(good.Body); err != nil {
@@ -128,8 +133,8 @@ func TestVerify(t *testing.T) {
 		status pkie.Status
 		reason []string
 	}{
-		{"logged", w.logged, good, now, pkie.Pass, []string{"logged: in the sorted tree under pkie.test/log's head signed", "keys, root", "built from the log's checkpoint of 1 entries"}},
-		{"logged after the tree was built", w.pending, prove(t, w.prover, w.pending), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree", "built from the log's checkpoint of 1 entries"}},
+		{"logged", w.logged, good, now, pkie.Pass, []string{"logged: in the sorted tree under pkie.test/mirror's head signed", "keys, root", "built from log pkie.test/log's checkpoint of 1 entries"}},
+		{"logged after the tree was built", w.pending, prove(t, w.prover, w.pending), now, pkie.Fail, []string{"mirror pkie.test/mirror of log pkie.test/log", "absent from the log's sorted tree", "built from log pkie.test/log's checkpoint of 1 entries"}},
 		{"never logged", w.never, prove(t, w.prover, w.never), now, pkie.Fail, []string{"log pkie.test/log", "absent from the log's sorted tree", "head signed"}},
 		{"no proof", w.logged, nil, now, pkie.Unknown, []string{"no CT proof"}},
 		{"forged head", w.logged, flip(good, headAt+len(body.Head)-10), now, pkie.Fail, []string{"log pkie.test/log", "head rejected"}},
@@ -158,16 +163,15 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// TestProverState: the mirror keeps the head it accepted in the host's data
-// directory, and Health reports a synced prover.
+// TestProverState: the mirror keeps what it verified of the log in the
+// host's data directory, readable by its owner only, and Health reports a
+// synced prover.
 func TestProverState(t *testing.T) {
 	w := newWorld(t)
-	files, _ := filepath.Glob(filepath.Join(w.dataDir, "ct-*.state"))
-	if len(files) != 1 {
-		t.Fatalf("state files %v, want one ct-*.state in the data directory", files)
-	}
-	if st, err := os.Stat(files[0]); err != nil || st.Mode().Perm()&0o077 != 0 {
-		t.Errorf("state file: %v, %v", st.Mode(), err)
+	for _, d := range []string{filepath.Join(w.dataDir, "follow"), filepath.Join(w.dataDir, "mirror")} {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: %v, %v", d, st.Mode(), err)
+		}
 	}
 	if err := w.prover.(pkie.Healther).Health(); err != nil {
 		t.Errorf("Health: %v", err)
@@ -177,26 +181,35 @@ func TestProverState(t *testing.T) {
 	}
 }
 
-// TestRunSyncs: a prover run by its host picks up the log's next sorted
-// tree without anyone calling Sync.
+// TestRunSyncs: a prover run by its host picks up what the log added since
+// its first sync without anyone calling Sync.
 func TestRunSyncs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := newWorld(t)
-	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()},
-		ctprover.ProverConfig{LogURL: w.ttp.LogURL, LogKey: w.ttp.LogKey, SyncInterval: ct.Duration(20 * time.Millisecond)}.JSON())
+	c := w.ttp.CTProverConfig()
+	c.SyncInterval = ct.Duration(20 * time.Millisecond)
+	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, c.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { p.(pkie.Runner).Run(ctx); close(done) }()
-	if _, err := w.ttp.Log.BuildSorted(ctx); err != nil { // now holds pending
+	defer p.(interface{ Close() error }).Close()
+	fresh, err := w.root.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	v := verifier(t, w.ttp.LogKey)
+	if a := verifier(t, w.ttp).Verify(ctx, &pkie.VerifyRequest{Subject: subject(fresh), Proof: prove(t, p, fresh)}); a.Status != pkie.Fail {
+		t.Fatalf("a certificate never logged: %s %s", a.Status, a.Reason)
+	}
+	done := make(chan struct{})
+	go func() { p.(pkie.Runner).Run(ctx); close(done) }()
+	if _, err := w.ttp.LogChain(ctx, fresh.Chain); err != nil {
+		t.Fatal(err)
+	}
+	v := verifier(t, w.ttp)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(w.pending), Proof: prove(t, p, w.pending)})
+		a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(fresh), Proof: prove(t, p, fresh)})
 		if a.Status == pkie.Pass && strings.HasPrefix(a.Reason, "logged: in the sorted tree under") {
 			break
 		}
@@ -216,13 +229,14 @@ func TestConfigs(t *testing.T) {
 			t.Errorf("verifier config %q accepted", bad)
 		}
 	}
-	for _, bad := range []string{`{}`, `{"log_url":"http://127.0.0.1:1"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","sync":"1s"}`} {
+	for _, bad := range []string{`{}`, `{"log_url":"http://127.0.0.1:1"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","sync":"1s"}`,
+		`{"log_url":"http://127.0.0.1:1","log_key":"x"}`, `{"log_url":"http://127.0.0.1:1","log_key":"x","max_age":"1h"}`} {
 		if _, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: t.TempDir()}, []byte(bad)); err == nil {
 			t.Errorf("prover config %q accepted", bad)
 		}
 	}
-	got := string(ct.VerifierConfig{Key: "k", MaxAge: ct.Duration(90 * time.Minute)}.JSON())
-	if got != `{"key":"k","max_age":"1h30m0s"}` {
+	got := string(ct.VerifierConfig{Key: "k", LogKey: "l", MaxAge: ct.Duration(90 * time.Minute)}.JSON())
+	if got != `{"key":"k","log_key":"l","max_age":"1h30m0s"}` {
 		t.Errorf("VerifierConfig JSON %s", got)
 	}
 }
@@ -230,11 +244,16 @@ func TestConfigs(t *testing.T) {
 // FuzzVerify: whatever body the cloud relays, the verifier does not panic
 // and passes nothing the pinned log did not sign.
 func FuzzVerify(f *testing.F) {
-	_, vkey, err := checkpoint.GenerateKey("pkie.test/log")
+	_, mirrorKey, err := checkpoint.GenerateKey("pkie.test/mirror")
 	if err != nil {
 		f.Fatal(err)
 	}
-	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: vkey})
+	lk, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	logKey, err := fnote.RFC6962VerifierString("pkie.test/log", lk.Public())
+	if err != nil {
+		f.Fatal(err)
+	}
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: mirrorKey, LogKey: logKey})
 	if err != nil {
 		f.Fatal(err)
 	}

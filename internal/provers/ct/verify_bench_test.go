@@ -22,13 +22,13 @@ import (
 // tree sizes.
 func BenchmarkVerify(b *testing.B) {
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: b.TempDir()})
+	root, _ := testbed.NewRootCA("CT Bench Root", testbed.ECDSAP256)
+	ca, _ := root.NewIntermediate("CT Bench CA", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: b.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("CT Bench Root", testbed.ECDSAP256)
-	ca, _ := root.NewIntermediate("CT Bench CA", testbed.ECDSAP256)
 	var chains [][][]byte
 	for range 1024 {
 		l, err := ca.Issue(testbed.LeafOptions{DNSNames: []string{"www.example.test"}})
@@ -37,16 +37,14 @@ func BenchmarkVerify(b *testing.B) {
 		}
 		chains = append(chains, l.Chain)
 	}
-	if _, err := ttp.Log.AddChains(ctx, chains); err != nil {
+	if err := ttp.LogChains(ctx, chains); err != nil {
 		b.Fatal(err)
 	}
-	if err := ttp.Refresh(ctx); err != nil {
-		b.Fatal(err)
-	}
-	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()}, ctprover.ProverConfig{LogURL: ttp.LogURL, LogKey: ttp.LogKey}.JSON())
+	p, err := ctprover.NewProver(ctx, pkie.ProverEnv{DataDir: b.TempDir()}, ttp.CTProverConfig().JSON())
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer p.(interface{ Close() error }).Close()
 	certs := make([]*x509.Certificate, len(chains[7]))
 	for i, der := range chains[7] {
 		certs[i], _ = x509.ParseCertificate(der)
@@ -56,7 +54,7 @@ func BenchmarkVerify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	config := ct.VerifierConfig{Key: ttp.LogKey}.JSON()
+	config := ttp.CTVerifierConfig().JSON()
 	verify := func(b *testing.B, v pkie.Verifier) {
 		if a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subj, Proof: proof, Now: time.Now()}); a.Status != pkie.Pass {
 			b.Fatalf("%s: %s", a.Status, a.Reason)

@@ -1,3 +1,6 @@
+// Package treemirror is a PKIE prover (pkie.Prover) over a Prover of
+// package prover: it mirrors a trusted third party that publishes its
+// sorted tree as a feed, the revocation authority, for the cloud.
 package treemirror
 
 import (
@@ -24,7 +27,7 @@ const (
 
 // MirrorConfig is how a prover reaches and trusts its TTP.
 type MirrorConfig struct {
-	PKIE     string // prover.CT or prover.Revocation
+	PKIE     string // prover.Revocation (CT logs publish no feed: internal/provers/ct mirrors them)
 	URL      string // the TTP's base URL (its feed is URL/v1/sorted)
 	Key      string // the TTP's pinned note verifier key
 	Interval time.Duration
@@ -93,9 +96,6 @@ func NewProver(ctx context.Context, id pkie.ID, env pkie.ProverEnv, c MirrorConf
 	base := strings.TrimSuffix(c.URL, "/")
 	cfg := prover.Config{PKIE: c.PKIE, Verifier: v, MaxAge: c.MaxAge, StateDir: env.DataDir, Now: c.Now,
 		Feed: &feed.Client{Base: base + "/v1/sorted", HTTP: hc}, Floors: env.Peers, RequireFloor: env.RequireHistory}
-	if c.PKIE == prover.CT {
-		cfg.LogConsistency = prover.LogConsistency(base, hc)
-	}
 	if env.DataDir == "" && !env.RequireHistory {
 		log.Warn("no data directory: after a restart this prover accepts whatever tree its TTP signs first")
 	}

@@ -22,12 +22,12 @@ import (
 // unhealthy when the clients start failing, and not before.
 func TestHealth(t *testing.T) {
 	ctx := context.Background()
-	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir()})
+	root, _ := testbed.NewRootCA("Health Root", testbed.ECDSAP256)
+	ttp, err := testbed.StartTTPs(testbed.TTPOptions{Dir: t.TempDir(), Roots: []*testbed.CA{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ttp.Close()
-	root, _ := testbed.NewRootCA("Health Root", testbed.ECDSAP256)
 	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"bank.test"}})
 	if err := ttp.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -118,22 +118,23 @@ func TestHealth(t *testing.T) {
 	if err := p.Health(); err == nil || !strings.Contains(err.Error(), "last sync") {
 		t.Fatalf("stale mirror after a failed sync: %v", err)
 	}
-	// An unreachable log does not stop the host: the mirror is built
-	// without a tree, unhealthy, and answers ErrUnavailable, never a proof.
-	down, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: "http://127.0.0.1:1", Key: ttp.LogKey}, keyOf)
+	// An unreachable authority does not stop the host: the mirror is
+	// built without a tree, unhealthy, and answers ErrUnavailable, never a
+	// proof.
+	down, err := treemirror.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.Revocation, URL: "http://127.0.0.1:1", Key: ttp.RevocationKey}, keyOf)
 	if err != nil {
-		t.Fatalf("a mirror of an unreachable log: %v", err)
+		t.Fatalf("a mirror of an unreachable authority: %v", err)
 	}
 	if err := down.Health(); err == nil || !strings.Contains(err.Error(), "not synced") {
-		t.Errorf("a mirror of an unreachable log: Health %v", err)
+		t.Errorf("a mirror of an unreachable authority: Health %v", err)
 	}
 	if p, err := down.Prove(ctx, &pkie.ProveRequest{Subject: subj}); !errors.Is(err, pkie.ErrUnavailable) {
-		t.Errorf("a mirror of an unreachable log proved: %v %v", p, err)
+		t.Errorf("a mirror of an unreachable authority proved: %v %v", p, err)
 	}
-	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: "not a key"}, nil); err == nil {
+	if _, err := treemirror.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: "not a key"}, nil); err == nil {
 		t.Error("a mirror with a malformed TTP key was built")
 	}
-	if _, err := treemirror.NewProver(ctx, pkie.CT, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.CT, URL: ttp.LogURL, Key: ttp.LogKey, HealthMaxAge: -time.Hour}, nil); err == nil {
+	if _, err := treemirror.NewProver(ctx, pkie.Revocation, pkie.ProverEnv{}, treemirror.MirrorConfig{PKIE: prover.Revocation, URL: ttp.RevocationURL, Key: ttp.RevocationKey, HealthMaxAge: -time.Hour}, nil); err == nil {
 		t.Error("a negative health_max_age was accepted")
 	}
 }
