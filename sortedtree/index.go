@@ -19,7 +19,10 @@ type prefixIndex struct {
 	first []uint64
 	ready atomic.Bool // first is complete and may be read
 	stop  atomic.Bool
-	wg    sync.WaitGroup
+	wg    sync.WaitGroup // the fill, and Open's prefault of the stored levels
+	// touched keeps the result of Open's prefault, so that its reads
+	// are not optimized away.
+	touched byte
 }
 
 func prefix(k *[32]byte) uint64 { return binary.BigEndian.Uint64(k[:8]) }
