@@ -208,7 +208,7 @@ func Open(path string) (*Tree, error) {
 	if level > CacheLevel && n > 0 && height(n) >= CacheLevel {
 		t.cache = newCache(t, level)
 	}
-	t.index = newIndex(t.keys, true)
+	t.index = newIndex(t.keys, true, t.dropKeys)
 	t.ready = make(chan struct{})
 	var levels []byte
 	if n > 0 && height(n) >= level {

@@ -28,15 +28,26 @@ type prefixIndex struct {
 func prefix(k *[32]byte) uint64 { return binary.BigEndian.Uint64(k[:8]) }
 
 // newIndex indexes keys, now or (background) in a goroutine, for trees
-// that must open without reading every page first.
-func newIndex(keys [][32]byte, background bool) *prefixIndex {
+// that must open without reading every page first. The index reads one
+// key of every page; drop, if not nil, is called every releaseEvery keys
+// with the range it is done with, so that indexing a mapped file does not
+// leave every page of it resident.
+func newIndex(keys [][32]byte, background bool, drop func(lo, hi uint64)) *prefixIndex {
 	ix := &prefixIndex{first: make([]uint64, (len(keys)+indexStride-1)/indexStride)}
 	fill := func() {
+		per := max(1, releaseEvery/indexStride)
 		for j := range ix.first {
 			if j%4096 == 0 && ix.stop.Load() {
 				return
 			}
+			if drop != nil && j%per == 0 && j > 0 {
+				drop(uint64((j-per)*indexStride), uint64(j*indexStride))
+			}
 			ix.first[j] = prefix(&keys[j*indexStride])
+		}
+		if drop != nil && len(ix.first) > 0 {
+			j := len(ix.first)
+			drop(uint64((j-1)/per*per*indexStride), uint64(len(keys)))
 		}
 		ix.ready.Store(true)
 	}
