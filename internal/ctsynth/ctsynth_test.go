@@ -275,30 +275,28 @@ func TestGenerateRefuses(t *testing.T) {
 	}
 }
 
-func FuzzParseDataTile(f *testing.F) {
-	for _, i := range []uint64{0, 1, 3} {
-		b, _ := AppendTileLeaf(nil, i)
-		f.Add(b, 1)
-	}
-	var two []byte
-	two, _ = AppendTileLeaf(two, 0)
-	two, _ = AppendTileLeaf(two, 1)
-	f.Add(two, 2)
-	f.Add([]byte{}, 1)
-	f.Fuzz(func(t *testing.T, b []byte, want int) {
-		if want < 0 || want > 256 {
-			return
+// TestTilesParseWithCTWire: the synthetic tiles are what every follower's
+// parser (ctwire) reads, entry by entry, with their leaf_index in order.
+func TestTilesParseWithCTWire(t *testing.T) {
+	for _, n := range []int{1, 2, 255, 256} {
+		var tile []byte
+		for i := range n {
+			tile, _ = AppendTileLeaf(tile, uint64(i))
 		}
-		n := 0
-		err := ParseDataTile(b, want, func(i int, l *TileLeaf) error {
-			n++
-			if len(l.Certificate) == 0 || len(l.Fingerprints)%32 != 0 || (l.Precert && len(l.IssuerKeyHash) != 32) {
-				t.Fatalf("entry %d: parsed a malformed leaf", i)
+		es, err := parseDataTile(tile, n)
+		if err != nil {
+			t.Fatalf("%d entries: %v", n, err)
+		}
+		for i := range es {
+			if es[i].Index != uint64(i) || len(es[i].Certificate) == 0 {
+				t.Fatalf("%d entries: entry %d has index %d and %d certificate bytes", n, i, es[i].Index, len(es[i].Certificate))
 			}
-			return nil
-		})
-		if err == nil && n != want {
-			t.Fatalf("parsed %d entries, want %d", n, want)
 		}
-	})
+		if _, err := parseDataTile(tile, n+1); err == nil {
+			t.Fatalf("%d entries: parsed as %d", n, n+1)
+		}
+		if _, err := parseDataTile(tile[:len(tile)-1], n); err == nil {
+			t.Fatalf("%d entries: parsed a truncated tile", n)
+		}
+	}
 }

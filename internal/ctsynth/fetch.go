@@ -3,7 +3,6 @@ package ctsynth
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -17,98 +16,34 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/tessera/api/layout"
-	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pkie/pkie/internal/ctwire"
 )
 
-// TileLeaf is one entry of a static-ct-api data tile, its slices pointing
-// into the tile.
-type TileLeaf struct {
-	// TimestampedEntry is the RFC 6962 TimestampedEntry, extensions
-	// included: what the leaf hash covers (see LeafHash).
-	TimestampedEntry []byte
-	Precert          bool
-	// Certificate is the x509 entry's certificate, or the precert entry's
-	// TBSCertificate.
-	Certificate   []byte
-	IssuerKeyHash []byte // precert entries only
-	// PreCertificate is the precert entry's precertificate (with poison).
-	PreCertificate []byte
-	Fingerprints   []byte // the chain's SHA-256 fingerprints, 32 bytes each
+// entryKey is the key of the certificate a data tile's entry logs, as the
+// ceiling computes it: ctwire.CertKey of an x509 entry's certificate, or
+// ctwire.PrecertKey of a precert entry. (A mirror also keys a final
+// certificate with an embedded SCT list by its precertificate, which means
+// fetching its issuer and rewriting its TBS; the ceiling does not.)
+func entryKey(e *ctwire.Entry) [32]byte {
+	if e.Precert {
+		return ctwire.PrecertKey(e.IssuerKeyHash, e.Certificate)
+	}
+	return ctwire.CertKey(e.Certificate)
 }
 
-// ParseDataTile parses a data tile of want entries and calls f with each.
-// It checks the structure only (lengths, entry types, nothing left over):
-// the caller checks the leaves against the log's hashes.
-func ParseDataTile(tile []byte, want int, f func(i int, l *TileLeaf) error) error {
-	s := cryptobyte.String(tile)
-	var l TileLeaf
-	for i := range want {
-		start := s
-		var ts uint64
-		var typ uint16
-		if !s.ReadUint64(&ts) || !s.ReadUint16(&typ) {
-			return fmt.Errorf("data tile: entry %d truncated", i)
-		}
-		l = TileLeaf{}
-		var cert, ext cryptobyte.String
-		switch typ {
-		case 0:
-		case 1:
-			l.Precert = true
-			if !s.ReadBytes(&l.IssuerKeyHash, 32) {
-				return fmt.Errorf("data tile: entry %d truncated in issuer_key_hash", i)
-			}
-		default:
-			return fmt.Errorf("data tile: entry %d has entry_type %d", i, typ)
-		}
-		if !s.ReadUint24LengthPrefixed(&cert) || len(cert) == 0 || !s.ReadUint16LengthPrefixed(&ext) {
-			return fmt.Errorf("data tile: entry %d truncated or has an empty certificate", i)
-		}
-		l.Certificate = cert
-		l.TimestampedEntry = start[:len(start)-len(s)]
-		if l.Precert {
-			var pre cryptobyte.String
-			if !s.ReadUint24LengthPrefixed(&pre) || len(pre) == 0 {
-				return fmt.Errorf("data tile: entry %d: bad pre_certificate", i)
-			}
-			l.PreCertificate = pre
-		}
-		var fps cryptobyte.String
-		if !s.ReadUint16LengthPrefixed(&fps) || len(fps)%32 != 0 {
-			return fmt.Errorf("data tile: entry %d: bad certificate_chain", i)
-		}
-		l.Fingerprints = fps
-		if err := f(i, &l); err != nil {
-			return err
-		}
+// parseDataTile parses a data tile with ctwire's parser, the one every
+// follower uses, and checks it holds want entries.
+func parseDataTile(tile []byte, want int) ([]ctwire.Entry, error) {
+	es, err := ctwire.ParseDataTile(tile)
+	if err != nil {
+		return nil, err
 	}
-	if len(s) != 0 {
-		return fmt.Errorf("data tile: %d bytes after %d entries", len(s), want)
+	if len(es) != want {
+		return nil, fmt.Errorf("data tile: %d entries, want %d", len(es), want)
 	}
-	return nil
-}
-
-// precertKeyPrefix is the domain separator of a precertificate's key in
-// pkie's sorted trees (the shared design's ctwire.PrecertKey).
-const precertKeyPrefix = "pkie ct precert v1\x00"
-
-// EntryKey is the key of the certificate a tile leaf logs, as the ceiling
-// computes it: SHA-256 of an x509 entry's certificate, or the precertificate
-// key over a precert entry's issuer key hash and TBS. (A mirror also keys a
-// final certificate with an embedded SCT list by its precertificate, which
-// means rewriting its TBS; the ceiling does not.)
-func EntryKey(l *TileLeaf) [32]byte {
-	if !l.Precert {
-		return sha256.Sum256(l.Certificate)
-	}
-	h := sha256.New()
-	h.Write([]byte(precertKeyPrefix))
-	h.Write(l.IssuerKeyHash)
-	h.Write(l.Certificate)
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	return es, nil
 }
 
 // Fetcher reads a static-ct-api log's monitoring paths over HTTP.
@@ -203,13 +138,15 @@ func (f *Fetcher) Ingest(ctx context.Context, size uint64, workers int, progress
 				if p > 0 {
 					want = int(p)
 				}
-				err = ParseDataTile(b, want, func(_ int, l *TileLeaf) error {
-					h := LeafHash(l.TimestampedEntry)
-					k := EntryKey(l)
-					x[0] ^= h[0]
-					xorInto(&x, &k)
-					return nil
-				})
+				es, err := parseDataTile(b, want)
+				for i := 0; err == nil && i < len(es); i++ {
+					var h [32]byte
+					if h, err = es[i].LeafHash(); err == nil {
+						k := entryKey(&es[i])
+						x[0] ^= h[0]
+						xorInto(&x, &k)
+					}
+				}
 				if err != nil {
 					cancel(fmt.Errorf("tile %d: %w", n, err))
 					return
@@ -322,13 +259,18 @@ func (f *Fetcher) Verify(ctx context.Context, vkey string) (*log.Checkpoint, err
 		if len(hashes) != 32*want {
 			return nil, fmt.Errorf("%w: hash tile 0/%d has %d bytes, want %d", ErrMismatch, n, len(hashes), 32*want)
 		}
-		err = ParseDataTile(data, want, func(i int, l *TileLeaf) error {
-			h := LeafHash(l.TimestampedEntry)
-			if !bytes.Equal(h[:], hashes[32*i:32*i+32]) {
-				return fmt.Errorf("%w: entry %d's leaf hash differs from the hash tile's", ErrMismatch, n*TileWidth+uint64(i))
+		es, err := parseDataTile(data, want)
+		for i := 0; err == nil && i < len(es); i++ {
+			var h [32]byte
+			if h, err = es[i].LeafHash(); err != nil {
+				break
 			}
-			return cr.Append(h[:], visit)
-		})
+			if !bytes.Equal(h[:], hashes[32*i:32*i+32]) {
+				err = fmt.Errorf("%w: entry %d's leaf hash differs from the hash tile's", ErrMismatch, n*TileWidth+uint64(i))
+				break
+			}
+			err = cr.Append(h[:], visit)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("data tile %d: %w", n, err)
 		}
