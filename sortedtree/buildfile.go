@@ -7,7 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -72,11 +73,14 @@ type BuildFileOptions struct {
 // memory-mapped and sorted in place (the radix sort Build uses),
 // duplicates removed in place, merged in place with Base's keys (so the
 // file needs no room beyond the result), and every stored level hashed
-// straight into the mapping. Its heap stays at a few megabytes; its
-// resident set peaks near the size of the file (32 bytes a key, and 1/64
-// of that for the stored levels) while it sorts or hashes. While it merges
-// it drops the pages of both files it is done with (MADV_DONTNEED every
-// 64 MiB), so that a merge with a Base as large does not hold both.
+// straight into the mapping. Its heap stays at a few megabytes. Its
+// resident set stays far below the size of the file: every pass drops the
+// pages it is done with (MADV_DONTNEED every 64 MiB; both files are shared
+// mappings, so the data stays in the page cache and goes to disk): the
+// sort's first pass behind its counting scan and behind each bucket's
+// cursor, each top-level bucket once sorted, the compaction, the merge in
+// both files (so a merge with a Base as large does not hold both), and the
+// hashing behind each worker.
 //
 // Like WriteFile it writes a temporary file in the same directory, syncs
 // it and renames it into place, so a reader never sees half a tree. It
@@ -166,8 +170,14 @@ func BuildFile(ctx context.Context, path, keysPath string, first, count uint64, 
 
 	stage(StageSort)
 	added := region[old:]
-	sortKeys(added)
-	added = slices.Compact(added)
+	// Drop the pages the sort and compaction are done with from this
+	// process's resident set as they go (a shared file mapping: the data
+	// stays in the page cache), so that sorting 100 million keys does not
+	// hold all 3.2 GB of them resident; the hash pass reads them back.
+	keyBytes := func(i int) int { return fileHeader + (int(old)+i)*HashSize }
+	drop := func(lo, hi int) { dropPages(mm, keyBytes(lo), keyBytes(hi), 0, 0) }
+	sortKeysReleasing(added, drop)
+	added = compactReleasing(added, drop)
 	if err := ctx.Err(); err != nil {
 		return stats, err
 	}
@@ -212,7 +222,10 @@ func BuildFile(ctx context.Context, path, keysPath string, first, count uint64, 
 			w := width(n, l)
 			lv := bytesHashes(mm[off : off+w*HashSize])
 			if below == nil {
-				fillChunks(keys, l, lv)
+				// Drop the keys' pages behind the hashing too.
+				fillChunksReleasing(keys, l, lv, func(lo, hi int) {
+					dropPages(mm, fileHeader+lo*HashSize, fileHeader+hi*HashSize, 0, 0)
+				})
 			} else {
 				reduceInto(below, lv)
 			}
@@ -314,8 +327,9 @@ func mergeInPlace(dst, base [][32]byte, release func(k, i int)) [][32]byte {
 	return dst[:k]
 }
 
-// releaseEvery is how many keys a merge writes between two releases of
-// the pages it is done with: 64 MiB. A variable for tests.
+// releaseEvery is how many keys the sort, compaction, merge and hashing
+// of BuildFile, and Open's fill, go through between two releases of the
+// pages they are done with: 64 MiB. A variable for tests.
 var releaseEvery = 1 << 21
 
 // dropPages advises the kernel that the whole pages of mm in [from, to)
@@ -332,6 +346,55 @@ func dropPages(mm []byte, from, to, done, next int) int {
 	}
 	syscall.Madvise(mm[lo:hi], syscall.MADV_DONTNEED)
 	return next
+}
+
+// compactReleasing is slices.Compact (keys sorted: adjacent duplicates
+// removed, in place) calling done(0, k) every releaseEvery keys with the k
+// keys written so far, below which nothing is read or written again.
+func compactReleasing(keys [][32]byte, done func(lo, hi int)) [][32]byte {
+	if len(keys) < 2 {
+		return keys
+	}
+	k, last := 1, 0
+	for i := 1; i < len(keys); i++ {
+		if keys[i] != keys[k-1] {
+			if k != i {
+				keys[k] = keys[i]
+			}
+			k++
+		}
+		if done != nil && k-last >= releaseEvery {
+			done(last, k-1)
+			last = k - 1
+		}
+	}
+	return keys[:k]
+}
+
+// fillChunksReleasing is fillChunks calling done(lo, hi) for key ranges
+// every worker is done hashing, every releaseEvery keys; done is called
+// from several goroutines at once, for disjoint ranges.
+func fillChunksReleasing(keys [][32]byte, low int, out [][32]byte, done func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if len(out) < 4096 || workers < 2 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	step := (len(out) + workers - 1) / workers
+	per := max(1, releaseEvery>>uint(low)) // chunks between releases
+	for lo := 0; lo < len(out); lo += step {
+		hi := min(lo+step, len(out))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := lo; a < hi; a += per {
+				b := min(a+per, hi)
+				fillRange(keys, low, out, a, b)
+				done(a<<uint(low), min(b<<uint(low), len(keys)))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // reduceInto computes into up the level above lv.

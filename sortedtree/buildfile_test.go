@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -120,6 +121,59 @@ func TestBuildFileMerge(t *testing.T) {
 	}
 }
 
+// TestBuildFileReleasing: with pages released every 100 keys, every pass
+// of BuildFile drops pages while other goroutines still sort or hash next
+// to them, and Open's fill drops the keys behind it: the file is still
+// byte for byte WriteFile's (keys with many duplicates and a skewed first
+// byte, so that the first pass moves keys far and compaction shifts), and
+// the opened tree proves every key once ready.
+func TestBuildFileReleasing(t *testing.T) {
+	defer func(n int) { releaseEvery = n }(releaseEvery)
+	releaseEvery = 100
+	for _, n := range []int{70000, 300000} {
+		keys := someKeys("r", n)
+		for i := range keys {
+			if i%5 == 0 {
+				keys[i] = keys[i/2]
+			}
+			if i%3 == 0 {
+				keys[i][0] = 0x42
+			}
+		}
+		src := keysFile(t, keys)
+		dir := t.TempDir()
+		got := filepath.Join(dir, "built.tree")
+		if _, err := BuildFile(context.Background(), got, src, 0, uint64(n), BuildFileOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ref := Build(append([][32]byte(nil), keys...))
+		want := filepath.Join(dir, "want.tree")
+		if err := ref.WriteFile(want); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(got)
+		b, _ := os.ReadFile(want)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%d keys: BuildFile releasing pages wrote a file that differs from WriteFile's", n)
+		}
+		tr, err := Open(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-tr.Ready()
+		for i := 0; i < n; i += 997 {
+			p, err := tr.Prove(keys[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := p.Verify(keys[i], ref.Size(), ref.Root()); err != nil || !ok {
+				t.Fatalf("%d keys: key %d: proof after a releasing fill: %v %v", n, i, ok, err)
+			}
+		}
+		tr.Close()
+	}
+}
+
 // TestBuildFileRefuses: a keys file shorter than asked, or a cancelled
 // context, leaves no file behind.
 func TestBuildFileRefuses(t *testing.T) {
@@ -188,4 +242,28 @@ func TestBuildFileScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d keys in %v: %+v", st.Keys, st.Duration, st.Stages)
+	t.Logf("after the build: %s", memStatus())
+	tr, err := Open(filepath.Join(dir, "scale.tree"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	<-tr.Ready()
+	t.Logf("after Open and its fill: %s", memStatus())
+}
+
+// memStatus returns this process's peak and current resident set from
+// /proc/self/status (VmHWM, VmRSS), or the error reading it.
+func memStatus() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "RssFile:") || strings.HasPrefix(line, "RssAnon:") {
+			out = append(out, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(out, ", ")
 }

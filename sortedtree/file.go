@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -207,8 +208,25 @@ func Open(path string) (*Tree, error) {
 	if level > CacheLevel && n > 0 && height(n) >= CacheLevel {
 		t.cache = newCache(t, level)
 	}
-	t.index = newIndex(t.keys, true)
+	t.index = newIndex(t.keys, true, t.dropKeys)
 	t.ready = make(chan struct{})
+	var levels []byte
+	if n > 0 && height(n) >= level {
+		levels = t.mm[fileHeader+n*HashSize:]
+	}
+	if len(levels) > 0 {
+		// Map the stored levels into this process now (1/64 of the
+		// keys' size): otherwise nearly every proof takes a page fault
+		// at each of its lowest stored levels, which at 100 million
+		// keys cost more than hashing the whole audit path. Close
+		// stops it and waits, as for the index.
+		ix := t.index
+		ix.wg.Add(1)
+		go func() {
+			defer ix.wg.Done()
+			ix.touched = prefault(levels, &ix.stop)
+		}()
+	}
 	go func(c *cache, ix *prefixIndex, ready chan struct{}) {
 		if c != nil {
 			<-c.done
@@ -222,6 +240,29 @@ func Open(path string) (*Tree, error) {
 	}
 	t.root = root
 	return t, nil
+}
+
+// dropKeys advises the kernel that this process will not need the pages
+// of keys [lo, hi) soon (MADV_DONTNEED on the read-only shared mapping:
+// they stay in the page cache and page back in on the next read).
+func (t *Tree) dropKeys(lo, hi uint64) {
+	if t.mm != nil {
+		dropPages(t.mm, int(fileHeader+lo*HashSize), int(fileHeader+hi*HashSize), 0, 0)
+	}
+}
+
+// prefault reads one byte of every page of b, so that the kernel maps
+// them all, checking stop every 4 MiB. It returns the bytes' sum, for the
+// caller to keep, so that the reads are not optimized away.
+func prefault(b []byte, stop *atomic.Bool) (sum byte) {
+	page := os.Getpagesize()
+	for i := 0; i < len(b); i += page {
+		if i%(4<<20) == 0 && stop.Load() {
+			return sum
+		}
+		sum += b[i]
+	}
+	return sum
 }
 
 // Close unmaps the file behind a tree from Open. It is a no-op for a tree

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
+	"runtime"
 )
 
 // Kind says what a proof proves.
@@ -145,9 +146,36 @@ func (t *Tree) Prove(k [32]byte) (*Proof, error) {
 		p.Keys = [][32]byte{t.keys[i-1], t.keys[i]}
 	}
 	begin, end := p.leafRange()
+	t.touchPath(begin)
+	if end-begin == 2 {
+		t.touchPath(begin + 1)
+	}
 	p.Hashes = make([][32]byte, 0, rangeHashCount(n, begin, end))
 	p.Hashes = t.collect(0, n, height(n), begin, end, p.Hashes)
 	return p, nil
+}
+
+// touchPath reads one byte of the sibling of leaf i's ancestor at every
+// cached or stored level before collect walks them. The reads do not
+// depend on each other, so the processor overlaps their cache and TLB
+// misses, where collect, which hashes between them, takes them one after
+// the other: at 100 million keys, a proof's two dozen reads at random
+// places of 1.6 GB of levels are most of its cost.
+func (t *Tree) touchPath(i uint64) {
+	var sum byte
+	if c := t.cache; c != nil && c.filled.Load() {
+		for k, lv := range c.levels {
+			if j := (i >> uint(CacheLevel+k)) ^ 1; j < uint64(len(lv)) {
+				sum += lv[j][0]
+			}
+		}
+	}
+	for k, lv := range t.levels {
+		if j := (i >> uint(t.low+k)) ^ 1; j < uint64(len(lv)) {
+			sum += lv[j][0]
+		}
+	}
+	runtime.KeepAlive(sum) // the reads are the point: keep them
 }
 
 // collect appends the hashes a proof for leaves [begin, end) needs below the

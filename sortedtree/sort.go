@@ -18,16 +18,30 @@ const smallSort = 48
 // stays in cache, unlike one wide pass), and skewed input only costs more
 // passes: at most 32, one per byte. The top-level buckets are sorted by all
 // CPUs in parallel.
-func sortKeys(keys [][32]byte) {
+func sortKeys(keys [][32]byte) { sortKeysReleasing(keys, nil) }
+
+// sortKeysReleasing is sortKeys calling done(lo, hi), if not nil, for
+// ranges of keys it will not touch again: positions finalized by the first
+// pass as it goes, and each top-level bucket once sorted. BuildFile drops
+// those pages of its file mapping, so that sorting a mapped file does not
+// hold it all resident. done may be called from several goroutines at once,
+// for disjoint ranges.
+func sortKeysReleasing(keys [][32]byte, done func(lo, hi int)) {
 	if len(keys) <= smallSort {
 		insertionSort(keys)
+		if done != nil {
+			done(0, len(keys))
+		}
 		return
 	}
-	bounds := flagPass(keys, 0)
+	bounds := flagPassReleasing(keys, 0, done)
 	workers := runtime.GOMAXPROCS(0)
 	if len(keys) < 1<<16 || workers < 2 {
 		for b := 0; b < 256; b++ {
 			radixSort(keys[bounds[b]:bounds[b+1]], 1)
+			if done != nil {
+				done(bounds[b], bounds[b+1])
+			}
 		}
 		return
 	}
@@ -39,6 +53,9 @@ func sortKeys(keys [][32]byte) {
 			defer wg.Done()
 			for b := int(next.Add(1) - 1); b < 256; b = int(next.Add(1) - 1) {
 				radixSort(keys[bounds[b]:bounds[b+1]], 1)
+				if done != nil {
+					done(bounds[b], bounds[b+1])
+				}
 			}
 		}()
 	}
@@ -72,10 +89,25 @@ func radixSort(keys [][32]byte, d int) {
 
 // flagPass permutes keys in place so that they are grouped by byte d in
 // ascending order, and returns the 257 bucket boundaries.
-func flagPass(keys [][32]byte, d int) (bounds [257]int) {
+func flagPass(keys [][32]byte, d int) (bounds [257]int) { return flagPassReleasing(keys, d, nil) }
+
+// flagPassReleasing is flagPass calling done(lo, hi), if not nil, for the
+// ranges it is done with: behind the counting scan, and, during the swaps,
+// each bucket's finalized prefix [bounds[b], next[b]), which no later swap
+// touches (swaps only read at the current bucket's cursor and write at the
+// cursors).
+func flagPassReleasing(keys [][32]byte, d int, done func(lo, hi int)) (bounds [257]int) {
 	var count [256]int
+	last := 0
 	for i := range keys {
 		count[keys[i][d]]++
+		if done != nil && i-last >= releaseEvery {
+			done(last, i)
+			last = i
+		}
+	}
+	if done != nil {
+		done(last, len(keys))
 	}
 	var next [256]int
 	sum := 0
@@ -85,9 +117,25 @@ func flagPass(keys [][32]byte, d int) (bounds [257]int) {
 		sum += count[b]
 	}
 	bounds[256] = sum
+	var released [256]int // per bucket, the end of what done was given
+	if done != nil {
+		released = next
+	}
+	moved := 0
 	for b := 0; b < 256; b++ {
 		end := bounds[b+1]
 		for next[b] < end {
+			if done != nil {
+				if moved++; moved >= releaseEvery {
+					moved = 0
+					for t := range next {
+						if next[t] > released[t] {
+							done(released[t], next[t])
+							released[t] = next[t]
+						}
+					}
+				}
+			}
 			// Swap the key at next[b] into its own bucket until one that
 			// belongs here arrives.
 			k := &keys[next[b]]

@@ -117,7 +117,7 @@ func Build(keys [][32]byte) *Tree {
 	sortKeys(keys)
 	keys = slices.Compact(keys)
 	keys = slices.Clip(keys)
-	t := &Tree{keys: keys, low: CacheLevel, index: newIndex(keys, false)}
+	t := &Tree{keys: keys, low: CacheLevel, index: newIndex(keys, false, nil)}
 	t.levels = buildLevels(keys, CacheLevel, nil)
 	t.root = t.computeRoot()
 	return t
@@ -150,7 +150,7 @@ func (t *Tree) Merge(add [][32]byte) *Tree {
 	}
 	keys = append(keys, old[i:]...)
 	keys = append(keys, add[j:]...)
-	nt := &Tree{keys: keys, low: CacheLevel, index: newIndex(keys, false)}
+	nt := &Tree{keys: keys, low: CacheLevel, index: newIndex(keys, false, nil)}
 	nt.levels = buildLevels(keys, CacheLevel, nil)
 	nt.root = nt.computeRoot()
 	return nt

@@ -20,8 +20,10 @@ type HandlerOptions struct {
 //	GET head     the last signed head (a signed note), text/plain, no-store
 //	GET tree     the tree file it names (sortedtree file format), with
 //	             range requests, so auditors and other provers can fetch it
-//	GET healthz  200 "ok" while the head is younger than HealthMaxAge,
-//	             503 with the reason otherwise
+//	GET healthz  200 "ok" while the head is younger than HealthMaxAge
+//	             ("ok warming" while the tree's low levels are still being
+//	             filled: proofs are right, only slower; see Ready), 503
+//	             with the reason otherwise
 //
 // Before the first build head and tree are 404. The tree file is served
 // from the file the head names; a build that replaces it does not cut a
@@ -69,7 +71,12 @@ func (m *Mirror) Handler(o HandlerOptions) http.Handler {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ok\n"))
+		select {
+		case <-m.Ready():
+			w.Write([]byte("ok\n"))
+		default:
+			w.Write([]byte("ok warming\n"))
+		}
 	})
 	return mux
 }

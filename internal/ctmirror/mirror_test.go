@@ -222,6 +222,11 @@ func TestMirrorEndToEnd(t *testing.T) {
 	if _, err := w.m.Prove([32]byte{}); !errors.Is(err, ErrNoTree) {
 		t.Fatalf("Prove before any build: %v", err)
 	}
+	select {
+	case <-w.m.Ready():
+	default:
+		t.Fatal("Ready before any build: not closed (nothing to wait for)")
+	}
 	a, b, never := w.pki.leaf(t, "a.test"), w.pki.leaf(t, "b.test"), w.pki.leaf(t, "never.test")
 	w.add(a)
 	h := w.sync()
@@ -368,6 +373,17 @@ func TestMirrorHTTPAndAudit(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %s", p, resp.Status)
+		}
+	}
+	// Once the tree is ready, /healthz says a plain "ok".
+	<-w.m.Ready()
+	if resp, err := http.Get(srv.URL + "/mirror/healthz"); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "ok\n" {
+			t.Fatalf("healthz of a ready mirror: %q", body)
 		}
 	}
 	ctx := context.Background()

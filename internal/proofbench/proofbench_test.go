@@ -88,3 +88,21 @@ func TestRunTreeFile(t *testing.T) {
 		t.Errorf("result %+v", r)
 	}
 }
+
+// TestRunScaleFile measures the sorted-tree file $PKIE_PROOFBENCH_TREE (a
+// mirror's tree at 10M-100M keys, or sortedtree's TestBuildFileScale
+// output) as `pkie bench ct` does, and logs generation p50s beside the bare
+// audit path; skipped unless set.
+func TestRunScaleFile(t *testing.T) {
+	path := os.Getenv("PKIE_PROOFBENCH_TREE")
+	if path == "" {
+		t.Skip("set PKIE_PROOFBENCH_TREE to a sorted-tree file")
+	}
+	r, err := Run(context.Background(), Config{Samples: 1000, Dir: t.TempDir(), TreeFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d keys, depth %d: open %.2f s, warm %.2f s, peak RSS %.1f MB", r.Leaves, r.Depth, r.OpenSeconds, r.WarmSeconds, float64(r.PeakRSSBytes)/1e6)
+	t.Logf("generate p50: presence %.2f µs (%.2f×), absence %.2f µs (%.2f×); bare path of %d SHA-256 %.2f µs",
+		r.GenPresenceUsP50, r.GenPresenceUsP50/r.CeilingPathUsP50, r.GenAbsenceUsP50, r.GenAbsenceUsP50/r.CeilingPathUsP50, r.Depth, r.CeilingPathUsP50)
+}
