@@ -1,5 +1,5 @@
-// Package ctbench measures pkie's CT pieces at the scale of the Web's logs
-// (issue: "Certificate Transparency as the Web runs it", §4): a mirror
+// Package ctbench measures pkie's CT pieces at the scale of the Web's logs,
+// whose shards hold hundreds of millions of entries: a mirror
 // following a synthetic static-ct-api log of N entries (internal/ctsynth)
 // over loopback HTTP from empty, beside the ceiling of fetching and hashing
 // the same tiles; proofs on the mirror's sorted tree beside a bare audit
@@ -92,7 +92,7 @@ type Result struct {
 	// static-ct-api checkpoint's).
 	Ed25519VerifyUsP50   float64 `json:"ed25519_verify_us_p50"`
 	ECDSAP256VerifyUsP50 float64 `json:"ecdsa_p256_verify_us_p50"`
-	// Ratios against the same-run ceilings (issue §4 targets: generation ≤
+	// Ratios against the same-run ceilings (pkie's targets: generation ≤
 	// 3× a bare audit path, verification ≤ 1.5× one signature check).
 	GenVsPathP50      float64 `json:"gen_vs_path_p50"`
 	VerifySigVsSigP50 float64 `json:"verify_sig_vs_sig_p50"`
