@@ -317,7 +317,7 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 	maxRemembered := fs.Int("max-remembered", cloud.DefaultMaxRemembered, "proved submissions remembered for duplicate suppression, all sessions together")
 	var peers command.StringList
 	fs.Var(&peers, "peer", "base `URL` of another replica's HTTP listener (repeatable): a CT or revocation prover without state of its own learns from it what its TTP signed before")
-	trustFirst := fs.Bool("trust-first-head", false, "let a CT or revocation prover that has no state and learns no head from a --peer accept the first head its TTP signs (the first start of a new cloud's first replica only; by default it serves nothing until it knows what its TTP signed before)")
+	trustFirst := fs.Bool("trust-first-head", false, "let a revocation prover that has no state and learns no head from a --peer accept the first head its TTP signs (the first start of a new cloud's first replica only; by default it serves nothing until it knows what its TTP signed before). The ct prover follows its log from the first entry and needs no such word")
 	var forwarders bundleFiles
 	fs.Var(&forwarders, "forwarder", "bundle `FILE` of a privacy forwarder PEC servers may name for their clients' sealed proofs (repeatable); sessions are opened only to these")
 	asJSON := fs.Bool("json", false, "print the startup information (addresses, name, enhancements, key hash, data directory) as one JSON line, and the logs as JSON")
@@ -374,9 +374,8 @@ func cloudServe(ctx context.Context, env *command.Env, args []string, reg *pkie.
 	logger := serveLogger(env, *asJSON)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Syncs, SCT lookups (one per CT submission of an unlogged
-	// certificate) and peers share a few connections per host, so that a
-	// flood of submissions cannot spend the descriptors sessions leave.
+	// Syncs, a ct mirror's tile fetches and peers share a few connections
+	// per host, so that they cannot spend the descriptors sessions leave.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxConnsPerHost = cloud.MaxConnsPerTTP
 	provers, err := d.BuildProvers(ctx, reg, ps, cloud.ProverOptions{HTTP: &http.Client{Timeout: 30 * time.Second, Transport: tr}, Log: logger,
