@@ -20,7 +20,6 @@ import (
 	"time"
 
 	ct "github.com/google/certificate-transparency-go"
-	"k8s.io/klog/v2"
 
 	"github.com/pkie/pkie/internal/cli/command"
 	"github.com/pkie/pkie/internal/ctfollow"
@@ -159,7 +158,7 @@ func logServe(ctx context.Context, env *command.Env, args []string) error {
 	defer ln.Close()
 	logger := serveLogger(env, *asJSON)
 	// Tessera logs through klog: into this command's log, not around it.
-	klog.SetSlogLogger(logger)
+	defer command.SetStorageLog(logger.Handler())()
 	var l *ctlog.Log
 	drain, err := routeStderr(logger, func() (err error) {
 		l, err = ctlog.Open(ctx, *data, ctlog.Options{Policy: opts.Policy, MySQLDSN: *mysqlDSN, CheckpointInterval: opts.CheckpointInterval})
