@@ -21,7 +21,7 @@ func ctCommands() command.Command {
 }
 
 func runAuditMirror(ctx context.Context, env *Env, args []string) error {
-	fs := command.NewFlags(env, "ct audit-mirror", "Usage: pkie ct audit-mirror --mirror URL --mirror-key KEY --log URL --log-key KEY [--log-kind static-ct-api|rfc6962] [--json]\n\n"+
+	fs := command.NewFlags(env, "ct audit-mirror", "--mirror URL --mirror-key KEY --log URL --log-key KEY [--log-kind static-ct-api|rfc6962] [--json]\n\n"+
 		"Fetches the mirror's signed sorted-tree head (URL/head), verifies it with the mirror's key and\n"+
 		"its bound checkpoint with the log's key, follows the log from scratch up to that checkpoint\n"+
 		"(every tile or entry checked against it), rebuilds the sorted tree of its certificates and\n"+
