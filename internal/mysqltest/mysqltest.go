@@ -19,7 +19,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -29,6 +28,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/pkie/pkie/internal/proctest"
 )
 
 // Server is a running throwaway MariaDB server.
@@ -44,7 +45,7 @@ type Server struct {
 	server  string // mariadbd
 	dir     string
 	port    int
-	asUser  *user.User
+	run     *proctest.Runner
 	dbs     atomic.Int64
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -82,39 +83,23 @@ func binaries() (install, server string, err error) {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	install, server, err := binaries()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mysqltest: %v (CI must install mariadb-server)", err)
-		}
-		t.Skipf("mysqltest: %v", err)
-	}
-	s := &Server{t: t, server: server}
+	proctest.Require(t, "mysqltest", err, "mariadb-server")
 	// mariadbd refuses to run as root unless told to; run it as an
 	// unprivileged user instead, as Debian's service does.
-	if os.Geteuid() == 0 {
-		for _, name := range []string{"mysql", "nobody"} {
-			if u, err := user.Lookup(name); err == nil {
-				s.asUser = u
-				break
-			}
-		}
-		if s.asUser == nil {
-			t.Fatalf("mysqltest: running as root and no unprivileged user (mysql, nobody) to run MariaDB as")
-		}
-	}
+	s := &Server{t: t, server: server, run: proctest.NewRunner(t, "mysqltest", "MariaDB", "mysql", "nobody")}
 	s.dir, err = os.MkdirTemp("", "pkie-mysqltest-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(s.dir) })
-	if err := s.chown(s.dir); err != nil {
+	if err := s.run.Own(s.dir); err != nil {
 		t.Fatal(err)
 	}
 	// --no-defaults: the machine's /etc/mysql configuration (its socket,
 	// its data directory) is not ours. The root account gets no password
 	// (authentication method "normal" instead of Debian's unix_socket) so
 	// that a TCP DSN reaches it.
-	out, err := s.command(install, "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"),
+	out, err := s.run.Command(install, "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"),
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve").CombinedOutput()
 	if err != nil {
 		t.Fatalf("mysqltest: mariadb-install-db: %v\n%s", err, out)
@@ -177,29 +162,6 @@ func (s *Server) exec(stmt string) error {
 	return nil
 }
 
-func (s *Server) chown(path string) error {
-	if s.asUser == nil {
-		return nil
-	}
-	uid, _ := strconv.Atoi(s.asUser.Uid)
-	gid, _ := strconv.Atoi(s.asUser.Gid)
-	if err := os.Chmod(path, 0o700); err != nil {
-		return err
-	}
-	return os.Chown(path, uid, gid)
-}
-
-func (s *Server) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	if s.asUser != nil {
-		uid, _ := strconv.Atoi(s.asUser.Uid)
-		gid, _ := strconv.Atoi(s.asUser.Gid)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	}
-	return cmd
-}
-
 var errPortTaken = errors.New("mariadbd's port was taken before it bound it")
 
 // start starts mariadbd on s.port and waits until it accepts connections.
@@ -208,7 +170,7 @@ func (s *Server) start() error {
 	defer s.mu.Unlock()
 	logPath := filepath.Join(s.dir, "mariadb.log")
 	os.Remove(logPath) // each start's log is its own
-	cmd := s.command(s.server, "--no-defaults",
+	cmd := s.run.Command(s.server, "--no-defaults",
 		"--datadir="+filepath.Join(s.dir, "data"),
 		"--socket="+filepath.Join(s.dir, "sock"),
 		"--pid-file="+filepath.Join(s.dir, "mariadb.pid"),
@@ -217,7 +179,7 @@ func (s *Server) start() error {
 		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(s.port),
 		"--skip-name-resolve", "--skip-log-bin",
 		"--max-connections=200", "--innodb-buffer-pool-size=32M")
-	cmd.SysProcAttr = dieWithParent(cmd.SysProcAttr)
+	cmd.SysProcAttr = proctest.DieWithParent(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting mariadbd: %w", err)
 	}

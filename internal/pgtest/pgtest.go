@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pkie/pkie/internal/proctest"
 )
 
 // Server is a running throwaway PostgreSQL server.
@@ -30,7 +31,7 @@ type Server struct {
 	bin     string
 	dir     string
 	port    int
-	asUser  *user.User
+	run     *proctest.Runner
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	stopped chan struct{}
@@ -59,35 +60,19 @@ func binDir() (string, error) {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := binDir()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("pgtest: %v (CI must install postgresql)", err)
-		}
-		t.Skipf("pgtest: %v", err)
-	}
-	s := &Server{t: t, bin: bin}
+	proctest.Require(t, "pgtest", err, "postgresql")
 	// PostgreSQL refuses to run as root; run it as an unprivileged user.
-	if os.Geteuid() == 0 {
-		for _, name := range []string{"postgres", "nobody"} {
-			if u, err := user.Lookup(name); err == nil {
-				s.asUser = u
-				break
-			}
-		}
-		if s.asUser == nil {
-			t.Fatalf("pgtest: running as root and no unprivileged user (postgres, nobody) to run PostgreSQL as")
-		}
-	}
+	s := &Server{t: t, bin: bin, run: proctest.NewRunner(t, "pgtest", "PostgreSQL", "postgres", "nobody")}
 	s.dir, err = os.MkdirTemp("", "pkie-pgtest-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(s.dir) })
-	if err := s.chown(s.dir); err != nil {
+	if err := s.run.Own(s.dir); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(s.dir, "data")
-	out, err := s.command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8").CombinedOutput()
+	out, err := s.run.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8").CombinedOutput()
 	if err != nil {
 		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
@@ -98,39 +83,16 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-func (s *Server) chown(path string) error {
-	if s.asUser == nil {
-		return nil
-	}
-	uid, _ := strconv.Atoi(s.asUser.Uid)
-	gid, _ := strconv.Atoi(s.asUser.Gid)
-	if err := os.Chmod(path, 0o700); err != nil {
-		return err
-	}
-	return os.Chown(path, uid, gid)
-}
-
-func (s *Server) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	if s.asUser != nil {
-		uid, _ := strconv.Atoi(s.asUser.Uid)
-		gid, _ := strconv.Atoi(s.asUser.Gid)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	}
-	return cmd
-}
-
 func (s *Server) start() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
+	cmd := s.run.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
 		"-p", strconv.Itoa(s.port), "-k", s.dir, "-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	logf, err := os.Create(filepath.Join(s.dir, "postgres.log"))
 	if err == nil {
-		s.chown(logf.Name())
+		s.run.Own(logf.Name())
 		cmd.Stdout, cmd.Stderr = logf, logf
 	}
 	if err := cmd.Start(); err != nil {

@@ -46,6 +46,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkie/pkie/internal/proctest"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
@@ -144,12 +145,7 @@ func Binary() (string, error) {
 func Start(t testing.TB, o Options) *Log {
 	t.Helper()
 	bin, err := Binary()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("tesseracttest: %v (CI must install it)", err)
-		}
-		t.Skipf("tesseracttest: %v", err)
-	}
+	proctest.Require(t, "tesseracttest", err, "it: scripts/deps.sh --tesseract")
 	if o.Origin == "" {
 		o.Origin = "tesseract.test/log"
 	}
@@ -238,7 +234,7 @@ func Start(t testing.TB, o Options) *Log {
 		args = append(args, o.Args...)
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = dieWithParent(nil)
+		cmd.SysProcAttr = proctest.DieWithParent(nil)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("tesseracttest: starting %s: %v", bin, err)
 		}

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package mysqltest
-
-import "syscall"
-
-// dieWithParent is Linux-only (Pdeathsig); elsewhere a server killed test
-// leaves behind must be stopped by hand.
-func dieWithParent(a *syscall.SysProcAttr) *syscall.SysProcAttr { return a }
