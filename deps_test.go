@@ -24,6 +24,9 @@ var clientPackages = []string{
 	"internal/consensus", "internal/ctwire", "internal/notarywire", "internal/pecwire", "internal/termtext",
 	"internal/pkies/builtin", "internal/pkies/conf", "internal/pkies/ct", "internal/pkies/notary",
 	"internal/pkies/revocation", "internal/pkies/treeproof",
+	// Real certificates' SCTs: parsing and verifying them, the browsers'
+	// log lists and CT policies, and inclusion proofs from the logs.
+	"internal/sct", "internal/loglist", "internal/sctpolicy", "internal/ctinclusion",
 	// pec.Listener, the server side of client-server PEC, names clients
 	// with httplimit.ClientName; the package holds only the standard
 	// library.
