@@ -18,16 +18,14 @@ package sctworld
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/google/certificate-transparency-go/loglist3"
-
 	"github.com/pkie/pkie/internal/atomicfile"
+	"github.com/pkie/pkie/internal/loglist"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -240,26 +238,23 @@ func (w *World) Close() error {
 	return errors.Join(errs...)
 }
 
-// WriteList is a v3 JSON log list (Chrome's schema, which Apple's
-// follows) naming the listed logs among logs as static-ct-api ("tiled")
-// logs, one operator each, usable since a day before ts.
+// WriteList is a v3 JSON log list (loglist.Write) naming the listed logs
+// among logs as static-ct-api logs, one operator each, usable since a day
+// before ts.
 func WriteList(logs []*Log, ts time.Time) ([]byte, error) {
-	ll := loglist3.LogList{Version: "1.0", LogListTimestamp: ts.UTC().Truncate(time.Second)}
-	since := ts.Add(-24 * time.Hour).UTC().Truncate(time.Second)
-	ops := map[string]*loglist3.Operator{}
+	var ll []*loglist.Log
 	for _, l := range logs {
-		if !l.Listed {
-			continue
+		if l.Listed {
+			ll = append(ll, l.ListEntry(ts))
 		}
-		op := ops[l.Operator]
-		if op == nil {
-			op = &loglist3.Operator{Name: l.Operator, Email: []string{"ct@operator.test"}, Logs: []*loglist3.Log{}}
-			ops[l.Operator] = op
-			ll.Operators = append(ll.Operators, op)
-		}
-		op.TiledLogs = append(op.TiledLogs, &loglist3.TiledLog{Description: l.Description, LogID: l.ID[:], Key: l.SPKI,
-			SubmissionURL: l.URL + "/", MonitoringURL: l.URL + "/", MMD: int32(l.MMD / time.Second),
-			State: &loglist3.LogStates{Usable: &loglist3.LogState{Timestamp: since}}})
 	}
-	return json.MarshalIndent(&ll, "", "  ")
+	return loglist.Write(ll, ts)
+}
+
+// ListEntry is the log as a log list names it at ts: usable since a day
+// before, no temporal interval.
+func (l *Log) ListEntry(ts time.Time) *loglist.Log {
+	return &loglist.Log{ID: l.ID, Key: l.Key, SPKI: l.SPKI, Description: l.Description, Operator: l.Operator,
+		Kind: loglist.Static, URL: l.URL + "/", MonitoringURL: l.URL + "/", MMD: l.MMD,
+		State: loglist.Usable, StateSince: ts.Add(-24 * time.Hour).UTC().Truncate(time.Second)}
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"testing"
 	"time"
+
+	"github.com/pkie/pkie/internal/loglist"
 )
 
 // TestWorld starts a world of pkie logs and checks that each site serves
@@ -51,5 +53,33 @@ func TestWorld(t *testing.T) {
 	}
 	if len(w.Logs) != 3 || !w.Logs[0].Listed || !w.Logs[1].Listed || w.Logs[2].Listed {
 		t.Fatalf("logs %+v", w.Logs)
+	}
+}
+
+// TestList reads the world's list back: the listed logs, by ID, with the
+// origin their checkpoints carry.
+func TestList(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := New(ctx, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l, err := loglist.Parse(w.List)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Logs) != 2 {
+		t.Fatalf("%d logs in the list, want 2", len(l.Logs))
+	}
+	for _, wl := range w.Logs {
+		got := l.Lookup(wl.ID)
+		if (got != nil) != wl.Listed {
+			t.Fatalf("%s: in the list %v, listed %v", wl.Description, got != nil, wl.Listed)
+		}
+		if got != nil && (got.Origin() != wl.Origin || got.Operator != wl.Operator || got.State != loglist.Usable) {
+			t.Errorf("%s: list says origin %q operator %q state %s; want %q %q usable", wl.Description, got.Origin(), got.Operator, got.State, wl.Origin, wl.Operator)
+		}
 	}
 }
