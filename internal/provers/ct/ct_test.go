@@ -123,7 +123,7 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("a certificate with no SCT: tree %v, %v", v3.Tree != nil, err)
 	}
 	body := v3.Tree
-	const treeAt = 4 // ct body v3: version, flags, the tree's length
+	const treeAt = 4              // ct body v3: version, flags, the tree's length
 	headAt := treeAt + 2 + 32 + 2 // the signed note's first byte
 	proofAt := headAt + len(body.Head) + 2 + 4
 	now := time.Now()
