@@ -325,7 +325,7 @@ func printCTCheck(w io.Writer, r *ctCheckReport) {
 	if !r.Compliant {
 		verdict = "NOT compliant"
 	}
-	fmt.Fprintf(w, "%s CT policy: %s: %s\n", r.Policy, verdict, r.Reason)
+	fmt.Fprintf(w, "%s: %s\n", verdict, r.Reason) // the reason names the policy
 	if r.Contradicted {
 		fmt.Fprintln(w, "a log's signed tree contradicts an SCT (see inclusion above)")
 	}

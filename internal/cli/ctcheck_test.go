@@ -129,7 +129,7 @@ func TestCTCheck(t *testing.T) {
 			}
 			// The human form says the same.
 			code2, _, text, _ := run(tc.args...)
-			if code2 != code || !strings.Contains(text, "CT policy:") {
+			if code2 != code || !strings.Contains(text, "compliant: "+r.Policy) {
 				t.Errorf("without --json: exit %d, output\n%s", code2, text)
 			}
 		})
