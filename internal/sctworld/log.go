@@ -68,9 +68,10 @@ type Log struct {
 	hc      *http.Client
 }
 
-// startLog listens, starts the backend for the front's origin and routes
-// the front to it.
-func startLog(ctx context.Context, desc, operator string, start StartFunc, root *x509.Certificate) (_ *Log, err error) {
+// StartLog starts a log behind a new front: it listens, starts the
+// backend with the front's origin, accepting chains to root, and routes
+// the front to it. The log is not listed until Listed is set.
+func StartLog(ctx context.Context, desc, operator string, start StartFunc, root *x509.Certificate) (_ *Log, err error) {
 	ln, err := listenFront()
 	if err != nil {
 		return nil, fmt.Errorf("sctworld: log %s: %w", desc, err)

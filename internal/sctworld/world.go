@@ -102,7 +102,7 @@ func New(ctx context.Context, o Options) (_ *World, err error) {
 		if start == nil {
 			start = PKIELog(dirFor(w.dir, fmt.Sprint(i)))
 		}
-		l, err := startLog(ctx, "SCT World "+s.desc, s.op, start, w.Root.Cert)
+		l, err := StartLog(ctx, "SCT World "+s.desc, s.op, start, w.Root.Cert)
 		if err != nil {
 			return nil, err
 		}
