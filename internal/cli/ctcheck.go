@@ -304,13 +304,16 @@ func printCTCheck(w io.Writer, r *ctCheckReport) {
 		fmt.Fprintln(w, "  no SCT (embedded, TLS or OCSP)")
 	}
 	for i, s := range r.SCTs {
-		log := "log " + s.LogID[:16] + "… (not in the list)"
+		log := "log " + s.LogID[:16] + "…"
+		verdict := "valid"
+		switch {
+		case !s.Listed:
+			verdict = "not checked: its log is not in the log list"
+		case !s.Valid:
+			verdict = "INVALID: " + s.Error
+		}
 		if s.Listed {
 			log = fmt.Sprintf("%s [%s, %s] %s…", s.Log, s.Operator, s.LogState, s.LogID[:16])
-		}
-		verdict := "valid"
-		if !s.Valid {
-			verdict = "INVALID: " + s.Error
 		}
 		counted := ""
 		if s.Counted {
