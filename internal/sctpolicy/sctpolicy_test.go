@@ -42,7 +42,7 @@ type logSpec struct {
 	since    time.Time
 }
 
-func newWorld(t *testing.T, specs []logSpec) *world {
+func newWorld(t testing.TB, specs []logSpec) *world {
 	t.Helper()
 	var logs []*loglist.Log
 	for _, s := range specs {
@@ -107,7 +107,7 @@ func emb(logs ...string) []sctSpec {
 	return s
 }
 
-func (w *world) checked(t *testing.T, specs []sctSpec) []Checked {
+func (w *world) checked(t testing.TB, specs []sctSpec) []Checked {
 	t.Helper()
 	var out []Checked
 	for _, s := range specs {
