@@ -82,6 +82,15 @@ type Subject struct {
 	// once for all provers (PEC paper §4.2.1); a certificate that does not
 	// parse stops the request before any prover sees it.
 	Certs []*x509.Certificate
+	// SCTs are the signed certificate timestamps the server sent in the
+	// TLS signed_certificate_timestamp extension (RFC 6962 §3.3), each
+	// serialized as received; nil when it sent none. The SCTs embedded
+	// in the leaf travel in Chain.
+	SCTs [][]byte
+	// OCSPResponse is the OCSP response the server stapled (the TLS
+	// status_request extension), as received; nil when it stapled none.
+	// It may carry SCTs in its single response (RFC 6962 §3.3).
+	OCSPResponse []byte
 }
 
 // Leaf returns the first certificate of the chain, or nil.
