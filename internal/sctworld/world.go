@@ -189,6 +189,36 @@ func (w *World) issue(ctx context.Context) error {
 	return w.start(NoSCT, leaf, nil, nil)
 }
 
+// Issue makes another site, name, whose certificate embeds an SCT from
+// each of logs, as the world's own embedded cases do: for a test that
+// needs a certificate logged after something else happened (a cache
+// filled, a checkpoint fetched).
+func (w *World) Issue(ctx context.Context, name string, logs ...*Log) (*Site, error) {
+	if _, ok := w.Sites[name]; ok {
+		return nil, fmt.Errorf("sctworld: site %s exists", name)
+	}
+	p, err := IssuePrecert(w.CA, name)
+	if err != nil {
+		return nil, err
+	}
+	var scts [][]byte
+	for _, l := range logs {
+		s, err := l.Submit(ctx, p.Chain, true)
+		if err != nil {
+			return nil, fmt.Errorf("sctworld: %s: %w", name, err)
+		}
+		scts = append(scts, s)
+	}
+	leaf, err := p.Final(scts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.start(name, leaf, nil, nil); err != nil {
+		return nil, err
+	}
+	return w.Sites[name], nil
+}
+
 func (w *World) start(name string, leaf *testbed.Leaf, scts [][]byte, resp []byte) error {
 	s, err := StartSite(name, leaf, scts, resp)
 	if err != nil {
