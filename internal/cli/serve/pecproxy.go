@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/cli/command"
-	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/pec"
 )
 
