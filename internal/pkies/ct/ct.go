@@ -671,17 +671,14 @@ func policyLabel(p string) string {
 	return p + " CT policy"
 }
 
-// logName names a log in reasons: its description from the list (which
-// names the operator, as "Google 'Argon2026h1'"), else its ID.
+// logName names a log in reasons: its description from the list (which in
+// the published lists names the operator too, as "Google 'Argon2026h1'"),
+// else its ID.
 func logName(l *loglist.Log) string {
 	if l == nil {
 		return "(unlisted)"
 	}
-	d := l.Name()
-	if l.Description != "" && l.Operator != "" && !strings.Contains(d, l.Operator) {
-		d = l.Operator + " " + d
-	}
-	return d
+	return l.Name()
 }
 
 // printable is an unsigned relay's message made safe to show: control
