@@ -14,12 +14,17 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"math/big"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	ctgo "github.com/google/certificate-transparency-go"
+	"github.com/google/certificate-transparency-go/client"
+	"github.com/google/certificate-transparency-go/jsonclient"
+	cttls "github.com/google/certificate-transparency-go/tls"
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/crypto/ocsp"
@@ -28,6 +33,7 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctinclusion"
+	"github.com/pkie/pkie/internal/ctlog"
 	"github.com/pkie/pkie/internal/loglist"
 	"github.com/pkie/pkie/internal/sct"
 )
@@ -808,4 +814,75 @@ func BenchmarkVerify(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestVerifyFetch: with fetch, a client with no proof from a cloud asks a
+// real log (pkie's own, internal/ctlog, on loopback) for the inclusion of
+// an SCT it got from that log, and passes once the log's checkpoint holds
+// it; without fetch the same SCT leaves inclusion unknown.
+func TestVerifyFetch(t *testing.T) {
+	ctx := context.Background()
+	ca := newCA(t)
+	leaf := ca.issue(t, "fetch.ct.test")
+	const origin = "fetch.ct.test/log"
+	dir := t.TempDir()
+	if _, err := ctlog.Init(ctx, dir, origin, ctlog.InitOptions{Roots: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})}); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := ctlog.Open(ctx, dir, ctlog.Options{BatchMaxAge: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(lg.Handler(ctlog.HandlerOptions{}))
+	t.Cleanup(func() {
+		srv.Close()
+		if err := lg.Close(); err != nil {
+			t.Errorf("closing the log: %v", err)
+		}
+	})
+	spki, err := x509.MarshalPKIXPublicKey(lg.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := client.New(srv.URL, srv.Client(), jsonclient.Options{PublicKeyDER: spki})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := lc.AddChain(ctx, []ctgo.ASN1Cert{{Data: leaf.Chain[0]}, {Data: leaf.Chain[1]}})
+	if err != nil {
+		t.Fatalf("add-chain: %v", err)
+	}
+	raw, err := cttls.Marshal(*got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := writeList(t, &loglist.Log{ID: sha256.Sum256(spki), Key: lg.PublicKey(), SPKI: spki, Description: "pkie 'Fetch2026'", Operator: "pkie",
+		Kind: loglist.Static, URL: "https://" + origin + "/", MonitoringURL: srv.URL + "/", MMD: 24 * time.Hour,
+		State: loglist.Usable, StateSince: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)})
+	req := &pkie.VerifyRequest{Subject: pkie.Subject{ServerName: "fetch.ct.test", Port: 443, Chain: leaf.Chain,
+		Certs: []*x509.Certificate{leaf.Cert}, SCTs: [][]byte{raw}}}
+
+	offline, err := NewVerifierFrom(VerifierConfig{LogList: list, Policy: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := offline.Verify(ctx, req); a.Status != pkie.Unknown || !strings.Contains(a.Reason, "no evidence for log pkie 'Fetch2026' (no CT proof)") {
+		t.Fatalf("without fetch: %s: %s", a.Status, a.Reason)
+	}
+	v, err := NewVerifierFrom(VerifierConfig{LogList: list, Policy: "one", Fetch: true, HTTP: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The log sequences within milliseconds; until its checkpoint holds
+	// the entry the SCT is a promise.
+	var a pkie.Assertion
+	for range 200 {
+		if a = v.Verify(ctx, req); a.Status != pkie.Pass || !strings.Contains(a.Reason, "promise") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a.Status != pkie.Pass || !strings.Contains(a.Reason, "one-SCT policy met by 1 SCT (pkie 'Fetch2026'), included (checkpoint of 1 entry)") {
+		t.Fatalf("with fetch: %s: %s", a.Status, a.Reason)
+	}
 }
