@@ -208,6 +208,24 @@ func listJSON(t *testing.T, override func(lg map[string]any, op map[string]any))
 	return b
 }
 
+// TestParseExpired reads the Expired state Apple proposed, which loglist3
+// drops.
+func TestParseExpired(t *testing.T) {
+	data := listJSON(t, func(lg, _ map[string]any) {
+		lg["state"] = map[string]any{"expired": map[string]any{"timestamp": "2026-07-01T00:00:00Z", "version": "1013"}}
+	})
+	l, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := l.Logs[0]; g.State != Expired || !g.StateSince.Equal(time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("state %q since %v; want expired since 2026-07-01", g.State, g.StateSince)
+	}
+	if _, err := Write(l.Logs, l.Timestamp); err == nil {
+		t.Error("Write wrote an expired log into the v3 schema")
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	p384SPKI, _ := x509.MarshalPKIXPublicKey(&p384.PublicKey)
@@ -237,6 +255,13 @@ func TestParseRefuses(t *testing.T) {
 		{"empty temporal interval", listJSON(t, func(lg, _ map[string]any) {
 			lg["temporal_interval"] = map[string]any{"start_inclusive": "2027-01-01T00:00:00Z", "end_exclusive": "2027-01-01T00:00:00Z"}
 		}), "is empty"},
+		{"expired and usable", listJSON(t, func(lg, _ map[string]any) {
+			lg["state"] = map[string]any{"usable": map[string]any{"timestamp": "2026-01-01T00:00:00Z"},
+				"expired": map[string]any{"timestamp": "2026-02-01T00:00:00Z", "version": "7"}}
+		}), "2 states"},
+		{"expired state not an object", listJSON(t, func(lg, _ map[string]any) {
+			lg["state"] = map[string]any{"expired": "2026-02-01"}
+		}), "reading states"},
 		{"negative mmd", listJSON(t, func(lg, _ map[string]any) { lg["mmd"] = -1 }), "negative mmd"},
 		{"no operator name", listJSON(t, func(_, op map[string]any) { op["name"] = " " }), "has no name"},
 		{"url not http", listJSON(t, func(lg, _ map[string]any) { lg["url"] = "ftp://ct.example/" }), "not an http(s) URL"},
@@ -428,7 +453,13 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("log %q accepted inconsistent", g.Description)
 			}
 		}
-		// Whatever Parse accepts, Write writes back to an equal list.
+		// Whatever Parse accepts, Write writes back to an equal list, except
+		// Apple's expired state, which the v3 schema has no place for.
+		for _, g := range l.Logs {
+			if g.State == Expired {
+				return
+			}
+		}
 		out, err := Write(l.Logs, l.Timestamp)
 		if err != nil {
 			t.Fatalf("Write of a parsed list: %v", err)
