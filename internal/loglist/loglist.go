@@ -8,8 +8,8 @@
 // its operator (CT policies count distinct operators), its API (RFC 6962
 // or static-ct-api), its state (Pending, Qualified, Usable, ReadOnly,
 // Retired, Rejected, and the Expired state Apple proposed) and since
-// when, its maximum merge delay, and the
-// temporal interval of certificate expiry dates it accepts.
+// when, its maximum merge delay, and the temporal interval of certificate
+// expiry dates it accepts.
 //
 // Parsing is strict where a lax reading would let a list say two things:
 // a log whose ID is not SHA-256 of its key, two logs with one ID, a log
