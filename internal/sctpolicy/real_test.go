@@ -47,7 +47,7 @@ func TestRealCertificate(t *testing.T) {
 	}
 	xenon := &loglist.Log{Key: xenonKey, Description: "Google 'Xenon2025h2' log", Operator: "Google", Kind: loglist.RFC6962,
 		URL: "https://ct.googleapis.com/logs/eu1/xenon2025h2/", MMD: 24 * time.Hour, State: loglist.Usable,
-		StateSince: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
+		StateSince:    time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
 		NotAfterStart: time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC), NotAfterEnd: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	data, err := loglist.Write(append(append([]*loglist.Log(nil), list2023.Logs...), xenon), time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
