@@ -204,6 +204,19 @@ type List struct {
 	byID map[[32]byte]*Log
 }
 
+// EnforcementTimeout is the age at which Chrome stops enforcing CT with
+// a list (Chrome CT policy, "CT Enforcement Timeout": the freshest list's
+// log_list_timestamp must be within the past 70 days), and which the
+// policy encourages every CT-enforcing client to adopt: past it, a log
+// may have changed state without the client knowing.
+const EnforcementTimeout = 70 * 24 * time.Hour
+
+// Stale reports whether the list was published more than maxAge before
+// now, or carries no timestamp.
+func (l *List) Stale(now time.Time, maxAge time.Duration) bool {
+	return l.Timestamp.IsZero() || now.Sub(l.Timestamp) > maxAge
+}
+
 // Lookup returns the log with the given ID, or nil.
 func (l *List) Lookup(id [32]byte) *Log {
 	if l == nil {

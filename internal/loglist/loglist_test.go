@@ -95,6 +95,10 @@ func TestParseChromeFixtures(t *testing.T) {
 				t.Errorf("Covers(%v) = %v; want %v", c.notAfter, got, c.want)
 			}
 		}
+		published := time.Date(2026, 10, 3, 13, 35, 24, 0, time.UTC)
+		if l.Stale(published.Add(EnforcementTimeout), EnforcementTimeout) || !l.Stale(published.Add(EnforcementTimeout+time.Second), EnforcementTimeout) {
+			t.Error("Stale does not turn at 70 days")
+		}
 		if l.Lookup([32]byte{1}) != nil {
 			t.Error("Lookup of an unknown ID found a log")
 		}
