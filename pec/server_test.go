@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -612,4 +613,95 @@ func TestClientServerRemembersForwarders(t *testing.T) {
 			t.Fatalf("port %s: remembered silent %v after evidence %+v", s.port, got, ev)
 		}
 	}
+}
+
+// TestClientServerListenerSCTs: a server that delivers SCTs in the TLS
+// extension puts them in the ct request's parameters of its submission
+// (ct.RequestParams), and the client computes the same parameters from the
+// handshake: the cloud takes the server's ticket although the client could
+// not know the SCTs in its ClientHello, and the client takes the server's
+// proofs (one digest), never submitting itself.
+func TestClientServerListenerSCTs(t *testing.T) {
+	w := newCSWorld(t)
+	allow, err := AllowBundle(w.cloud.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two SCTs as a log would serialize them (v1, a log ID, a timestamp,
+	// no extensions, an ECDSA signature's place): the client's verifiers
+	// here pin a mirror only, so the SCTs travel without being judged.
+	sctOf := func(b byte) []byte {
+		raw := append([]byte{0}, bytes.Repeat([]byte{b}, 32)...)
+		raw = append(raw, 0, 0, 1, 0x9a, 0, 0, 0, 0, 0, 0, 4, 3, 0, 4, 0x30, 2, 2, 1)
+		return raw
+	}
+	cert := w.leaves["good.test"].TLSCertificate()
+	cert.SignedCertificateTimestamps = [][]byte{sctOf(0xa1), sctOf(0xb2)}
+	s := w.startServer(t, ServerConfig{Clouds: allow, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	d := w.dialer(time.Minute)
+	c, err := d.Dial(context.Background(), "tcp", "good.test:"+s.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.ConnectionState().SignedCertificateTimestamps; len(got) != 2 {
+		t.Fatalf("the handshake delivered %d SCTs, want 2", len(got))
+	}
+	ev := c.Evidence()
+	if c.Verdict().Result != check.Trusted || !ev.Extension || ev.Submitted || !ev.ServerForwarded {
+		t.Fatalf("verdict %s, evidence %+v; want trusted on the server's forwarding alone", c.Verdict().Result, ev)
+	}
+	if acc, dup := w.submissions(t); acc != 1 || dup != 0 {
+		t.Fatalf("cloud saw %d accepted and %d duplicate submissions; want the server's alone", acc, dup)
+	}
+	if st := s.l.Stats(); st.Forwarded != 1 {
+		t.Fatalf("listener stats %+v", st)
+	}
+
+	// Client-only, the verifiers see the SCTs the handshake delivered,
+	// and the client's own submission carries them.
+	rec := &sctRecorder{}
+	vs := []pkie.Verifier{rec}
+	for _, v := range w.vs {
+		if v.ID() != pkie.CT {
+			vs = append(vs, v)
+		}
+	}
+	co := w.dialer(0)
+	co.Mode, co.Verifiers = ModeClientOnly, vs
+	c2, err := co.Dial(context.Background(), "tcp", "good.test:"+s.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got := rec.seen(); len(got.SCTs) != 2 || got.Proof == nil || got.Params == nil || !bytes.Equal(got.SCTs[1], cert.SignedCertificateTimestamps[1]) {
+		t.Fatalf("the ct verifier saw %d SCTs and proof %v", len(got.SCTs), got.Proof != nil)
+	}
+	if acc, _ := w.submissions(t); acc != 2 {
+		t.Fatalf("cloud accepted %d submissions, want the client's own too", acc)
+	}
+}
+
+// sctRecorder is a ct verifier that passes a certificate delivered with
+// SCTs and remembers what it was given.
+type sctRecorder struct {
+	mu  sync.Mutex
+	got pkie.VerifyRequest
+}
+
+func (*sctRecorder) ID() pkie.ID { return pkie.CT }
+func (r *sctRecorder) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Assertion {
+	r.mu.Lock()
+	r.got = *req
+	r.mu.Unlock()
+	if len(req.SCTs) == 0 {
+		return pkie.Assertion{Status: pkie.Fail, Reason: "no SCT in the TLS extension"}
+	}
+	return pkie.Assertion{Status: pkie.Pass, Reason: "SCTs delivered"}
+}
+
+func (r *sctRecorder) seen() pkie.VerifyRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got
 }

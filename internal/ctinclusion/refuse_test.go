@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pkie/pkie/internal/loglist"
 	"github.com/pkie/pkie/internal/sct"
@@ -22,42 +27,7 @@ func TestFetchAcrossTiles(t *testing.T) {
 	ctx := context.Background()
 	static, rfc := startPKIELog(t, "pkie.tiles.test/log")
 	const n = 600
-	subs := make([]submitted, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range subs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			leaf, err := static.ca.Issue(testbed.LeafOptions{DNSNames: []string{fmt.Sprintf("c%d.tiles.test", i)}})
-			if err != nil {
-				errs <- err
-				return
-			}
-			r, err := static.pkie.AddChain(ctx, append([][]byte{leaf.Cert.Raw}, static.ca.Chain()...), false)
-			if err != nil {
-				errs <- err
-				return
-			}
-			raw, err := r.JSON().ToSignedCertificateTimestamp()
-			if err != nil {
-				errs <- err
-				return
-			}
-			s := parseSCT(t, raw, sct.TLSExtension)
-			e, err := sct.EntryFor(s, leaf.Cert, nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			subs[r.Index] = submitted{sct: s, entry: e, leafHash: e.LeafHash(s)}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	subs := submitMany(ctx, t, static, 0, n)
 	for _, tl := range []*testLog{static, rfc} {
 		f := &Fetcher{}
 		for _, i := range []int{0, 1, 255, 256, 257, 511, 512, 598, 599} {
@@ -168,5 +138,105 @@ func TestRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// submitMany logs n fresh certificates in pkie's log at once and returns
+// them by leaf index, from first on.
+func submitMany(ctx context.Context, t *testing.T, tl *testLog, first, n int) []submitted {
+	t.Helper()
+	subs := make([]submitted, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			leaf, err := tl.ca.Issue(testbed.LeafOptions{DNSNames: []string{fmt.Sprintf("c%d-%d.tiles.test", first, i)}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			r, err := tl.pkie.AddChain(ctx, append([][]byte{leaf.Cert.Raw}, tl.ca.Chain()...), false)
+			if err != nil {
+				errs <- err
+				return
+			}
+			raw, err := r.JSON().ToSignedCertificateTimestamp()
+			if err != nil {
+				errs <- err
+				return
+			}
+			s := parseSCT(t, raw, sct.TLSExtension)
+			e, err := sct.EntryFor(s, leaf.Cert, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if r.Index < uint64(first) || r.Index >= uint64(first+n) {
+				errs <- fmt.Errorf("entry at %d, want %d to %d", r.Index, first, first+n-1)
+				return
+			}
+			subs[int(r.Index)-first] = submitted{sct: s, entry: e, leafHash: e.LeafHash(s)}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return subs
+}
+
+// TestFetchPartialTileReplaced reads, for a tree head that was current
+// when the tree had 300 entries, tiles that were partial then and are
+// full now, through a web server that has dropped every partial tile
+// whose full tile exists (tlog-tiles lets a log do so): the Fetcher reads
+// the full tiles and takes what the older tree covered.
+func TestFetchPartialTileReplaced(t *testing.T) {
+	ctx := context.Background()
+	tl, _ := startPKIELog(t, "pkie.partial.test/log")
+	subs := submitMany(ctx, t, tl, 0, 300)
+	upstream := tl.log.MonitoringURL
+	var dropped atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if full, _, ok := strings.Cut(r.URL.Path, ".p/"); ok {
+			if resp, err := http.Get(upstream + full); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					dropped.Add(1)
+					http.NotFound(w, r)
+					return
+				}
+			}
+		}
+		resp, err := http.Get(upstream + r.URL.Path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(front.Close)
+	l := *tl.log
+	l.MonitoringURL = front.URL
+	f := &Fetcher{Refresh: time.Hour, MinRefresh: time.Hour}
+	if e, err := f.Fetch(ctx, &l, subs[0].sct, subs[0].leafHash); err != nil || e.Status != Included {
+		t.Fatalf("entry 0 in the tree of 300: %v", err)
+	}
+	submitMany(ctx, t, tl, 300, 300)
+	for _, i := range []int{256, 299} {
+		e, err := f.Fetch(ctx, &l, subs[i].sct, subs[i].leafHash)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if r, err := Verify(e, &l, subs[i].leafHash); err != nil || r.TreeSize != 300 {
+			t.Fatalf("entry %d: %+v, %v; want included in the cached tree of 300", i, r, err)
+		}
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("no partial tile was replaced; the test proves nothing")
 	}
 }

@@ -2,6 +2,7 @@ package sct
 
 import (
 	"bytes"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -133,6 +134,8 @@ func FuzzEmbedded(f *testing.F) {
 func FuzzFromOCSP(f *testing.F) {
 	leaf := loadCert(f, "ctcpp/test-cert.pem")
 	f.Add(readFixture(f, "ocsp/test-cert-ocsp.der"))
+	other := new(big.Int).Add(leaf.SerialNumber, big.NewInt(1))
+	f.Add(multiOCSP(f, []*big.Int{other, leaf.SerialNumber}, [][]byte{readFixture(f, "ctcpp/test-embedded-pre-cert.proof"), readFixture(f, "ctcpp/test-cert.proof")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		scts, err := FromOCSP(b, leaf)
 		if err != nil {

@@ -328,9 +328,12 @@ func (p *Prover) Lookups() uint64 { return p.lookups.Load() }
 // the logs of the log list, and, for a certificate with no SCT or when no
 // log list is configured, the mirror's sorted-tree proof.
 func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
-	leaf := req.Leaf()
-	if leaf == nil {
+	if len(req.Chain) == 0 {
 		return nil, fmt.Errorf("%w: no certificate", pkie.ErrUnsupported)
+	}
+	leaf, issuer, err := leafAndIssuer(req)
+	if err != nil {
+		return nil, err
 	}
 	scts, err := p.requestSCTs(leaf, req.Params)
 	if err != nil {
@@ -350,10 +353,6 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 		if list == nil {
 			return nil, fmt.Errorf("%w: ct prover: no log list loaded yet (%s)", pkie.ErrUnavailable, p.src)
 		}
-		var issuer *x509.Certificate
-		if len(req.Certs) > 1 {
-			issuer = req.Certs[1]
-		}
 		body.Inclusions = p.inclusions(ctx, list, leaf, issuer, scts)
 	}
 	b, err := body.MarshalBinary()
@@ -361,6 +360,28 @@ func (p *Prover) Prove(ctx context.Context, req *pkie.ProveRequest) (*pkie.Proof
 		return nil, fmt.Errorf("ct prover: %w", err)
 	}
 	return &pkie.Proof{ID: pkie.CT, Version: ctpkie.BodyVersion, Body: b}, nil
+}
+
+// leafAndIssuer returns the chain's first two certificates, parsed: the
+// cloud parses every chain once for all provers (req.Certs), and a host
+// that did not is served too. The issuer is the one the server sent,
+// unauthenticated: it only serves to rebuild the precertificate entry an
+// embedded SCT signs, which a wrong issuer does not match.
+func leafAndIssuer(req *pkie.ProveRequest) (leaf, issuer *x509.Certificate, err error) {
+	certs := req.Certs
+	if len(certs) == 0 {
+		for i, der := range req.Chain[:min(2, len(req.Chain))] {
+			c, err := x509.ParseCertificate(der)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: certificate %d of the chain: %w", pkie.ErrUnsupported, i, err)
+			}
+			certs = append(certs, c)
+		}
+	}
+	if len(certs) > 1 {
+		issuer = certs[1]
+	}
+	return certs[0], issuer, nil
 }
 
 // requestSCTs returns the certificate's embedded SCTs and those the
