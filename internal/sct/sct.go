@@ -16,8 +16,9 @@
 // the two routes: for google.com's certificate with two embedded SCTs,
 // ct-go's allocates 2169 times (144 KB) against 68 (27 KB) here. On a
 // shared 2-core machine ct-go's route took 3 times as long for that
-// certificate and 1.5 times for one with three SCTs, where the signature
-// checks (BenchmarkECDSAP256Verify) are most of this package's time. The tests check that both routes reach the same verdict on every
+// certificate and 1.5 times for reddit.com's with three SCTs, where the
+// signature checks (BenchmarkECDSAP256Verify) are most of this package's
+// time. The tests check that both routes reach the same verdict on every
 // SCT, genuine or tampered.
 //
 // Which log an SCT names, whether the log is trusted, and whether there are
