@@ -257,6 +257,9 @@ func TestVerifyAgreesWithCTUtil(t *testing.T) {
 				}{
 					{"signature byte flipped", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, l.leaf, l.issuer},
 					{"timestamp changed", func(b []byte) []byte { b[1+32+7]++; return b }, l.leaf, l.issuer},
+					{"extensions added", func([]byte) []byte {
+						return serialize(s.Version, s.LogID, s.Timestamp, append(bytes.Clone(s.Extensions), 0, 0, 1, 9), s.HashAlg, s.SigAlg, s.Signature)
+					}, l.leaf, l.issuer},
 					{"wrong issuer", nil, l.leaf, wrongIssuer},
 					{"wrong certificate", nil, wrongLeaf, l.issuer},
 				}
