@@ -133,7 +133,7 @@ func (f *Fetcher) Fetch(ctx context.Context, log *loglist.Log, s *sct.SCT, leafH
 	case loglist.Static:
 		e, err = f.fetchStatic(ctx, log, s, leafHash)
 	case loglist.RFC6962:
-		e, err = f.fetchRFC6962(ctx, log, leafHash)
+		e, err = f.fetchRFC6962(ctx, log, s, leafHash)
 	default:
 		return nil, fmt.Errorf("ctinclusion: log %s is of kind %q; want %q or %q", logName(log), log.Kind, loglist.Static, loglist.RFC6962)
 	}
@@ -444,9 +444,15 @@ func (f *Fetcher) getSTH(ctx context.Context, log *loglist.Log) ([]byte, error) 
 	return out, nil
 }
 
-func (f *Fetcher) fetchRFC6962(ctx context.Context, log *loglist.Log, leafHash [32]byte) (*Evidence, error) {
+func (f *Fetcher) fetchRFC6962(ctx context.Context, log *loglist.Log, s *sct.SCT, leafHash [32]byte) (*Evidence, error) {
 	if log.URL == "" {
 		return nil, fmt.Errorf("ctinclusion: RFC 6962 log %s has no URL", logName(log))
+	}
+	// A log that serves both APIs (pkie's does) puts leaf_index in its
+	// SCTs; NotYet evidence then names it, as Evidence.For expects.
+	idx, _, err := s.LeafIndex()
+	if err != nil {
+		return nil, fmt.Errorf("ctinclusion: SCT of log %s: leaf_index: %w", logName(log), err)
 	}
 	// An RFC 6962 SCT does not say where its entry is, so a cached STH
 	// that lacks it is fetched again once MinRefresh old.
@@ -454,7 +460,7 @@ func (f *Fetcher) fetchRFC6962(ctx context.Context, log *loglist.Log, leafHash [
 	if err != nil {
 		return nil, err
 	}
-	e := &Evidence{Status: NotYet, Checkpoint: h.raw}
+	e := &Evidence{Status: NotYet, LeafIndex: idx, Checkpoint: h.raw}
 	if h.head.size == 0 {
 		return e, nil
 	}
