@@ -630,7 +630,9 @@ func (s *sickSigner) Health() error {
 // ct prover of a mirrored log does.
 func (s *sickSigner) RefusedSyncs() uint64 { return 3 }
 
-func (s *sickSigner) LookupFailures() map[string]uint64 { return map[string]uint64{"log two (0a0b…)": 5} }
+func (s *sickSigner) LookupFailures() map[string]uint64 {
+	return map[string]uint64{"log two (0a0b…)": 5}
+}
 
 // counterValue reads a counter without pulling in prometheus/testutil's
 // dependencies.

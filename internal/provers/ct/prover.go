@@ -457,7 +457,7 @@ func (p *Prover) inclusions(ctx context.Context, list *loglist.List, leaf, issue
 		k := evidenceKey{log: l.ID, leaf: e.LeafHash(s)}
 		ev, fresh := p.cache.get(k)
 		if fresh {
-			out[i] = ev
+			out[i] = about(ev, s)
 			continue
 		}
 		// Only an SCT the log signed is worth a lookup: a client cannot
@@ -507,9 +507,23 @@ func (p *Prover) lookup(ctx context.Context, l *loglist.Log, s *sct.SCT, k evide
 		}
 		p.failed(l, err)
 		if stale != nil {
-			return stale
+			return about(stale, s)
 		}
 		return failed(s, l, err.Error())
+	}
+	return about(ev, s)
+}
+
+// about returns ev as the evidence about s. Evidence is cached by leaf
+// hash, and two SCTs can share one: a log that signs its SCT for an entry
+// again (ECDSA signatures differ each time), as for a certificate
+// submitted twice. The evidence holds for both; it names the SCT the
+// request carried, by which the client finds it.
+func about(ev *ctinclusion.Evidence, s *sct.SCT) *ctinclusion.Evidence {
+	if h := s.Hash(); ev.SCTHash != h {
+		c := *ev
+		c.SCTHash = h
+		return &c
 	}
 	return ev
 }
