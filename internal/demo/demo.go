@@ -135,7 +135,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	if err := publish(ctx, tp, ttps); err != nil {
 		return nil, err
 	}
-	cloud, err := testbed.StartCloud(ctx, testbed.CloudOptions{Name: "pec.demo", TTPs: ttps, DataDir: filepath.Join(dir, "cloud")})
+	cloud, err := testbed.StartCloud(ctx, testbed.CloudOptions{Name: "pec.demo", TTPs: ttps, CTLogList: listPath, DataDir: filepath.Join(dir, "cloud")})
 	if err != nil {
 		return nil, err
 	}
