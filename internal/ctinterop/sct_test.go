@@ -298,6 +298,7 @@ func TestSCTEndToEnd(t *testing.T) {
 			{"pkie check --cloud", []string{"--cloud", bundle}},
 		} {
 			f := checkCLI(t, late.Name, c.args...)
+			t.Logf("%s, %s down: ct %s: %s", c.how, tess.Description, f.status, f.detail)
 			if f.status != "unknown" || f.result != "inconclusive" || !strings.Contains(f.detail, tess.Description) {
 				t.Errorf("%s with %s down: verdict %s, ct %s (%s); want inconclusive, unknown naming the log\n%s", c.how, tess.Description,
 					f.result, f.status, f.detail, f.out)
