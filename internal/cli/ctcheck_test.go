@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/sctworld"
 )
 
@@ -176,4 +177,43 @@ func TestCTCheck(t *testing.T) {
 			t.Errorf("the other log's SCT: %+v, want included", s)
 		}
 	})
+}
+
+// TestCTFlagsUsage: the ct verifier's flags of pkie check --cloud and
+// pkie pec get refuse what does not go together, before the cloud is
+// reached.
+func TestCTFlagsUsage(t *testing.T) {
+	bundle, reached := countingCloud(t)
+	_, mirrorKey, err := checkpoint.GenerateKey("mirror.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := filepath.Join(t.TempDir(), "log_list.json")
+	os.WriteFile(list, []byte(`{"operators": []}`), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"policy without a list", []string{"--ct-policy", "apple"}, "need --ct-log-list"},
+		{"fetch without a list", []string{"--ct-fetch"}, "need --ct-log-list"},
+		{"unknown policy", []string{"--ct-log-list", list, "--ct-policy", "firefox"}, `--ct-policy "firefox"`},
+		{"unknown inclusion", []string{"--ct-log-list", list, "--ct-inclusion", "maybe"}, `--ct-inclusion "maybe"`},
+		{"signature without key", []string{"--ct-log-list", list, "--ct-log-list-sig", list}, "go together"},
+		{"mirror key without log key", []string{"--ct-log-list", list, "--ct-key", mirrorKey}, "--ct-key needs --ct-log-key"},
+	}
+	for _, tc := range tests {
+		for _, cmd := range [][]string{
+			{"check", "site.test", "--cloud", bundle, "--require", "ct"},
+			{"pec", "get", "--cloud", bundle, "https://site.test/"},
+		} {
+			code, out, errs := runCLI(t, append(cmd, tc.args...)...)
+			if code != 2 || !strings.Contains(errs, tc.want) {
+				t.Errorf("%s: pkie %s: exit %d, stderr %q; want 2 and %q\n%s", tc.name, cmd[0], code, errs, tc.want, out)
+			}
+		}
+	}
+	if n := reached(); n != 0 {
+		t.Errorf("the cloud was reached %d times by commands refused for their flags", n)
+	}
 }
