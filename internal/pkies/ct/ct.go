@@ -408,7 +408,14 @@ type inclusion struct {
 // bySCTs judges a certificate that carries SCTs.
 func (v *Verifier) bySCTs(ctx context.Context, req *pkie.VerifyRequest, leaf *x509.Certificate, scts []*sct.SCT, errs []error,
 	body *Body, bodyErr error, now time.Time) pkie.Assertion {
-	issuer := issuerOf(req)
+	var issuer *x509.Certificate
+	for _, s := range scts {
+		if s.Source == sct.Embedded {
+			// Only a precertificate entry names the issuer.
+			issuer = issuerOf(req)
+			break
+		}
+	}
 	checked := make([]sctpolicy.Checked, len(scts))
 	entries := make([]*sct.Entry, len(scts))
 	for i, s := range scts {
