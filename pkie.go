@@ -191,8 +191,11 @@ type Assertion struct {
 // was configured with (the TTP keys the client pinned). Verify must not
 // trust anything in the proof that the TTP did not sign, must check that
 // the proof is about req's chain, and must be safe for concurrent use. A
-// missing proof is Unknown; a proof that does not verify is Fail, since
-// only an attacker or a broken TTP produces one.
+// missing proof is Unknown, unless the verifier judges evidence the
+// handshake itself delivered (the ct verifier judges a certificate's SCTs
+// against its log list, and a missing proof leaves only their inclusion
+// unknown); a proof that does not verify is Fail, since only an attacker
+// or a broken TTP produces one.
 type Verifier interface {
 	ID() ID
 	Verify(ctx context.Context, req *VerifyRequest) Assertion
