@@ -287,7 +287,10 @@ func (v *Verifier) ID() pkie.ID { return pkie.CT }
 // and the policy, then the inclusion evidence in req.Proof (see the package
 // documentation); with no SCT, by the mirror's sorted-tree proof in
 // req.Proof. A missing proof alone never fails a certificate whose SCTs
-// meet the policy: it leaves inclusion unknown.
+// meet the policy: it leaves inclusion unknown. So does inclusion evidence
+// that does not decode or verify, which proves nothing either way: only a
+// tree head the log signed against an SCT fails it. (A sorted-tree proof
+// that does not verify fails, as before.)
 func (v *Verifier) Verify(ctx context.Context, req *pkie.VerifyRequest) pkie.Assertion {
 	if len(req.Chain) == 0 {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: "no certificate chain to look up in the log"}
