@@ -90,6 +90,10 @@ type Subject struct {
 	// OCSPResponse is the OCSP response the server stapled (the TLS
 	// status_request extension), as received; nil when it stapled none.
 	// It may carry SCTs in its single response (RFC 6962 §3.3).
+	//
+	// SCTs and OCSPResponse are what a client saw; in a prover's request
+	// they are empty (the cloud saw no handshake), and the ct request
+	// carries the SCTs in its parameters instead.
 	OCSPResponse []byte
 }
 
