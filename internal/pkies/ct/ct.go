@@ -496,6 +496,10 @@ func (v *Verifier) inclusions(ctx context.Context, counted []int, scts []*sct.SC
 		in := inclusion{log: log}
 		name := logName(log)
 		switch ev := evs[k]; {
+		case entries[i] == nil:
+			// A policy counts only SCTs whose signature verified, which
+			// needs the entry; this is a policy's bug, not evidence.
+			in.state, in.why = unknown, fmt.Sprintf("the policy counted an SCT from log %s that was not verified", name)
 		case fetchErrs[k] != nil:
 			in.state, in.why = unknown, fmt.Sprintf("fetching from log %s failed: %v", name, fetchErrs[k])
 		case ev == nil && bodyErr != nil:
