@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pkie/pkie"
@@ -83,6 +84,13 @@ func newSCTSite(ctx context.Context, w *world, dir string) (_ *sctSite, err erro
 		go srv.Serve(ln)
 		s.closers = append(s.closers, func() error { return errors.Join(srv.Close(), l.Close()) })
 		logs = append(logs, benchLog{l, origin})
+	}
+	// The logs hold the world's other certificates too, so that audit
+	// paths have the depth of the mirror's sorted-tree proofs beside them.
+	for _, bl := range logs {
+		if err := logAll(ctx, bl.l, w.fill); err != nil {
+			return nil, err
+		}
 	}
 	// The leaf: the site's names padded so that, with its SCTs, the chain
 	// is the paper's flight, under the same CAs.
@@ -183,4 +191,31 @@ func (s *sctSite) close() error {
 		errs = append(errs, c())
 	}
 	return errors.Join(errs...)
+}
+
+// logAll submits chains to l concurrently (the log batches what arrives
+// together) and returns once they are all logged, or at the first
+// refusal.
+func logAll(ctx context.Context, l *ctlog.Log, chains [][][]byte) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 256)
+	for _, c := range chains {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := l.AddChain(ctx, c, false); err != nil {
+				cancel(fmt.Errorf("pecbench: logging the fill: %w", err))
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
 }

@@ -287,7 +287,10 @@ func (v *Verifier) ID() pkie.ID { return pkie.CT }
 // and the policy, then the inclusion evidence in req.Proof (see the package
 // documentation); with no SCT, by the mirror's sorted-tree proof in
 // req.Proof. A missing proof alone never fails a certificate whose SCTs
-// meet the policy: it leaves inclusion unknown.
+// meet the policy: it leaves inclusion unknown. So does inclusion evidence
+// that does not decode or verify, which proves nothing either way: only a
+// tree head the log signed against an SCT fails it. (A sorted-tree proof
+// that does not verify fails, as before.)
 func (v *Verifier) Verify(ctx context.Context, req *pkie.VerifyRequest) pkie.Assertion {
 	if len(req.Chain) == 0 {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: "no certificate chain to look up in the log"}
@@ -408,7 +411,14 @@ type inclusion struct {
 // bySCTs judges a certificate that carries SCTs.
 func (v *Verifier) bySCTs(ctx context.Context, req *pkie.VerifyRequest, leaf *x509.Certificate, scts []*sct.SCT, errs []error,
 	body *Body, bodyErr error, now time.Time) pkie.Assertion {
-	issuer := issuerOf(req)
+	var issuer *x509.Certificate
+	for _, s := range scts {
+		if s.Source == sct.Embedded {
+			// Only a precertificate entry names the issuer.
+			issuer = issuerOf(req)
+			break
+		}
+	}
 	checked := make([]sctpolicy.Checked, len(scts))
 	entries := make([]*sct.Entry, len(scts))
 	for i, s := range scts {
@@ -486,6 +496,10 @@ func (v *Verifier) inclusions(ctx context.Context, counted []int, scts []*sct.SC
 		in := inclusion{log: log}
 		name := logName(log)
 		switch ev := evs[k]; {
+		case entries[i] == nil:
+			// A policy counts only SCTs whose signature verified, which
+			// needs the entry; this is a policy's bug, not evidence.
+			in.state, in.why = unknown, fmt.Sprintf("the policy counted an SCT from log %s that was not verified", name)
 		case fetchErrs[k] != nil:
 			in.state, in.why = unknown, fmt.Sprintf("fetching from log %s failed: %v", name, fetchErrs[k])
 		case ev == nil && bodyErr != nil:

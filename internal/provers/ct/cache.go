@@ -63,6 +63,10 @@ func newEvidenceCache(max int, refresh, notYet time.Duration, now func() time.Ti
 func (c *evidenceCache) get(k evidenceKey) (ev *ctinclusion.Evidence, fresh bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.getLocked(k)
+}
+
+func (c *evidenceCache) getLocked(k evidenceKey) (ev *ctinclusion.Evidence, fresh bool) {
 	el, ok := c.items[k]
 	if !ok {
 		return nil, false
@@ -84,11 +88,15 @@ func (c *evidenceCache) get(k evidenceKey) (ev *ctinclusion.Evidence, fresh bool
 
 // put stores evidence the Fetcher verified; LookupFailed is not stored.
 func (c *evidenceCache) put(k evidenceKey, ev *ctinclusion.Evidence) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(k, ev)
+}
+
+func (c *evidenceCache) putLocked(k evidenceKey, ev *ctinclusion.Evidence) {
 	if ev == nil || ev.Status == ctinclusion.LookupFailed || c.max <= 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if el, ok := c.items[k]; ok {
 		old := el.Value.(*cached)
 		if old.ev.Status == ctinclusion.Included && ev.Status != ctinclusion.Included {
@@ -115,16 +123,21 @@ func (c *evidenceCache) put(k evidenceKey, ev *ctinclusion.Evidence) {
 // it. fetch must bound its own time.
 func (c *evidenceCache) do(ctx context.Context, k evidenceKey, fetch func() (*ctinclusion.Evidence, error)) (*ctinclusion.Evidence, error) {
 	c.mu.Lock()
+	// A fetch that ended since the caller looked has stored its result.
+	if e, fresh := c.getLocked(k); fresh {
+		c.mu.Unlock()
+		return e, nil
+	}
 	cl, ok := c.inflight[k]
 	if !ok {
 		cl = &call{done: make(chan struct{})}
 		c.inflight[k] = cl
 		go func() {
 			cl.ev, cl.err = fetch()
-			if cl.err == nil {
-				c.put(k, cl.ev)
-			}
 			c.mu.Lock()
+			if cl.err == nil {
+				c.putLocked(k, cl.ev)
+			}
 			delete(c.inflight, k)
 			c.mu.Unlock()
 			close(cl.done)
