@@ -176,15 +176,18 @@ func inclusionOf(ctx context.Context, f *ctinclusion.Fetcher, log *loglist.Log, 
 		out.Status = "included"
 		out.Detail = fmt.Sprintf("in log %s's checkpoint of %d entries, at index %d", log.Name(), res.TreeSize, e.LeafIndex)
 	case ctinclusion.NotYet:
+		// In the order the ct verifier (internal/pkies/ct) decides: a
+		// checkpoint signed after the deadline without the entry is a
+		// broken promise, whatever the clock here says.
 		switch {
-		case now.Before(deadline):
-			out.Status = "promise"
-			out.Detail = fmt.Sprintf("promise: not in log %s's checkpoint of %d entries; the log has until %s (its maximum merge delay of %s)",
-				log.Name(), res.TreeSize, deadline.UTC().Format(time.RFC3339), log.MMD)
 		case log.Kind == loglist.Static && res.CheckpointTime.After(deadline):
 			out.Status = "fail"
 			out.Detail = fmt.Sprintf("log %s signed a checkpoint of %d entries at %s, after its maximum merge delay, without the SCT's entry at index %d",
 				log.Name(), res.TreeSize, res.CheckpointTime.UTC().Format(time.RFC3339), e.LeafIndex)
+		case !now.After(deadline):
+			out.Status = "promise"
+			out.Detail = fmt.Sprintf("promise: not in log %s's checkpoint of %d entries; the log has until %s (its maximum merge delay of %s)",
+				log.Name(), res.TreeSize, deadline.UTC().Format(time.RFC3339), log.MMD)
 		default:
 			out.Status = "unknown"
 			out.Detail = fmt.Sprintf("not in log %s's latest checkpoint (%d entries, signed %s), past its maximum merge delay", log.Name(), res.TreeSize,

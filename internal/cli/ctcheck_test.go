@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/checkpoint"
+	"github.com/pkie/pkie/internal/ctinclusion"
+	"github.com/pkie/pkie/internal/loglist"
+	"github.com/pkie/pkie/internal/sctpolicy"
 	"github.com/pkie/pkie/internal/sctworld"
 )
 
@@ -215,5 +219,61 @@ func TestCTFlagsUsage(t *testing.T) {
 	}
 	if n := reached(); n != 0 {
 		t.Errorf("the cloud was reached %d times by commands refused for their flags", n)
+	}
+}
+
+// TestCTCheckInclusionStates drives the inclusion half of pkie ct check
+// (checkSCTs) through the states a log's answer can give: included; a
+// promise, when the log's newest checkpoint the fetcher holds predates the
+// SCT and the log's merge delay still runs; unknown once that delay has
+// passed without a newer checkpoint to show either way. The fetcher keeps
+// a log's checkpoint for an hour, so the certificate logged after it was
+// read is not in it.
+func TestCTCheckInclusionStates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := sctworld.New(ctx, sctworld.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	list, err := loglist.Parse(w.List)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &ctinclusion.Fetcher{Refresh: time.Hour, MinRefresh: time.Hour}
+	check := func(site string, now time.Time) *ctCheckReport {
+		s := w.Site(site)
+		issuer, err := x509.ParseCertificate(s.Leaf.Chain[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkSCTs(ctx, ctCheckInput{Leaf: s.Leaf.Cert, Issuer: issuer, List: list, Policy: sctpolicy.Chrome(), Inclusion: f, Now: now})
+	}
+	states := func(r *ctCheckReport) string {
+		var out []string
+		for _, s := range r.SCTs {
+			if s.Inclusion == nil {
+				out = append(out, "none")
+				continue
+			}
+			out = append(out, s.Inclusion.Status)
+		}
+		return strings.Join(out, ",")
+	}
+	if r := check(sctworld.Good, time.Now()); states(r) != "included,included" || !r.Compliant {
+		t.Fatalf("good: %s, compliant %v: %+v", states(r), r.Compliant, r.SCTs)
+	}
+	late, err := w.Issue(ctx, "late.sct.test", w.Logs[0], w.Logs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := check(late.Name, time.Now()); states(r) != "promise,promise" || !r.Compliant || r.Contradicted ||
+		!strings.Contains(r.SCTs[0].Inclusion.Detail, "promise") {
+		t.Errorf("logged after the checkpoint was read: %s, compliant %v, contradicted %v: %+v", states(r), r.Compliant, r.Contradicted, r.SCTs)
+	}
+	past := time.Now().Add(w.Logs[0].MMD + time.Hour)
+	if r := check(late.Name, past); states(r) != "unknown,unknown" || r.Contradicted {
+		t.Errorf("past the merge delay with no newer checkpoint: %s, contradicted %v: %+v", states(r), r.Contradicted, r.SCTs)
 	}
 }
