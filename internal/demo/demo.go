@@ -300,7 +300,7 @@ func addCTPolicySite(ctx context.Context, tp *testbed.Topology, dir string) (str
 		}
 	}
 	for i, spec := range []struct{ name, operator string }{{listedLogName, DemoOperator}, {unlistedLogTag, RogueOperator}} {
-		l, err := sctworld.StartLog(ctx, spec.name, spec.operator, sctworld.PKIELog(filepath.Join(dir, "ctlogs", fmt.Sprint(i))), tp.Root.Cert)
+		l, err := sctworld.StartLog(ctx, spec.name, spec.operator, sctworld.PKIELog(filepath.Join(dir, "ctlogs", fmt.Sprint(i))), tp.Root.Cert, false)
 		if err != nil {
 			closeAll()
 			return "", nil, err

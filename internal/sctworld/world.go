@@ -57,6 +57,10 @@ type Options struct {
 	// and the unlisted one, in that order; a nil entry, or a missing one,
 	// is a pkie log (PKIELog).
 	Logs [3]StartFunc
+	// Port80 puts a log's front on port 80 of a random 127/8 address
+	// (where it can be bound), for a log that refuses an origin with a
+	// port, as TesseraCT v0.1.1 does. pkie's log takes either.
+	Port80 [3]bool
 }
 
 // World is a running world.
@@ -102,7 +106,7 @@ func New(ctx context.Context, o Options) (_ *World, err error) {
 		if start == nil {
 			start = PKIELog(dirFor(w.dir, fmt.Sprint(i)))
 		}
-		l, err := StartLog(ctx, "SCT World "+s.desc, s.op, start, w.Root.Cert)
+		l, err := StartLog(ctx, "SCT World "+s.desc, s.op, start, w.Root.Cert, o.Port80[i])
 		if err != nil {
 			return nil, err
 		}
