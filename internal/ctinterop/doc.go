@@ -31,8 +31,9 @@
 //     Chrome's CT policy, embedded, in the TLS extension or in a stapled
 //     OCSP response, with each SCT included; a forged SCT, an unlisted
 //     log's, a lone one and none fail with the policy named; with TesseraCT
-//     off the network a certificate whose inclusion nobody fetched before is
-//     unknown, naming the log, and one shown included before stays so.
+//     off the network, fetching or through a cloud that never read it, a
+//     certificate is unknown, naming the log, and one a cloud showed
+//     included before stays so.
 //
 // Where TesseraCT's binary is missing the tests that need it are skipped,
 // except under CI, where they fail (internal/tesseracttest says where the
