@@ -34,7 +34,8 @@ const ctCheckUsage = "CERT.pem [ISSUER.pem] --log-list FILE|URL [--log-list-sig 
 	"6962 get-proof-by-hash) and verifies it against a checkpoint the log signed: included, promise\n" +
 	"(not yet in a checkpoint, younger than the log's maximum merge delay), unknown (the log could\n" +
 	"not be asked) or fail (the log's signed tree holds another entry where the SCT says its entry\n" +
-	"is). Asking tells each log which certificate you are checking.\n\n" +
+	"is, or a checkpoint it signed after the merge delay still lacks it). Asking tells each log\n" +
+	"which certificate you are checking.\n\n" +
 	"Exit status: 0 compliant (and with --inclusion, no log's signed tree contradicts an SCT); 1 not\n" +
 	"compliant, or contradicted; 2 usage or input error."
 
