@@ -3,6 +3,8 @@ package ctinclusion
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +172,32 @@ func TestVerifySynthetic(t *testing.T) {
 	moved.URL = "https://synth.test/other/"
 	if _, err := Verify(e, &moved, leaf); !errors.Is(err, ErrBadEvidence) {
 		t.Errorf("another origin: %v", err)
+	}
+}
+
+// TestHashNotFound checks which get-proof-by-hash answers mean the log
+// holds no such leaf (NotYet) and which are a failed lookup.
+func TestHashNotFound(t *testing.T) {
+	for _, c := range []struct {
+		code int
+		body string
+		want bool
+	}{
+		{404, `{"success":false,"error_message":"no leaf with that hash in the tree of 2"}`, true},
+		{404, "", true},
+		{400, `{"error_message":"Hash not found"}`, true},
+		{400, "No such hash in tree", true},
+		{400, "ctlog: the hash index is full; read the tiles", false},
+		{400, "tree_size must be between 1 and 2", false},
+		{500, "not found", false},
+		{503, "", false},
+	} {
+		err := fmt.Errorf("ctinclusion: log x: %w", &statusError{url: "u", status: http.StatusText(c.code), body: c.body, code: c.code})
+		if got := hashNotFound(err); got != c.want {
+			t.Errorf("%d %q: hashNotFound = %v, want %v", c.code, c.body, got, c.want)
+		}
+	}
+	if hashNotFound(errors.New("connection refused")) {
+		t.Error("a transport error is not a missing leaf")
 	}
 }

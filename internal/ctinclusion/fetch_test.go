@@ -319,6 +319,14 @@ func TestFetchAndVerify(t *testing.T) {
 				if err := e.For(c.s.sct); err != nil {
 					t.Errorf("%s: For: %v", c.name, err)
 				}
+				// Evidence about this SCT is not evidence about the other one.
+				other := cert.sct
+				if c.s.sct == cert.sct {
+					other = pre.sct
+				}
+				if err := e.For(other); !errors.Is(err, ErrBadEvidence) {
+					t.Errorf("%s: For another SCT: %v, want ErrBadEvidence", c.name, err)
+				}
 				r, err := Verify(e, tl.log, c.s.leafHash)
 				if err != nil {
 					t.Fatalf("%s: Verify: %v", c.name, err)
@@ -338,7 +346,7 @@ func TestFetchAndVerify(t *testing.T) {
 			// An entry the log does not hold: for a static-ct-api log an
 			// SCT whose leaf_index is past the tree, for an RFC 6962 log
 			// a leaf hash it never saw.
-			unknown, hash := cert.sct, [32]byte{0xaa}
+			unknown, hash := pre.sct, [32]byte{0xaa}
 			if tl.log.Kind == loglist.Static {
 				unknown = withLeafIndex(t, cert.sct, 1<<30)
 			}
@@ -346,7 +354,11 @@ func TestFetchAndVerify(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unknown entry: Fetch: %v", err)
 			}
-			r, err := Verify(roundTrip(t, e), tl.log, hash)
+			e = roundTrip(t, e)
+			if err := e.For(unknown); err != nil {
+				t.Errorf("unknown entry: For: %v", err)
+			}
+			r, err := Verify(e, tl.log, hash)
 			if err != nil || r.Status != NotYet {
 				t.Fatalf("unknown entry: Verify: %+v, %v; want not yet included", r, err)
 			}

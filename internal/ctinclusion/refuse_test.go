@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,5 +240,69 @@ func TestFetchPartialTileReplaced(t *testing.T) {
 	}
 	if dropped.Load() == 0 {
 		t.Fatal("no partial tile was replaced; the test proves nothing")
+	}
+}
+
+// TestFetchCaches checks that a Fetcher asked again and again about the
+// same static-ct-api log, as a cloud is on every request, asks the log
+// only once within Refresh: the checkpoint is kept, the tiles too; and
+// that concurrent Fetches while the log is down make one request.
+func TestFetchCaches(t *testing.T) {
+	ctx := context.Background()
+	tl, _ := startPKIELog(t, "pkie.cache.test/log")
+	a := tl.submitCert(ctx, t, "a.cache.test")
+	b := tl.submitCert(ctx, t, "b.cache.test")
+	u, err := url.Parse(tl.log.MonitoringURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	var down atomic.Bool
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if down.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	l := *tl.log
+	l.MonitoringURL = front.URL
+	f := &Fetcher{Refresh: time.Hour}
+	for i := range 20 {
+		for _, s := range []submitted{a, b} {
+			if e, err := f.Fetch(ctx, &l, s.sct, s.leafHash); err != nil || e.Status != Included {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		if i == 0 {
+			t.Logf("first round: %d requests", requests.Load())
+		}
+	}
+	// The checkpoint, one data tile, one hash tile.
+	if n := requests.Load(); n > 3 {
+		t.Errorf("40 fetches of 2 SCTs made %d requests to the log; want at most 3", n)
+	}
+
+	// The log down: a Fetcher that has no tree head of it asks once,
+	// and remembers the failure for MinRefresh.
+	down.Store(true)
+	requests.Store(0)
+	f = &Fetcher{MinRefresh: time.Hour}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.Fetch(ctx, &l, a.sct, a.leafHash); err == nil || !strings.Contains(err.Error(), "503") {
+				t.Errorf("log down: Fetch: %v; want its 503", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := requests.Load(); n != 1 {
+		t.Errorf("20 fetches while the log was down made %d requests; want 1", n)
 	}
 }

@@ -97,6 +97,10 @@ func loadKey(t testing.TB, name string) (crypto.PublicKey, [32]byte) {
 	return k, sha256.Sum256(spki)
 }
 
+// chromeListKeys in a fixture's keys stands for every key of Chrome's log
+// list in testdata/loglist.
+const chromeListKeys = "chrome list"
+
 // A chain with SCTs, and the keys of the logs that issued them.
 type fixture struct {
 	name         string
@@ -132,6 +136,8 @@ var fixtures = []fixture{
 		keys: []string{"ctcpp/ct-server-key-public.pem"}, scts: 1, valid: 1},
 	{name: "google 2025 embedded (Xenon2025h2, Yeti2025)", leaf: "google2025/leaf_google-cert.bin", issuer: "google2025/issuer_google-cert.bin",
 		keys: []string{"google2025/log0-pubkey.bin", "google2025/log1-pubkey.bin"}, scts: 2, valid: 2},
+	{name: "reddit 2021 embedded (Argon2022, Nessie2022, Nimbus2022)", leaf: "reddit2021/leaf.der", issuer: "reddit2021/issuer.der",
+		keys: []string{chromeListKeys}, scts: 3, valid: 3},
 	{name: "google 2017 tls (Pilot, Symantec)", leaf: "google2017/google-cert.bin", tls: []string{"google2017/google-sct0.bin", "google2017/google-sct1.bin"},
 		keys: []string{"google2017/google-pilot-pubkey.bin", "google2017/symantec-log-pubkey.bin"}, scts: 2, valid: 2},
 }
@@ -165,6 +171,12 @@ func load(t testing.TB, f fixture) *loaded {
 		tls = append(tls, readFixture(t, n))
 	}
 	for _, n := range f.keys {
+		if n == chromeListKeys {
+			for id, log := range chromeList(t) {
+				l.keys[id] = log.key
+			}
+			continue
+		}
 		k, id := loadKey(t, n)
 		l.keys[id] = k
 	}
@@ -245,6 +257,9 @@ func TestVerifyAgreesWithCTUtil(t *testing.T) {
 				}{
 					{"signature byte flipped", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, l.leaf, l.issuer},
 					{"timestamp changed", func(b []byte) []byte { b[1+32+7]++; return b }, l.leaf, l.issuer},
+					{"extensions added", func([]byte) []byte {
+						return serialize(s.Version, s.LogID, s.Timestamp, append(bytes.Clone(s.Extensions), 0, 0, 1, 9), s.HashAlg, s.SigAlg, s.Signature)
+					}, l.leaf, l.issuer},
 					{"wrong issuer", nil, l.leaf, wrongIssuer},
 					{"wrong certificate", nil, wrongLeaf, l.issuer},
 				}

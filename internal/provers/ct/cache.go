@@ -63,6 +63,10 @@ func newEvidenceCache(max int, refresh, notYet time.Duration, now func() time.Ti
 func (c *evidenceCache) get(k evidenceKey) (ev *ctinclusion.Evidence, fresh bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.getLocked(k)
+}
+
+func (c *evidenceCache) getLocked(k evidenceKey) (ev *ctinclusion.Evidence, fresh bool) {
 	el, ok := c.items[k]
 	if !ok {
 		return nil, false
@@ -84,11 +88,15 @@ func (c *evidenceCache) get(k evidenceKey) (ev *ctinclusion.Evidence, fresh bool
 
 // put stores evidence the Fetcher verified; LookupFailed is not stored.
 func (c *evidenceCache) put(k evidenceKey, ev *ctinclusion.Evidence) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(k, ev)
+}
+
+func (c *evidenceCache) putLocked(k evidenceKey, ev *ctinclusion.Evidence) {
 	if ev == nil || ev.Status == ctinclusion.LookupFailed || c.max <= 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if el, ok := c.items[k]; ok {
 		old := el.Value.(*cached)
 		if old.ev.Status == ctinclusion.Included && ev.Status != ctinclusion.Included {
@@ -115,16 +123,21 @@ func (c *evidenceCache) put(k evidenceKey, ev *ctinclusion.Evidence) {
 // it. fetch must bound its own time.
 func (c *evidenceCache) do(ctx context.Context, k evidenceKey, fetch func() (*ctinclusion.Evidence, error)) (*ctinclusion.Evidence, error) {
 	c.mu.Lock()
+	// A fetch that ended since the caller looked has stored its result.
+	if e, fresh := c.getLocked(k); fresh {
+		c.mu.Unlock()
+		return e, nil
+	}
 	cl, ok := c.inflight[k]
 	if !ok {
 		cl = &call{done: make(chan struct{})}
 		c.inflight[k] = cl
 		go func() {
 			cl.ev, cl.err = fetch()
-			if cl.err == nil {
-				c.put(k, cl.ev)
-			}
 			c.mu.Lock()
+			if cl.err == nil {
+				c.putLocked(k, cl.ev)
+			}
 			delete(c.inflight, k)
 			c.mu.Unlock()
 			close(cl.done)
@@ -144,4 +157,62 @@ func (c *evidenceCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ll.Len()
+}
+
+// memoKey names an SCT of a certificate: the SCT's hash (sct.SCT.Hash),
+// whether it was embedded (its entry is then the precertificate's), SHA-256
+// of the leaf's DER and of its issuer's SubjectPublicKeyInfo (which the
+// precertificate entry names). What it maps to, the SCT's evidenceKey, is
+// a function of these alone.
+type memoKey struct {
+	sct, leaf, issuer [32]byte
+	embedded          bool
+}
+
+// lru is a bounded map, least recently used out first, safe for
+// concurrent use.
+type lru[K comparable, V any] struct {
+	max   int
+	mu    sync.Mutex
+	ll    *list.List
+	items map[K]*list.Element
+}
+
+type lruEntry[K comparable, V any] struct {
+	k K
+	v V
+}
+
+func newLRU[K comparable, V any](max int) *lru[K, V] {
+	return &lru[K, V]{max: max, ll: list.New(), items: map[K]*list.Element{}}
+}
+
+func (c *lru[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.ll.MoveToFront(el)
+		return el.Value.(*lruEntry[K, V]).v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *lru[K, V]) put(k K, v V) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		el.Value.(*lruEntry[K, V]).v = v
+		c.ll.MoveToFront(el)
+		return
+	}
+	c.items[k] = c.ll.PushFront(&lruEntry[K, V]{k, v})
+	for c.ll.Len() > c.max {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*lruEntry[K, V]).k)
+	}
 }

@@ -321,6 +321,40 @@ func TestProveCache(t *testing.T) {
 	if !bytes.Equal(mixed.Body, first.Body) {
 		t.Error("another certificate's SCTs changed the good site's proof")
 	}
+
+	// The TLS site's certificate logged again: each log signs its SCT
+	// for the original entry anew (other bytes, the same leaf hash). The
+	// evidence is the cached one, naming the SCTs this request sent.
+	tls := w.Site(sctworld.TLS)
+	if _, err := p.Prove(ctx, &pkie.ProveRequest{Subject: siteSubject(tls), Params: params(t, tls)}); err != nil {
+		t.Fatal(err)
+	}
+	before, lookups = w.requests(), p.Lookups()
+	var again [][]byte
+	for _, l := range w.Logs[:2] {
+		s, err := l.Submit(ctx, tls.Leaf.Chain, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again = append(again, s)
+	}
+	if bytes.Equal(again[0], tls.SCTs[0]) {
+		t.Fatal("the log returned the same SCT bytes")
+	}
+	sent, err := sct.MarshalList(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proof, err := p.Prove(ctx, &pkie.ProveRequest{Subject: siteSubject(tls), Params: sent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.requests() != before || p.Lookups() != lookups {
+		t.Fatal("SCTs signed again for a cached entry were looked up again")
+	}
+	if got := verifyEvidence(t, w.list, siteSubject(tls), sent, decode(t, proof)); len(got) != 2 || got[w.Logs[1].Description] != "included" {
+		t.Fatalf("evidence for the SCTs signed again: %v", got)
+	}
 }
 
 // TestProveLogDown: a log that is off the network makes its SCT's
