@@ -7,6 +7,8 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,8 +28,11 @@ import (
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/pkies/ct"
+	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/internal/testbed"
 	utls "github.com/refraction-networking/utls"
+	"golang.org/x/crypto/ocsp"
 )
 
 // csWorld is a CT log and a revocation authority, a cloud hosting their
@@ -616,7 +621,8 @@ func TestClientServerRemembersForwarders(t *testing.T) {
 }
 
 // TestClientServerListenerSCTs: a server that delivers SCTs in the TLS
-// extension puts them in the ct request's parameters of its submission
+// extension and a stapled OCSP response puts them in the ct request's
+// parameters of its submission
 // (ct.RequestParams), and the client computes the same parameters from the
 // handshake: the cloud takes the server's ticket although the client could
 // not know the SCTs in its ClientHello, and the client takes the server's
@@ -637,6 +643,23 @@ func TestClientServerListenerSCTs(t *testing.T) {
 	}
 	cert := w.leaves["good.test"].TLSCertificate()
 	cert.SignedCertificateTimestamps = [][]byte{sctOf(0xa1), sctOf(0xb2)}
+	// And a stapled OCSP response carrying a third, in the leaf's single
+	// response (RFC 6962 §3.3).
+	list, err := sct.MarshalList([][]byte{sctOf(0xc3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, _ := asn1.Marshal(list)
+	cert.OCSPStaple, err = ocsp.CreateResponse(w.root.Cert, w.root.Cert, ocsp.Response{Status: ocsp.Good,
+		SerialNumber: cert.Leaf.SerialNumber, ThisUpdate: time.Now().Add(-time.Hour), NextUpdate: time.Now().Add(time.Hour),
+		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 5}, Value: ext}}}, w.root.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scts, err := sct.ParseList(ct.RequestParams(&pkie.Subject{SCTs: cert.SignedCertificateTimestamps, OCSPResponse: cert.OCSPStaple,
+		Certs: []*x509.Certificate{cert.Leaf}}), sct.TLSExtension); err != nil || len(scts) != 3 {
+		t.Fatalf("the ct parameters hold %d SCTs (%v), want the two TLS ones and the OCSP one", len(scts), err)
+	}
 	s := w.startServer(t, ServerConfig{Clouds: allow, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	d := w.dialer(time.Minute)
 	c, err := d.Dial(context.Background(), "tcp", "good.test:"+s.port)
@@ -674,8 +697,9 @@ func TestClientServerListenerSCTs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	if got := rec.seen(); len(got.SCTs) != 2 || got.Proof == nil || got.Params == nil || !bytes.Equal(got.SCTs[1], cert.SignedCertificateTimestamps[1]) {
-		t.Fatalf("the ct verifier saw %d SCTs and proof %v", len(got.SCTs), got.Proof != nil)
+	if got := rec.seen(); len(got.SCTs) != 2 || got.Proof == nil || got.Params == nil || !bytes.Equal(got.SCTs[1], cert.SignedCertificateTimestamps[1]) ||
+		!bytes.Equal(got.OCSPResponse, cert.OCSPStaple) {
+		t.Fatalf("the ct verifier saw %d SCTs, OCSP response %v and proof %v", len(got.SCTs), got.OCSPResponse != nil, got.Proof != nil)
 	}
 	if acc, _ := w.submissions(t); acc != 2 {
 		t.Fatalf("cloud accepted %d submissions, want the client's own too", acc)

@@ -158,3 +158,61 @@ func (c *evidenceCache) len() int {
 	defer c.mu.Unlock()
 	return c.ll.Len()
 }
+
+// memoKey names an SCT of a certificate: the SCT's hash (sct.SCT.Hash),
+// whether it was embedded (its entry is then the precertificate's), SHA-256
+// of the leaf's DER and of its issuer's SubjectPublicKeyInfo (which the
+// precertificate entry names). What it maps to, the SCT's evidenceKey, is
+// a function of these alone.
+type memoKey struct {
+	sct, leaf, issuer [32]byte
+	embedded          bool
+}
+
+// lru is a bounded map, least recently used out first, safe for
+// concurrent use.
+type lru[K comparable, V any] struct {
+	max   int
+	mu    sync.Mutex
+	ll    *list.List
+	items map[K]*list.Element
+}
+
+type lruEntry[K comparable, V any] struct {
+	k K
+	v V
+}
+
+func newLRU[K comparable, V any](max int) *lru[K, V] {
+	return &lru[K, V]{max: max, ll: list.New(), items: map[K]*list.Element{}}
+}
+
+func (c *lru[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.ll.MoveToFront(el)
+		return el.Value.(*lruEntry[K, V]).v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *lru[K, V]) put(k K, v V) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		el.Value.(*lruEntry[K, V]).v = v
+		c.ll.MoveToFront(el)
+		return
+	}
+	c.items[k] = c.ll.PushFront(&lruEntry[K, V]{k, v})
+	for c.ll.Len() > c.max {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*lruEntry[K, V]).k)
+	}
+}

@@ -3,6 +3,7 @@ package ct
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,7 @@ type Prover struct {
 	listErr  atomic.Pointer[string]
 	fetcher  *ctinclusion.Fetcher
 	cache    *evidenceCache
+	memo     *lru[memoKey, evidenceKey]
 	scts     *sct.Cache
 	hc       *http.Client
 	log      *slog.Logger
@@ -156,6 +158,7 @@ func (p *Prover) openList(ctx context.Context, c ProverConfig) error {
 		refresh = DefaultCheckpointRefresh
 	}
 	p.cache = newEvidenceCache(n, refresh, min(notYetFor, refresh), p.now)
+	p.memo = newLRU[memoKey, evidenceKey](n)
 	p.scts = sct.NewCache(sctCacheSize)
 	p.fetcher = &ctinclusion.Fetcher{HTTP: p.hc}
 	if err := p.LoadLogList(ctx); err != nil {
@@ -443,18 +446,45 @@ func (p *Prover) treeProof(req *pkie.ProveRequest) (*treeproof.Body, error) {
 // concurrently within ctx's deadline.
 func (p *Prover) inclusions(ctx context.Context, list *loglist.List, leaf, issuer *x509.Certificate, scts []*sct.SCT) []ctinclusion.Evidence {
 	out := make([]*ctinclusion.Evidence, len(scts))
+	// The leaf hash of an SCT's entry is memoized by the SCT's and the
+	// certificates' hashes: rebuilding a precertificate's TBSCertificate
+	// and hashing it for every SCT of every request costs more than the
+	// rest of a cached answer.
+	leafID := sha256.Sum256(leaf.Raw)
+	var issuerID [32]byte
+	if issuer != nil {
+		issuerID = sha256.Sum256(issuer.RawSubjectPublicKeyInfo)
+	}
+	var entries [2]*sct.Entry // precertificate, certificate: the same for every SCT of the request
 	var wg sync.WaitGroup
 	for i, s := range scts {
 		l := list.Lookup(s.LogID)
 		if l == nil {
 			continue // the client's log list decides what an unknown log means
 		}
-		e, err := sct.EntryFor(s, leaf, issuer)
-		if err != nil {
-			out[i] = failed(s, l, fmt.Sprintf("the cloud could not rebuild the log entry: %v", err))
-			continue
+		h := s.Hash()
+		mk := memoKey{sct: h, leaf: leafID, issuer: issuerID, embedded: s.Source == sct.Embedded}
+		if k, ok := p.memo.get(mk); ok {
+			if ev, fresh := p.cache.get(k); fresh {
+				out[i] = about(ev, s)
+				continue
+			}
+		}
+		slot := 1
+		if mk.embedded {
+			slot = 0
+		}
+		e := entries[slot]
+		if e == nil {
+			var err error
+			if e, err = sct.EntryFor(s, leaf, issuer); err != nil {
+				out[i] = failed(s, l, fmt.Sprintf("the cloud could not rebuild the log entry: %v", err))
+				continue
+			}
+			entries[slot] = e
 		}
 		k := evidenceKey{log: l.ID, leaf: e.LeafHash(s)}
+		p.memo.put(mk, k)
 		ev, fresh := p.cache.get(k)
 		if fresh {
 			out[i] = about(ev, s)
