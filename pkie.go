@@ -90,6 +90,10 @@ type Subject struct {
 	// OCSPResponse is the OCSP response the server stapled (the TLS
 	// status_request extension), as received; nil when it stapled none.
 	// It may carry SCTs in its single response (RFC 6962 §3.3).
+	//
+	// SCTs and OCSPResponse are what a client saw; in a prover's request
+	// they are empty (the cloud saw no handshake), and the ct request
+	// carries the SCTs in its parameters instead.
 	OCSPResponse []byte
 }
 
@@ -191,8 +195,11 @@ type Assertion struct {
 // was configured with (the TTP keys the client pinned). Verify must not
 // trust anything in the proof that the TTP did not sign, must check that
 // the proof is about req's chain, and must be safe for concurrent use. A
-// missing proof is Unknown; a proof that does not verify is Fail, since
-// only an attacker or a broken TTP produces one.
+// missing proof is Unknown, unless the verifier judges evidence the
+// handshake itself delivered (the ct verifier judges a certificate's SCTs
+// against its log list, and a missing proof leaves only their inclusion
+// unknown); a proof that does not verify is Fail, since only an attacker
+// or a broken TTP produces one.
 type Verifier interface {
 	ID() ID
 	Verify(ctx context.Context, req *VerifyRequest) Assertion

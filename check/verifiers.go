@@ -90,7 +90,7 @@ func verifyProof(ctx context.Context, name string, v pkie.Verifier, obs *probe.O
 		a.Status, a.Detail = Fail, err.Error()
 		return a
 	}
-	pa := v.Verify(ctx, &pkie.VerifyRequest{Subject: subj, Params: requestFor(v.ID(), obs).Params, Proof: res.Proof, Now: now, VerifiedChains: chains})
+	pa := v.Verify(ctx, &pkie.VerifyRequest{Subject: subj, Params: paramsFor(v.ID(), &subj), Proof: res.Proof, Now: now, VerifiedChains: chains})
 	switch pa.Status {
 	case pkie.Pass:
 		a.Status = Pass
@@ -138,13 +138,22 @@ func requestFor(id pkie.ID, obs *probe.Observation) pkie.Request {
 		return r
 	}
 	s := pkie.Subject{SCTs: obs.SCTs, OCSPResponse: obs.OCSPResponse}
-	if len(obs.Chain) > 0 {
+	if len(obs.OCSPResponse) > 0 && len(obs.Chain) > 0 {
+		// The OCSP response's SCTs are those of the leaf's response.
 		if leaf, err := x509.ParseCertificate(obs.Chain[0]); err == nil {
 			s.Certs = []*x509.Certificate{leaf}
 		}
 	}
-	r.Params = ct.RequestParams(&s)
+	r.Params = paramsFor(id, &s)
 	return r
+}
+
+// paramsFor is the parameters of the request for enhancement id about s.
+func paramsFor(id pkie.ID, s *pkie.Subject) []byte {
+	if id != pkie.CT || (len(s.SCTs) == 0 && len(s.OCSPResponse) == 0) {
+		return nil
+	}
+	return ct.RequestParams(s)
 }
 
 // subjectOf is what a verifier is told the client connected to: the SNI

@@ -440,7 +440,8 @@ func (l *Listener) requestsFor(reqs []pkie.Request, cert *tls.Certificate) []pki
 	}
 	s := pkie.Subject{SCTs: cert.SignedCertificateTimestamps, OCSPResponse: cert.OCSPStaple}
 	leaf := cert.Leaf
-	if leaf == nil && len(cert.Certificate) > 0 {
+	if leaf == nil && len(cert.OCSPStaple) > 0 && len(cert.Certificate) > 0 {
+		// The staple's SCTs are those of the leaf's response.
 		leaf, _ = x509.ParseCertificate(cert.Certificate[0])
 	}
 	if leaf != nil {

@@ -66,7 +66,8 @@ type Evidence struct {
 	Status  Status
 	// LeafIndex is the entry's index: the SCT's leaf_index for a
 	// static-ct-api log, get-proof-by-hash's leaf_index for an RFC 6962
-	// log (zero for NotYet there).
+	// log; for NotYet from an RFC 6962 log, the SCT's leaf_index if it
+	// has one, else zero.
 	LeafIndex uint64
 	// Checkpoint is the tree head: for a static-ct-api log the checkpoint
 	// note as the log served it, for an RFC 6962 log the STH in binary

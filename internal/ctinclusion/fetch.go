@@ -53,7 +53,8 @@ type Fetcher struct {
 	// leaf_index is fetched again once it is MinRefresh old.
 	Refresh time.Duration
 	// MinRefresh is the least time between two fetches of a log's tree
-	// head; zero means 1s.
+	// head, and how long a failure to fetch it is remembered (and
+	// returned without asking the log); zero means 1s.
 	MinRefresh time.Duration
 	// MaxTiles bounds the tile cache (hash tiles of 8 KiB at most, and
 	// the leaf hashes of data tiles, as much); zero means 4096.
@@ -65,7 +66,7 @@ type Fetcher struct {
 	verifier *Verifier
 	tiles    *lru[tileKey, []byte]
 	mu       sync.Mutex
-	heads    map[[32]byte]*fetchedHead
+	logs     map[[32]byte]*logState
 }
 
 type tileKey struct {
@@ -90,7 +91,7 @@ func (f *Fetcher) init() {
 		}
 		f.tiles = newLRU[tileKey, []byte](n)
 		f.verifier = NewVerifier(64)
-		f.heads = make(map[[32]byte]*fetchedHead)
+		f.logs = make(map[[32]byte]*logState)
 	})
 }
 
@@ -133,7 +134,7 @@ func (f *Fetcher) Fetch(ctx context.Context, log *loglist.Log, s *sct.SCT, leafH
 	case loglist.Static:
 		e, err = f.fetchStatic(ctx, log, s, leafHash)
 	case loglist.RFC6962:
-		e, err = f.fetchRFC6962(ctx, log, leafHash)
+		e, err = f.fetchRFC6962(ctx, log, s, leafHash)
 	default:
 		return nil, fmt.Errorf("ctinclusion: log %s is of kind %q; want %q or %q", logName(log), log.Kind, loglist.Static, loglist.RFC6962)
 	}
@@ -185,44 +186,100 @@ func (f *Fetcher) fetchStatic(ctx context.Context, log *loglist.Log, s *sct.SCT,
 	return e, nil
 }
 
-// head returns log's tree head, fetched again when the cached one is
-// older than Refresh, or does not reach leaf index idx and is older than
-// MinRefresh.
-func (f *Fetcher) head(ctx context.Context, log *loglist.Log, idx uint64) (*fetchedHead, error) {
-	now := f.now()
-	f.mu.Lock()
-	h := f.heads[log.ID]
-	f.mu.Unlock()
-	if h != nil {
-		age := now.Sub(h.fetched)
-		if age < orDefault(f.Refresh, 10*time.Second) && (idx < h.head.size || age < orDefault(f.MinRefresh, time.Second)) {
-			return h, nil
-		}
-	}
-	var raw []byte
-	var err error
-	if log.Kind == loglist.Static {
-		raw, err = f.get(ctx, log, strings.TrimSuffix(log.MonitoringURL, "/")+"/checkpoint", MaxCheckpoint)
-	} else {
-		raw, err = f.getSTH(ctx, log)
-	}
-	if err != nil {
-		return nil, err
-	}
-	th, err := f.verifier.openHead(raw, log)
-	if err != nil {
-		return nil, fmt.Errorf("ctinclusion: the tree head log %s served: %w", logName(log), err)
-	}
-	nh := &fetchedHead{raw: raw, head: th, fetched: now}
+// logState is what a Fetcher keeps about one log: its latest verified
+// tree head, and the last failure to fetch one.
+type logState struct {
+	refresh sync.Mutex // held while the tree head is fetched, so that one Fetch fetches it for all
+
+	mu    sync.Mutex
+	head  *fetchedHead
+	err   error
+	errAt time.Time
+}
+
+func (f *Fetcher) state(id [32]byte) *logState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// Keep the larger tree if another Fetch raced this one: a log's
-	// tree only grows, and an older head must not replace a newer one.
-	if old := f.heads[log.ID]; old != nil && old.head.size > th.size {
-		return old, nil
+	st := f.logs[id]
+	if st == nil {
+		st = &logState{}
+		f.logs[id] = st
 	}
-	f.heads[log.ID] = nh
-	return nh, nil
+	return st
+}
+
+// head returns log's tree head, fetched again when the cached one is
+// older than Refresh, or does not reach leaf index idx and is older than
+// MinRefresh. One Fetch fetches it while the others for the log wait; a
+// failure is remembered for MinRefresh, so that a log that is down gets
+// one request a MinRefresh from a Fetcher, not one per Fetch. When the
+// fetch fails, a tree head younger than Refresh is still used.
+func (f *Fetcher) head(ctx context.Context, log *loglist.Log, idx uint64) (*fetchedHead, error) {
+	st := f.state(log.ID)
+	refresh, minRefresh := orDefault(f.Refresh, 10*time.Second), orDefault(f.MinRefresh, time.Second)
+	cached := func(now time.Time) (*fetchedHead, error, bool) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		h := st.head
+		usable := h != nil && now.Sub(h.fetched) < refresh
+		if usable && (idx < h.head.size || now.Sub(h.fetched) < minRefresh) {
+			return h, nil, true
+		}
+		if st.err != nil && now.Sub(st.errAt) < minRefresh {
+			if usable {
+				return h, nil, true
+			}
+			return nil, st.err, true
+		}
+		return nil, nil, false
+	}
+	if h, err, ok := cached(f.now()); ok {
+		return h, err
+	}
+	st.refresh.Lock()
+	defer st.refresh.Unlock()
+	if h, err, ok := cached(f.now()); ok { // another Fetch has just fetched it
+		return h, err
+	}
+	raw, err := f.fetchHead(ctx, log)
+	var th treeHead
+	if err == nil {
+		if th, err = f.verifier.openHead(raw, log); err != nil {
+			err = fmt.Errorf("ctinclusion: the tree head log %s served: %w", logName(log), err)
+		}
+	}
+	now := f.now()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
+		// A caller that gave up is no news about the log.
+		if ctx.Err() == nil {
+			st.err, st.errAt = err, now
+		}
+		if h := st.head; h != nil && now.Sub(h.fetched) < refresh {
+			return h, nil
+		}
+		return nil, err
+	}
+	// A log's tree only grows: a smaller one (a stale replica behind
+	// the log's web server) does not replace the larger one, which is
+	// still what the log signed; it is remembered as a failure, so that
+	// the log is not asked again at once.
+	if st.head != nil && th.size < st.head.head.size {
+		st.err, st.errAt = fmt.Errorf("ctinclusion: log %s served a tree of %d entries after one of %d", logName(log), th.size, st.head.head.size), now
+		return st.head, nil
+	}
+	st.err = nil
+	st.head = &fetchedHead{raw: raw, head: th, fetched: now}
+	return st.head, nil
+}
+
+// fetchHead reads log's tree head as Evidence.Checkpoint holds it.
+func (f *Fetcher) fetchHead(ctx context.Context, log *loglist.Log) ([]byte, error) {
+	if log.Kind == loglist.Static {
+		return f.get(ctx, log, strings.TrimSuffix(log.MonitoringURL, "/")+"/checkpoint", MaxCheckpoint)
+	}
+	return f.getSTH(ctx, log)
 }
 
 // dataTileLeaf reads the data tile holding leaf index idx in a tree of
@@ -444,9 +501,15 @@ func (f *Fetcher) getSTH(ctx context.Context, log *loglist.Log) ([]byte, error) 
 	return out, nil
 }
 
-func (f *Fetcher) fetchRFC6962(ctx context.Context, log *loglist.Log, leafHash [32]byte) (*Evidence, error) {
+func (f *Fetcher) fetchRFC6962(ctx context.Context, log *loglist.Log, s *sct.SCT, leafHash [32]byte) (*Evidence, error) {
 	if log.URL == "" {
 		return nil, fmt.Errorf("ctinclusion: RFC 6962 log %s has no URL", logName(log))
+	}
+	// A log that serves both APIs (pkie's does) puts leaf_index in its
+	// SCTs; NotYet evidence then names it, as Evidence.For expects.
+	idx, _, err := s.LeafIndex()
+	if err != nil {
+		return nil, fmt.Errorf("ctinclusion: SCT of log %s: leaf_index: %w", logName(log), err)
 	}
 	// An RFC 6962 SCT does not say where its entry is, so a cached STH
 	// that lacks it is fetched again once MinRefresh old.
@@ -454,7 +517,7 @@ func (f *Fetcher) fetchRFC6962(ctx context.Context, log *loglist.Log, leafHash [
 	if err != nil {
 		return nil, err
 	}
-	e := &Evidence{Status: NotYet, Checkpoint: h.raw}
+	e := &Evidence{Status: NotYet, LeafIndex: idx, Checkpoint: h.raw}
 	if h.head.size == 0 {
 		return e, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"testing"
 	"time"
 
@@ -33,6 +35,7 @@ type testLog struct {
 	lc   *client.LogClient
 	ca   *testbed.CA // a CA whose chains the log accepts
 	stop func()
+	pkie *ctlog.Log // pkie's log, to submit to in process
 }
 
 // listEntry describes a log as a log list would. A static-ct-api log's
@@ -83,9 +86,9 @@ func startPKIELog(t *testing.T, origin string) (static, rfc *testLog) {
 	t.Cleanup(stop)
 	lc := logClient(t, srv.URL, l.PublicKey())
 	inter := intermediate(t, root)
-	static = &testLog{name: "pkie static-ct-api", lc: lc, ca: inter, stop: stop,
+	static = &testLog{name: "pkie static-ct-api", lc: lc, ca: inter, stop: stop, pkie: l,
 		log: listEntry(t, "pkie test log", loglist.Static, "https://"+origin+"/", srv.URL, l.PublicKey())}
-	rfc = &testLog{name: "pkie RFC 6962", lc: lc, ca: inter, stop: stop,
+	rfc = &testLog{name: "pkie RFC 6962", lc: lc, ca: inter, stop: stop, pkie: l,
 		log: listEntry(t, "pkie test log (RFC 6962 API)", loglist.RFC6962, srv.URL+"/", "", l.PublicKey())}
 	return static, rfc
 }
@@ -100,12 +103,25 @@ var testLogs = []struct {
 	{"TesseraCT", startTesseraCT},
 }
 
-// startTesseraCT runs TesseraCT v0.1.1 on loopback.
+// startTesseraCT runs TesseraCT v0.1.1 on loopback. Its monitoring half
+// is files served by the harness, which outlive the binary; the test reads
+// them through a proxy of its own, so that stopping the log stops both
+// halves, as an outage would.
 func startTesseraCT(t *testing.T) *testLog {
 	t.Helper()
 	tl := tesseracttest.Start(t, tesseracttest.Options{Origin: "tesseract.incl.test/log"})
-	return &testLog{name: "TesseraCT", lc: logClient(t, tl.SubmissionURL, tl.PublicKey), ca: intermediate(t, tl.CA), stop: tl.Stop,
-		log: listEntry(t, "TesseraCT test log", loglist.Static, "https://tesseract.incl.test/log/", tl.MonitoringURL, tl.PublicKey)}
+	u, err := url.Parse(tl.MonitoringURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(httputil.NewSingleHostReverseProxy(u))
+	t.Cleanup(front.Close)
+	stop := func() {
+		front.Close()
+		tl.Stop()
+	}
+	return &testLog{name: "TesseraCT", lc: logClient(t, tl.SubmissionURL, tl.PublicKey), ca: intermediate(t, tl.CA), stop: stop,
+		log: listEntry(t, "TesseraCT test log", loglist.Static, "https://tesseract.incl.test/log/", front.URL, tl.PublicKey)}
 }
 
 // intermediate returns a CA under root: chains from it carry their issuer,
@@ -138,6 +154,7 @@ func logClient(t *testing.T, url string, pub any) *client.LogClient {
 // it and the leaf hash of the entry it names.
 type submitted struct {
 	sct      *sct.SCT
+	entry    *sct.Entry
 	leafHash [32]byte
 }
 
@@ -162,7 +179,7 @@ func (tl *testLog) submitCert(ctx context.Context, t *testing.T, host string) su
 	if err := sct.Verify(s, e, tl.log.Key); err != nil {
 		t.Fatalf("%s: the SCT does not verify: %v", tl.name, err)
 	}
-	return submitted{sct: s, leafHash: e.LeafHash(s)}
+	return submitted{sct: s, entry: e, leafHash: e.LeafHash(s)}
 }
 
 // submitPrecert logs a precertificate with add-pre-chain, issues the
@@ -226,7 +243,7 @@ func (tl *testLog) submitPrecert(ctx context.Context, t *testing.T, host string)
 	if err := sct.Verify(s, e, tl.log.Key); err != nil {
 		t.Fatalf("%s: the embedded SCT does not verify: %v", tl.name, err)
 	}
-	return submitted{sct: s, leafHash: e.LeafHash(s)}
+	return submitted{sct: s, entry: e, leafHash: e.LeafHash(s)}
 }
 
 func parseSCT(t *testing.T, got *ct.SignedCertificateTimestamp, src sct.Source) *sct.SCT {
@@ -302,6 +319,14 @@ func TestFetchAndVerify(t *testing.T) {
 				if err := e.For(c.s.sct); err != nil {
 					t.Errorf("%s: For: %v", c.name, err)
 				}
+				// Evidence about this SCT is not evidence about the other one.
+				other := cert.sct
+				if c.s.sct == cert.sct {
+					other = pre.sct
+				}
+				if err := e.For(other); !errors.Is(err, ErrBadEvidence) {
+					t.Errorf("%s: For another SCT: %v, want ErrBadEvidence", c.name, err)
+				}
 				r, err := Verify(e, tl.log, c.s.leafHash)
 				if err != nil {
 					t.Fatalf("%s: Verify: %v", c.name, err)
@@ -321,7 +346,7 @@ func TestFetchAndVerify(t *testing.T) {
 			// An entry the log does not hold: for a static-ct-api log an
 			// SCT whose leaf_index is past the tree, for an RFC 6962 log
 			// a leaf hash it never saw.
-			unknown, hash := cert.sct, [32]byte{0xaa}
+			unknown, hash := pre.sct, [32]byte{0xaa}
 			if tl.log.Kind == loglist.Static {
 				unknown = withLeafIndex(t, cert.sct, 1<<30)
 			}
@@ -329,7 +354,11 @@ func TestFetchAndVerify(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unknown entry: Fetch: %v", err)
 			}
-			r, err := Verify(roundTrip(t, e), tl.log, hash)
+			e = roundTrip(t, e)
+			if err := e.For(unknown); err != nil {
+				t.Errorf("unknown entry: For: %v", err)
+			}
+			r, err := Verify(e, tl.log, hash)
 			if err != nil || r.Status != NotYet {
 				t.Fatalf("unknown entry: Verify: %+v, %v; want not yet included", r, err)
 			}

@@ -102,28 +102,28 @@ func (s *STH) verify(key crypto.PublicKey) error {
 		return err
 	}
 	if hashAlg != hashSHA256 {
-		return fmt.Errorf("ctinclusion: STH signed with hash algorithm %d, want SHA-256 (4)", hashAlg)
+		return fmt.Errorf("STH signed with hash algorithm %d, want SHA-256 (4)", hashAlg)
 	}
 	digest := sha256.Sum256(s.treeHeadSignature())
 	switch k := key.(type) {
 	case *ecdsa.PublicKey:
 		if sigAlg != sigECDSA {
-			return fmt.Errorf("ctinclusion: STH signature algorithm %d, but the log's key is ECDSA (3)", sigAlg)
+			return fmt.Errorf("STH signature algorithm %d, but the log's key is ECDSA (3)", sigAlg)
 		}
 		if !ecdsa.VerifyASN1(k, digest[:], sig) {
 			return errSTHSignature
 		}
 	case *rsa.PublicKey:
 		if sigAlg != sigRSA {
-			return fmt.Errorf("ctinclusion: STH signature algorithm %d, but the log's key is RSA (1)", sigAlg)
+			return fmt.Errorf("STH signature algorithm %d, but the log's key is RSA (1)", sigAlg)
 		}
 		if rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) != nil {
 			return errSTHSignature
 		}
 	default:
-		return fmt.Errorf("ctinclusion: log key of type %T; want ECDSA or RSA", key)
+		return fmt.Errorf("log key of type %T; want ECDSA or RSA", key)
 	}
 	return nil
 }
 
-var errSTHSignature = errors.New("ctinclusion: the STH's signature does not verify with the log's key")
+var errSTHSignature = errors.New("the STH's signature does not verify with the log's key")

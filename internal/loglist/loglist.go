@@ -7,8 +7,9 @@
 // it: the log's public key (ECDSA P-256 or RSA of at least 2048 bits),
 // its operator (CT policies count distinct operators), its API (RFC 6962
 // or static-ct-api), its state (Pending, Qualified, Usable, ReadOnly,
-// Retired, Rejected) and since when, its maximum merge delay, and the
-// temporal interval of certificate expiry dates it accepts.
+// Retired, Rejected, and the Expired state Apple proposed) and since
+// when, its maximum merge delay, and the temporal interval of certificate
+// expiry dates it accepts.
 //
 // Parsing is strict where a lax reading would let a list say two things:
 // a log whose ID is not SHA-256 of its key, two logs with one ID, a log
@@ -32,6 +33,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -87,6 +89,10 @@ const (
 	ReadOnly  State = "readonly"
 	Retired   State = "retired"
 	Rejected  State = "rejected"
+	// Expired is the state Apple proposed (on ct-policy@chromium.org) for a
+	// log whose temporal interval has ended. Chrome's schema and loglist3
+	// do not have it; Parse reads it from the JSON itself.
+	Expired State = "expired"
 )
 
 // PreviousOperator is an operator a log had before its current one, until
@@ -198,6 +204,19 @@ type List struct {
 	byID map[[32]byte]*Log
 }
 
+// EnforcementTimeout is the age at which Chrome stops enforcing CT with
+// a list (Chrome CT policy, "CT Enforcement Timeout": the freshest list's
+// log_list_timestamp must be within the past 70 days), and which the
+// policy encourages every CT-enforcing client to adopt: past it, a log
+// may have changed state without the client knowing.
+const EnforcementTimeout = 70 * 24 * time.Hour
+
+// Stale reports whether the list was published more than maxAge before
+// now, or carries no timestamp.
+func (l *List) Stale(now time.Time, maxAge time.Duration) bool {
+	return l.Timestamp.IsZero() || now.Sub(l.Timestamp) > maxAge
+}
+
 // Lookup returns the log with the given ID, or nil.
 func (l *List) Lookup(id [32]byte) *Log {
 	if l == nil {
@@ -226,7 +245,7 @@ func Parse(data []byte) (*List, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loglist: %w", err)
 	}
-	return fromLogList(ll)
+	return fromLogList(ll, data)
 }
 
 // ParseSigned checks Chrome's detached signature over the list's exact
@@ -246,7 +265,7 @@ func ParseSigned(data, sig []byte, pub crypto.PublicKey) (*List, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loglist: list signature: %w", err)
 	}
-	return fromLogList(ll)
+	return fromLogList(ll, data)
 }
 
 // ParsePublicKeyPEM parses the PEM "PUBLIC KEY" that signs a list, such
@@ -272,7 +291,22 @@ func ParsePublicKeyPEM(data []byte) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
-func fromLogList(ll *loglist3.LogList) (*List, error) {
+// rawStates are the state objects of a list's logs by their keys, in the
+// list's order, to find the states loglist3 does not know (Expired).
+type rawStates struct {
+	Operators []struct {
+		Logs      []rawLog `json:"logs"`
+		TiledLogs []rawLog `json:"tiled_logs"`
+	} `json:"operators"`
+}
+
+type rawLog struct {
+	State map[string]struct {
+		Timestamp time.Time `json:"timestamp"`
+	} `json:"state"`
+}
+
+func fromLogList(ll *loglist3.LogList, data []byte) (*List, error) {
 	out := &List{Version: ll.Version, Timestamp: ll.LogListTimestamp, byID: make(map[[32]byte]*Log)}
 	n := 0
 	for _, op := range ll.Operators {
@@ -284,11 +318,35 @@ func fromLogList(ll *loglist3.LogList) (*List, error) {
 	if n > MaxLogs {
 		return nil, fmt.Errorf("loglist: %d logs exceeds the bound of %d", n, MaxLogs)
 	}
+	var raw rawStates
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("loglist: reading states: %w", err)
+	}
+	if len(raw.Operators) != len(ll.Operators) {
+		return nil, errors.New("loglist: operators read twice differ")
+	}
+	// expired applies Apple's Expired state, which loglist3 drops, to the
+	// log it read from r.
+	expired := func(l *Log, r rawLog) error {
+		e, ok := r.State[string(Expired)]
+		if !ok {
+			return nil
+		}
+		if l.State != "" {
+			return fmt.Errorf("loglist: log %s: 2 states given; a log has one", l.Name())
+		}
+		l.State, l.StateSince = Expired, e.Timestamp
+		return nil
+	}
 	for oi, op := range ll.Operators {
+		ro := raw.Operators[oi]
+		if len(ro.Logs) != len(op.Logs) || len(ro.TiledLogs) != len(op.TiledLogs) {
+			return nil, fmt.Errorf("loglist: operator %q: logs read twice differ", op.Name)
+		}
 		if strings.TrimSpace(op.Name) == "" {
 			return nil, fmt.Errorf("loglist: operator %d has no name", oi)
 		}
-		for _, lg := range op.Logs {
+		for li, lg := range op.Logs {
 			if lg == nil {
 				return nil, fmt.Errorf("loglist: operator %q: null log", op.Name)
 			}
@@ -300,11 +358,14 @@ func fromLogList(ll *loglist3.LogList) (*List, error) {
 			if l.URL, err = checkURL(lg.URL); err != nil {
 				return nil, fmt.Errorf("loglist: log %s: url: %w", l.Name(), err)
 			}
+			if err := expired(l, ro.Logs[li]); err != nil {
+				return nil, err
+			}
 			if err := out.add(l); err != nil {
 				return nil, err
 			}
 		}
-		for _, lg := range op.TiledLogs {
+		for li, lg := range op.TiledLogs {
 			if lg == nil {
 				return nil, fmt.Errorf("loglist: operator %q: null tiled log", op.Name)
 			}
@@ -318,6 +379,9 @@ func fromLogList(ll *loglist3.LogList) (*List, error) {
 			}
 			if l.MonitoringURL, err = checkURL(lg.MonitoringURL); err != nil {
 				return nil, fmt.Errorf("loglist: log %s: monitoring_url: %w", l.Name(), err)
+			}
+			if err := expired(l, ro.TiledLogs[li]); err != nil {
+				return nil, err
 			}
 			if err := out.add(l); err != nil {
 				return nil, err

@@ -105,6 +105,8 @@ func states(l *Log) (*loglist3.LogStates, error) {
 		return &loglist3.LogStates{Retired: ls}, nil
 	case Rejected:
 		return &loglist3.LogStates{Rejected: ls}, nil
+	case Expired:
+		return nil, errors.New("the expired state has no place in the v3 schema")
 	}
 	return nil, fmt.Errorf("unknown state %q", l.State)
 }

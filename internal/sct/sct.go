@@ -13,7 +13,12 @@
 // crypto/x509 certificates, and ctutil would reparse every chain with
 // ct-go's x509 fork (and link it and its asn1 fork into the client) on each
 // connection. BenchmarkCTUtilVerifySCT and BenchmarkVerifyConnection measure
-// the two routes; the tests check that both reach the same verdict on every
+// the two routes: for google.com's certificate with two embedded SCTs,
+// ct-go's allocates 2169 times (144 KB) against 68 (27 KB) here. On a
+// shared 2-core machine ct-go's route took 3 times as long for that
+// certificate and 1.5 times for reddit.com's with three SCTs, where the
+// signature checks (BenchmarkECDSAP256Verify) are most of this package's
+// time. The tests check that both routes reach the same verdict on every
 // SCT, genuine or tampered.
 //
 // Which log an SCT names, whether the log is trusted, and whether there are
@@ -66,9 +71,6 @@ const (
 	// MaxSignature bounds an SCT's signature: 1024 bytes is an RSA-8192
 	// signature, more than any log uses.
 	MaxSignature = 1024
-	// MaxExtensions bounds an SCT's CtExtensions (the u16 length's own
-	// bound; a static-ct-api leaf_index takes 8 bytes).
-	MaxExtensions = 1<<16 - 1
 	// MaxListSCTs bounds the SCTs of one SignedCertificateTimestampList.
 	MaxListSCTs = 64
 )
@@ -126,7 +128,9 @@ func (s *SCT) LeafIndex() (index uint64, ok bool, err error) {
 }
 
 // Parse parses one serialized v1 SCT (RFC 6962 §3.2) delivered from src.
-// The whole of raw must be the SCT. The result keeps a copy of raw.
+// The whole of raw must be the SCT; its extensions are bounded by their
+// u16 length (64 KiB) and its signature by MaxSignature. The result keeps a
+// copy of raw.
 func Parse(raw []byte, src Source) (*SCT, error) {
 	s := &SCT{Raw: append([]byte(nil), raw...), Source: src}
 	in := cryptobyte.String(s.Raw)

@@ -97,11 +97,16 @@ func loadKey(t testing.TB, name string) (crypto.PublicKey, [32]byte) {
 	return k, sha256.Sum256(spki)
 }
 
+// chromeListKeys in a fixture's keys stands for every key of Chrome's log
+// list in testdata/loglist.
+const chromeListKeys = "chrome list"
+
 // A chain with SCTs, and the keys of the logs that issued them.
 type fixture struct {
 	name         string
 	leaf, issuer string
 	tls          []string // SCTs delivered in the TLS extension
+	ocsp         string   // a stapled OCSP response
 	keys         []string
 	scts, valid  int // SCTs collected, and how many verify
 }
@@ -127,10 +132,25 @@ var fixtures = []fixture{
 		keys: []string{"ctcpp/ct-server-key-public.pem"}, scts: 1, valid: 1},
 	{name: "ctcpp tls rsa", leaf: "ctcpp/test-cert.pem", tls: []string{"ctcpp/test-cert-rsa.proof"},
 		keys: []string{"ctcpp/ct-server-key-public-rsa.pem"}, scts: 1, valid: 1},
+	{name: "ctcpp ocsp", leaf: "ctcpp/test-cert.pem", ocsp: "ocsp/test-cert-ocsp.der",
+		keys: []string{"ctcpp/ct-server-key-public.pem"}, scts: 1, valid: 1},
 	{name: "google 2025 embedded (Xenon2025h2, Yeti2025)", leaf: "google2025/leaf_google-cert.bin", issuer: "google2025/issuer_google-cert.bin",
 		keys: []string{"google2025/log0-pubkey.bin", "google2025/log1-pubkey.bin"}, scts: 2, valid: 2},
+	{name: "reddit 2021 embedded (Argon2022, Nessie2022, Nimbus2022)", leaf: "reddit2021/leaf.der", issuer: "reddit2021/issuer.der",
+		keys: []string{chromeListKeys}, scts: 3, valid: 3},
 	{name: "google 2017 tls (Pilot, Symantec)", leaf: "google2017/google-cert.bin", tls: []string{"google2017/google-sct0.bin", "google2017/google-sct1.bin"},
 		keys: []string{"google2017/google-pilot-pubkey.bin", "google2017/symantec-log-pubkey.bin"}, scts: 2, valid: 2},
+}
+
+// fixture1 returns the fixture of that name.
+func fixture1(t testing.TB, name string) fixture {
+	for _, f := range fixtures {
+		if f.name == name {
+			return f
+		}
+	}
+	t.Fatalf("no fixture %q", name)
+	return fixture{}
 }
 
 // loaded is a fixture read from disk.
@@ -151,11 +171,21 @@ func load(t testing.TB, f fixture) *loaded {
 		tls = append(tls, readFixture(t, n))
 	}
 	for _, n := range f.keys {
+		if n == chromeListKeys {
+			for id, log := range chromeList(t) {
+				l.keys[id] = log.key
+			}
+			continue
+		}
 		k, id := loadKey(t, n)
 		l.keys[id] = k
 	}
+	var ocspResp []byte
+	if f.ocsp != "" {
+		ocspResp = readFixture(t, f.ocsp)
+	}
 	var errs []error
-	l.scts, errs = Collect(l.leaf, tls, nil)
+	l.scts, errs = Collect(l.leaf, tls, ocspResp)
 	if len(errs) > 0 {
 		t.Fatalf("Collect: %v", errs)
 	}
@@ -227,6 +257,9 @@ func TestVerifyAgreesWithCTUtil(t *testing.T) {
 				}{
 					{"signature byte flipped", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, l.leaf, l.issuer},
 					{"timestamp changed", func(b []byte) []byte { b[1+32+7]++; return b }, l.leaf, l.issuer},
+					{"extensions added", func([]byte) []byte {
+						return serialize(s.Version, s.LogID, s.Timestamp, append(bytes.Clone(s.Extensions), 0, 0, 1, 9), s.HashAlg, s.SigAlg, s.Signature)
+					}, l.leaf, l.issuer},
 					{"wrong issuer", nil, l.leaf, wrongIssuer},
 					{"wrong certificate", nil, wrongLeaf, l.issuer},
 				}
@@ -315,7 +348,7 @@ func checkLeafHash(t *testing.T, s *SCT, leaf, issuer *x509.Certificate) {
 
 // TestVerifyErrors checks that Verify says what was wrong.
 func TestVerifyErrors(t *testing.T) {
-	l := load(t, fixtures[3]) // ctcpp embedded, ECDSA
+	l := load(t, fixture1(t, "ctcpp embedded")) // ECDSA
 	s := l.scts[0]
 	e, err := EntryFor(s, l.leaf, l.issuer)
 	if err != nil {
@@ -363,7 +396,7 @@ func TestVerifyErrors(t *testing.T) {
 }
 
 func TestEntryForErrors(t *testing.T) {
-	l := load(t, fixtures[3])
+	l := load(t, fixture1(t, "ctcpp embedded"))
 	s := l.scts[0]
 	if _, err := EntryFor(s, l.leaf, nil); err == nil || !strings.Contains(err.Error(), "no issuer") {
 		t.Errorf("embedded SCT without issuer: %v", err)

@@ -68,10 +68,18 @@ type Log struct {
 	hc      *http.Client
 }
 
-// startLog listens, starts the backend for the front's origin and routes
-// the front to it.
-func startLog(ctx context.Context, desc, operator string, start StartFunc, root *x509.Certificate) (_ *Log, err error) {
-	ln, err := listenFront()
+// StartLog starts a log behind a new front: it listens, starts the
+// backend with the front's origin, accepting chains to root, and routes
+// the front to it. The log is not listed until Listed is set. With port80
+// the front listens on port 80 of a random 127/8 address, so that the
+// origin has no port (listenFront), else on a free port of 127.0.0.1.
+func StartLog(ctx context.Context, desc, operator string, start StartFunc, root *x509.Certificate, port80 bool) (_ *Log, err error) {
+	var ln net.Listener
+	if port80 {
+		ln, err = listenFront()
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sctworld: log %s: %w", desc, err)
 	}

@@ -57,6 +57,10 @@ type Options struct {
 	// and the unlisted one, in that order; a nil entry, or a missing one,
 	// is a pkie log (PKIELog).
 	Logs [3]StartFunc
+	// Port80 puts a log's front on port 80 of a random 127/8 address
+	// (where it can be bound), for a log that refuses an origin with a
+	// port, as TesseraCT v0.1.1 does. pkie's log takes either.
+	Port80 [3]bool
 }
 
 // World is a running world.
@@ -102,7 +106,7 @@ func New(ctx context.Context, o Options) (_ *World, err error) {
 		if start == nil {
 			start = PKIELog(dirFor(w.dir, fmt.Sprint(i)))
 		}
-		l, err := startLog(ctx, "SCT World "+s.desc, s.op, start, w.Root.Cert)
+		l, err := StartLog(ctx, "SCT World "+s.desc, s.op, start, w.Root.Cert, o.Port80[i])
 		if err != nil {
 			return nil, err
 		}
@@ -187,6 +191,36 @@ func (w *World) issue(ctx context.Context) error {
 		return err
 	}
 	return w.start(NoSCT, leaf, nil, nil)
+}
+
+// Issue makes another site, name, whose certificate embeds an SCT from
+// each of logs, as the world's own embedded cases do: for a test that
+// needs a certificate logged after something else happened (a cache
+// filled, a checkpoint fetched).
+func (w *World) Issue(ctx context.Context, name string, logs ...*Log) (*Site, error) {
+	if _, ok := w.Sites[name]; ok {
+		return nil, fmt.Errorf("sctworld: site %s exists", name)
+	}
+	p, err := IssuePrecert(w.CA, name)
+	if err != nil {
+		return nil, err
+	}
+	var scts [][]byte
+	for _, l := range logs {
+		s, err := l.Submit(ctx, p.Chain, true)
+		if err != nil {
+			return nil, fmt.Errorf("sctworld: %s: %w", name, err)
+		}
+		scts = append(scts, s)
+	}
+	leaf, err := p.Final(scts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.start(name, leaf, nil, nil); err != nil {
+		return nil, err
+	}
+	return w.Sites[name], nil
 }
 
 func (w *World) start(name string, leaf *testbed.Leaf, scts [][]byte, resp []byte) error {

@@ -287,7 +287,10 @@ func (v *Verifier) ID() pkie.ID { return pkie.CT }
 // and the policy, then the inclusion evidence in req.Proof (see the package
 // documentation); with no SCT, by the mirror's sorted-tree proof in
 // req.Proof. A missing proof alone never fails a certificate whose SCTs
-// meet the policy: it leaves inclusion unknown.
+// meet the policy: it leaves inclusion unknown. So does inclusion evidence
+// that does not decode or verify, which proves nothing either way: only a
+// tree head the log signed against an SCT fails it. (A sorted-tree proof
+// that does not verify fails, as before.)
 func (v *Verifier) Verify(ctx context.Context, req *pkie.VerifyRequest) pkie.Assertion {
 	if len(req.Chain) == 0 {
 		return pkie.Assertion{Status: pkie.Unknown, Reason: "no certificate chain to look up in the log"}
@@ -408,7 +411,14 @@ type inclusion struct {
 // bySCTs judges a certificate that carries SCTs.
 func (v *Verifier) bySCTs(ctx context.Context, req *pkie.VerifyRequest, leaf *x509.Certificate, scts []*sct.SCT, errs []error,
 	body *Body, bodyErr error, now time.Time) pkie.Assertion {
-	issuer := issuerOf(req)
+	var issuer *x509.Certificate
+	for _, s := range scts {
+		if s.Source == sct.Embedded {
+			// Only a precertificate entry names the issuer.
+			issuer = issuerOf(req)
+			break
+		}
+	}
 	checked := make([]sctpolicy.Checked, len(scts))
 	entries := make([]*sct.Entry, len(scts))
 	for i, s := range scts {
@@ -486,6 +496,10 @@ func (v *Verifier) inclusions(ctx context.Context, counted []int, scts []*sct.SC
 		in := inclusion{log: log}
 		name := logName(log)
 		switch ev := evs[k]; {
+		case entries[i] == nil:
+			// A policy counts only SCTs whose signature verified, which
+			// needs the entry; this is a policy's bug, not evidence.
+			in.state, in.why = unknown, fmt.Sprintf("the policy counted an SCT from log %s that was not verified", name)
 		case fetchErrs[k] != nil:
 			in.state, in.why = unknown, fmt.Sprintf("fetching from log %s failed: %v", name, fetchErrs[k])
 		case ev == nil && bodyErr != nil:
@@ -527,8 +541,8 @@ func (v *Verifier) judge(ev *ctinclusion.Evidence, s *sct.SCT, log *loglist.Log,
 	}
 	r, err := v.heads.Verify(ev, log, leafHash)
 	if mm, ok := errors.AsType[*ctinclusion.MismatchError](err); ok {
-		in.state, in.why = failed, fmt.Sprintf("log %s signed a tree of %s entries that holds another entry at the SCT's leaf_index %d",
-			name, commas(mm.TreeSize), mm.LeafIndex)
+		in.state, in.why = failed, fmt.Sprintf("log %s signed a tree of %s that holds another entry at the SCT's leaf_index %d",
+			name, entriesOf(mm.TreeSize), mm.LeafIndex)
 		return in
 	}
 	if err != nil {
@@ -546,14 +560,14 @@ func (v *Verifier) judge(ev *ctinclusion.Evidence, s *sct.SCT, log *loglist.Log,
 	case ctinclusion.NotYet:
 		switch {
 		case log.Kind == loglist.Static && r.CheckpointTime.After(deadline):
-			in.state, in.why = failed, fmt.Sprintf("log %s signed a checkpoint of %s entries at %s, after the SCT's merge deadline, without the certificate at leaf_index %d",
-				name, commas(r.TreeSize), stamp(r.CheckpointTime), ev.LeafIndex)
+			in.state, in.why = failed, fmt.Sprintf("log %s signed a checkpoint of %s at %s, after the SCT's merge deadline, without the certificate at leaf_index %d",
+				name, entriesOf(r.TreeSize), stamp(r.CheckpointTime), ev.LeafIndex)
 		case !now.After(deadline):
 			in.state, in.at = promise, r.CheckpointTime
 			in.why = fmt.Sprintf("SCT from %s not yet in a checkpoint, within its %s merge delay (promise)", name, dur(log.MMD))
 		default:
-			in.state, in.why = unknown, fmt.Sprintf("log %s's tree head of %s entries signed %s does not show the SCT, and its merge deadline passed at %s",
-				name, commas(r.TreeSize), stamp(r.CheckpointTime), stamp(deadline))
+			in.state, in.why = unknown, fmt.Sprintf("log %s's tree head of %s signed %s does not show the SCT, and its merge deadline passed at %s",
+				name, entriesOf(r.TreeSize), stamp(r.CheckpointTime), stamp(deadline))
 		}
 	default:
 		in.state, in.why = unknown, fmt.Sprintf("evidence for log %s says %s", name, r.Status)
@@ -571,6 +585,7 @@ func (v *Verifier) decide(res sctpolicy.Result, ins []inclusion, checked []sctpo
 	met := fmt.Sprintf("%s met by %d SCT%s (%s)", policyLabel(res.Policy), len(names), plural(len(names)), strings.Join(names, ", "))
 	var fails, unknowns, promises []string
 	var sizes []string
+	var oneSize string // the size, when only one SCT is included
 	var oldest time.Time
 	for _, in := range ins {
 		switch in.state {
@@ -582,6 +597,7 @@ func (v *Verifier) decide(res sctpolicy.Result, ins []inclusion, checked []sctpo
 			promises = append(promises, in.why)
 		case found:
 			sizes = append(sizes, commas(in.size))
+			oneSize = entriesOf(in.size)
 		}
 		if (in.state == found || in.state == promise) && !in.at.IsZero() && (oldest.IsZero() || in.at.Before(oldest)) {
 			oldest = in.at
@@ -596,11 +612,13 @@ func (v *Verifier) decide(res sctpolicy.Result, ins []inclusion, checked []sctpo
 	case len(sizes) == len(ins) && len(ins) == 2:
 		parts = append(parts, fmt.Sprintf("both included (checkpoints of %s and %s entries)", sizes[0], sizes[1]))
 	case len(sizes) == len(ins) && len(ins) == 1:
-		parts = append(parts, fmt.Sprintf("included (checkpoint of %s entries)", sizes[0]))
+		parts = append(parts, fmt.Sprintf("included (checkpoint of %s)", oneSize))
 	case len(sizes) == len(ins):
 		parts = append(parts, fmt.Sprintf("all included (checkpoints of %s entries)", andList(sizes)))
+	case len(sizes) == 1:
+		parts = append(parts, fmt.Sprintf("1 included (checkpoint of %s)", oneSize))
 	default:
-		parts = append(parts, fmt.Sprintf("%d included (checkpoint%s of %s entries)", len(sizes), plural(len(sizes)), andList(sizes)))
+		parts = append(parts, fmt.Sprintf("%d included (checkpoints of %s entries)", len(sizes), andList(sizes)))
 	}
 	parts = append(parts, promises...)
 	if len(unknowns) > 0 {
@@ -671,17 +689,14 @@ func policyLabel(p string) string {
 	return p + " CT policy"
 }
 
-// logName names a log in reasons: its description from the list (which
-// names the operator, as "Google 'Argon2026h1'"), else its ID.
+// logName names a log in reasons: its description from the list (which in
+// the published lists names the operator too, as "Google 'Argon2026h1'"),
+// else its ID.
 func logName(l *loglist.Log) string {
 	if l == nil {
 		return "(unlisted)"
 	}
-	d := l.Name()
-	if l.Description != "" && l.Operator != "" && !strings.Contains(d, l.Operator) {
-		d = l.Operator + " " + d
-	}
-	return d
+	return l.Name()
 }
 
 // printable is an unsigned relay's message made safe to show: control
@@ -717,6 +732,14 @@ func commas(n uint64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// entriesOf renders a tree size: "1 entry", "1,234 entries".
+func entriesOf(n uint64) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return commas(n) + " entries"
 }
 
 func plural(n int) string {

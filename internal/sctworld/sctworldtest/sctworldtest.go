@@ -35,7 +35,7 @@ func Start(t testing.TB) *sctworld.World {
 			return nil
 		}}, nil
 	}
-	w, err := sctworld.New(ctx, sctworld.Options{Dir: t.TempDir(), Logs: [3]sctworld.StartFunc{tesseract}})
+	w, err := sctworld.New(ctx, sctworld.Options{Dir: t.TempDir(), Logs: [3]sctworld.StartFunc{tesseract}, Port80: [3]bool{true}})
 	if err != nil {
 		t.Fatal(err)
 	}
