@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -443,8 +444,66 @@ func (v *Verifier) bySCTs(ctx context.Context, req *pkie.VerifyRequest, leaf *x5
 		return pkie.Assertion{Status: pkie.Fail, Reason: reason + collectNote(errs)}
 	}
 	found := v.inclusions(ctx, res.Counted, scts, checked, entries, body, bodyErr, now)
+	if res2, found2, surplus, ok := v.withoutUnknown(leaf, res, found, checked, now); ok {
+		a := v.decide(res2, found2, checked)
+		a.Reason += " (not needed: " + strings.Join(surplus, "; ") + ")"
+		return a
+	}
 	return v.decide(res, found, checked)
 }
+
+// withoutUnknown is how inclusion "required" treats a surplus SCT: the
+// policy counts every SCT that qualifies, not the fewest that suffice, so
+// a log that could not be reached need not leave the verdict unknown when
+// the SCTs shown included (or promised) meet the policy by themselves. It
+// evaluates the policy again without the SCTs whose inclusion is unknown
+// and, when that still complies, returns the smaller result with its
+// findings, and the reasons of the SCTs left out; a finding against an
+// SCT (failed) is kept either way, so it still decides.
+func (v *Verifier) withoutUnknown(leaf *x509.Certificate, res sctpolicy.Result, ins []inclusion,
+	checked []sctpolicy.Checked, now time.Time) (sctpolicy.Result, []inclusion, []string, bool) {
+	if v.optional {
+		return res, ins, nil, false
+	}
+	var drop []int
+	var surplus []string
+	for k, in := range ins {
+		if in.state == unknown {
+			drop = append(drop, res.Counted[k])
+			surplus = append(surplus, in.why)
+		}
+	}
+	if len(drop) == 0 || len(drop) == len(ins) {
+		return res, ins, nil, false
+	}
+	fewer := slices.Clone(checked)
+	for _, i := range drop {
+		fewer[i].Err = errInclusionUnknown
+	}
+	res2 := v.policy.Evaluate(leaf, fewer, now)
+	if !res2.Compliant {
+		return res, ins, nil, false
+	}
+	byIndex := make(map[int]inclusion, len(ins))
+	for k, i := range res.Counted {
+		byIndex[i] = ins[k]
+	}
+	ins2 := make([]inclusion, 0, len(res2.Counted))
+	for _, i := range res2.Counted {
+		in, ok := byIndex[i]
+		if !ok {
+			// The policy counted an SCT it had not counted before: no
+			// finding is at hand, so keep the first result.
+			return res, ins, nil, false
+		}
+		ins2 = append(ins2, in)
+	}
+	return res2, ins2, surplus, true
+}
+
+// errInclusionUnknown marks an SCT the second evaluation of
+// withoutUnknown must not count.
+var errInclusionUnknown = errors.New("inclusion unknown")
 
 // issuerOf returns the leaf's issuer for rebuilding a precertificate entry:
 // from the chain classic validation verified when there is one, else the

@@ -394,6 +394,7 @@ type world struct {
 	sa, sb, sc *sct.SCT // TLS-delivered, signed an hour before now
 	sbOCSP     *sct.SCT // B's, delivered in a stapled OCSP response
 	list       string   // A and B
+	listABC    string   // A, B and C
 	now        time.Time
 }
 
@@ -414,6 +415,7 @@ func newWorld(t testing.TB) *world {
 		l.fill(t, 3)
 	}
 	w.list = writeList(t, w.a.log, w.b.log)
+	w.listABC = writeList(t, w.a.log, w.b.log, w.c.log)
 	return w
 }
 
@@ -448,6 +450,7 @@ func TestVerify(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		cfg       VerifierConfig
+		list      string // "": A and B
 		scts      [][]byte
 		ocsp      []byte
 		proof     *pkie.Proof
@@ -498,6 +501,19 @@ func TestVerify(t *testing.T) {
 			proof: proofOf(t, w.a.included(t, w.sa, now), ctinclusion.Evidence{SCTHash: w.sb.Hash(), LogID: w.sb.LogID,
 				Status: ctinclusion.LookupFailed, Message: "GET https://b-beta2026.log.test/checkpoint: connection refused"}),
 			want: pkie.Unknown, wantWords: []string{"inclusion unknown: log B 'Beta2026' unreachable via the cloud: GET https://b-beta2026.log.test/checkpoint: connection refused"}},
+		{name: "a surplus SCT's log unreachable: the included ones meet the policy",
+			list: w.listABC, scts: raws(w.sa, w.sb, w.sc),
+			proof: proofOf(t, w.a.included(t, w.sa, now), w.b.included(t, w.sb, now), ctinclusion.Evidence{SCTHash: w.sc.Hash(), LogID: w.sc.LogID,
+				Status: ctinclusion.LookupFailed, Message: "connection refused"}),
+			want: pkie.Pass, wantWords: []string{"Chrome CT policy met by 2 SCTs (A 'Alpha2026', B 'Beta2026')", "both included",
+				"(not needed: log C 'Gamma2026' unreachable via the cloud: connection refused)"}},
+		{name: "two of three logs unreachable: what is shown does not meet the policy",
+			list: w.listABC, scts: raws(w.sa, w.sb, w.sc),
+			proof: proofOf(t, w.a.included(t, w.sa, now), ctinclusion.Evidence{SCTHash: w.sb.Hash(), LogID: w.sb.LogID,
+				Status: ctinclusion.LookupFailed, Message: "timeout"}, ctinclusion.Evidence{SCTHash: w.sc.Hash(), LogID: w.sc.LogID,
+				Status: ctinclusion.LookupFailed, Message: "connection refused"}),
+			want: pkie.Unknown, wantWords: []string{"Chrome CT policy met by 3 SCTs", "inclusion unknown: log B 'Beta2026' unreachable via the cloud: timeout",
+				"log C 'Gamma2026' unreachable"}},
 		{name: "a checkpoint signed after the merge deadline without the entry",
 			scts:  raws(w.sa, w.sb),
 			proof: proofOf(t, w.a.included(t, w.sa, late), w.b.notYet(t, w.sb, late.Add(-time.Minute))),
@@ -539,6 +555,9 @@ func TestVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.cfg
 			c.LogList = w.list
+			if tc.list != "" {
+				c.LogList = tc.list
+			}
 			v, err := NewVerifierFrom(c)
 			if err != nil {
 				t.Fatal(err)
