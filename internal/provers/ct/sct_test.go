@@ -3,7 +3,12 @@ package ct_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -584,5 +589,93 @@ func TestProveTesseraCT(t *testing.T) {
 		if len(got) != 2 || got[w.Logs[0].Description] != "included" || got[w.Logs[1].Description] != "included" {
 			t.Fatalf("%s: %v", site, got)
 		}
+	}
+}
+
+// TestLogListSignedReload: a signed list is checked with its key; the
+// running prover reloads it every log_list_refresh, keeps the previous
+// list while a new one fails to verify (logging it at ERROR), and takes
+// the new one once its signature holds.
+func TestLogListSignedReload(t *testing.T) {
+	w := newSCTWorld(t)
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, _ := x509.MarshalPKIXPublicKey(key.Public())
+	pubPath, sigPath, listPath := filepath.Join(dir, "pub.pem"), filepath.Join(dir, "list.sig"), filepath.Join(dir, "list.json")
+	if err := os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: spki}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(ts time.Time, sign bool) {
+		t.Helper()
+		var entries []*loglist.Log
+		for _, l := range w.Logs[:2] {
+			entries = append(entries, l.ListEntry(ts))
+		}
+		b, err := loglist.Write(entries, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(listPath, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if sign {
+			h := sha256.Sum256(b)
+			sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(sigPath, sig, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	write(first, true)
+	var logs logBuffer
+	c := ctprover.ProverConfig{LogList: listPath, LogListSignature: sigPath, LogListPublicKey: pubPath,
+		LogListRefresh: ctprover.Duration(20 * time.Millisecond)}
+	pi, err := ctprover.NewProver(context.Background(), pkie.ProverEnv{Log: slog.New(slog.NewTextHandler(&logs, nil))}, c.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pi.(*ctprover.Prover)
+	if l := p.LogList(); l == nil || !l.Timestamp.Equal(first) {
+		t.Fatalf("signed list not loaded: %+v", l)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	second := first.Add(30 * time.Minute)
+	write(second, false) // the old signature does not cover it
+	waitFor(t, "a reload refused, logged at ERROR", func() bool {
+		out := logs.String()
+		return strings.Contains(out, "level=ERROR") && strings.Contains(out, "did not reload")
+	})
+	if l := p.LogList(); !l.Timestamp.Equal(first) || p.Health() != nil {
+		t.Fatalf("the previous list was not kept: %v, health %v", l.Timestamp, p.Health())
+	}
+	write(second, true)
+	waitFor(t, "the new list", func() bool { return p.LogList().Timestamp.Equal(second) })
+	// A signature that is not the key's is refused at start.
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key = other
+	write(second, true)
+	if _, err := ctprover.NewProver(context.Background(), pkie.ProverEnv{}, c.JSON()); err == nil || !strings.Contains(err.Error(), "log_list") {
+		t.Fatalf("a list signed by another key: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
