@@ -456,6 +456,15 @@ func (p *Prover) inclusions(ctx context.Context, list *loglist.List, leaf, issue
 		issuerID = sha256.Sum256(issuer.RawSubjectPublicKeyInfo)
 	}
 	var entries [2]*sct.Entry // precertificate, certificate: the same for every SCT of the request
+	// Lookups are waited for until four fifths of the request's time
+	// has passed, so that the proof, with what did arrive, still reaches
+	// the client in time; a lookup not done by then goes on and serves
+	// the next request.
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)*4/5))
+		defer cancel()
+	}
 	var wg sync.WaitGroup
 	for i, s := range scts {
 		l := list.Lookup(s.LogID)

@@ -40,6 +40,9 @@ import (
 type counter struct {
 	srv *httptest.Server
 	n   atomic.Int64
+	// hang makes the log answer nothing until the test ends.
+	hang    atomic.Bool
+	release chan struct{}
 }
 
 func newCounter(t *testing.T, target string) *counter {
@@ -48,14 +51,23 @@ func newCounter(t *testing.T, target string) *counter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &counter{}
+	c := &counter{release: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.n.Add(1)
+		if c.hang.Load() {
+			select {
+			case <-c.release:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(c.srv.Close)
+	t.Cleanup(func() { close(c.release) }) // first: a hung handler returns before Close waits for it
 	return c
 }
 
@@ -404,6 +416,27 @@ func TestProveLogDown(t *testing.T) {
 	}
 	if got := verifyEvidence(t, w.list, good, nil, decode(t, proof)); got[two] != "included" {
 		t.Fatalf("cached evidence not served during the outage: %v", got)
+	}
+}
+
+// TestProveLogSlow: a log that does not answer within the request's
+// deadline makes its SCT's evidence LookupFailed, naming the log, and the
+// proof arrives within the deadline with the other log's evidence.
+func TestProveLogSlow(t *testing.T) {
+	w := newSCTWorld(t)
+	w.counters[1].hang.Store(true)
+	p := w.prover(t, ctprover.ProverConfig{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	spare := siteSubject(w.Site(sctworld.Spare))
+	proof, err := p.Prove(ctx, &pkie.ProveRequest{Subject: spare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := w.Logs[1].Description
+	got := verifyEvidence(t, w.list, spare, nil, decode(t, proof))
+	if got[w.Logs[0].Description] != "included" || !strings.HasPrefix(got[two], "lookup failed: log "+two) || !strings.Contains(got[two], "deadline") {
+		t.Fatalf("evidence with log two hanging: %v", got)
 	}
 }
 
