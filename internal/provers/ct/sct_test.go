@@ -712,3 +712,29 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestNoListYet: a log list URL that cannot be read at start leaves the
+// prover running, retrying, unhealthy (it can prove nothing) and
+// answering unavailable for certificates with SCTs.
+func TestNoListYet(t *testing.T) {
+	w := newSCTWorld(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	var logs logBuffer
+	pi, err := ctprover.NewProver(context.Background(), pkie.ProverEnv{Log: slog.New(slog.NewTextHandler(&logs, nil))},
+		ctprover.ProverConfig{LogList: down.URL + "/log_list.json"}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pi.(*ctprover.Prover)
+	if err := p.Health(); err == nil || !strings.Contains(err.Error(), "no log list loaded") {
+		t.Fatalf("health: %v", err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("the failed load was not logged at ERROR:\n%s", logs.String())
+	}
+	_, err = p.Prove(context.Background(), &pkie.ProveRequest{Subject: siteSubject(w.Site(sctworld.Good))})
+	if !errors.Is(err, pkie.ErrUnavailable) || !strings.Contains(err.Error(), "no log list loaded") {
+		t.Fatalf("prove without a list: %v", err)
+	}
+}
