@@ -82,6 +82,19 @@ type Subject struct {
 	// once for all provers (PEC paper §4.2.1); a certificate that does not
 	// parse stops the request before any prover sees it.
 	Certs []*x509.Certificate
+	// SCTs are the signed certificate timestamps the server sent in the
+	// TLS signed_certificate_timestamp extension (RFC 6962 §3.3), each
+	// serialized as received; nil when it sent none. The SCTs embedded
+	// in the leaf travel in Chain.
+	SCTs [][]byte
+	// OCSPResponse is the OCSP response the server stapled (the TLS
+	// status_request extension), as received; nil when it stapled none.
+	// It may carry SCTs in its single response (RFC 6962 §3.3).
+	//
+	// SCTs and OCSPResponse are what a client saw; in a prover's request
+	// they are empty (the cloud saw no handshake), and the ct request
+	// carries the SCTs in its parameters instead.
+	OCSPResponse []byte
 }
 
 // Leaf returns the first certificate of the chain, or nil.
@@ -182,8 +195,11 @@ type Assertion struct {
 // was configured with (the TTP keys the client pinned). Verify must not
 // trust anything in the proof that the TTP did not sign, must check that
 // the proof is about req's chain, and must be safe for concurrent use. A
-// missing proof is Unknown; a proof that does not verify is Fail, since
-// only an attacker or a broken TTP produces one.
+// missing proof is Unknown, unless the verifier judges evidence the
+// handshake itself delivered (the ct verifier judges a certificate's SCTs
+// against its log list, and a missing proof leaves only their inclusion
+// unknown); a proof that does not verify is Fail, since only an attacker
+// or a broken TTP produces one.
 type Verifier interface {
 	ID() ID
 	Verify(ctx context.Context, req *VerifyRequest) Assertion

@@ -20,18 +20,46 @@ import (
 // package pec.
 func BuiltinRegistry() *pkie.Registry { return builtin.Registry() }
 
-// CTVerifierConfig configures the verifier of the built-in ct enhancement:
-// a proof passes if the certificate is in a mirror's signed sorted tree of
-// a CT log, whose head is bound to a checkpoint the log signed. A
-// certificate absent from the tree fails. Its JSON method gives the
-// configuration NewVerifiers takes under the name "ct".
+// CTVerifierConfig configures the verifier of the built-in ct enhancement.
+// With a LogList, a certificate's SCTs (embedded, from the TLS extension or
+// a stapled OCSP response) are checked against the list, must satisfy the
+// Policy, and, unless Inclusion is "optional", must be shown included in
+// their logs by evidence the cloud relays (or the client fetches, with
+// Fetch). A certificate with no SCT, or a configuration with no LogList,
+// passes if it is in a mirror's signed sorted tree of a CT log whose head
+// is bound to a checkpoint the log signed (Key, LogKey). At least one of
+// LogList and Key is required. Its JSON method gives the configuration
+// NewVerifiers takes under the name "ct".
 type CTVerifierConfig struct {
+	// LogList is the log list SCTs are checked against: a file (or an
+	// http(s) URL, read once when the verifier is built) in Chrome's v3
+	// JSON format, which Apple's list shares.
+	LogList string
+	// LogListSignature is the list's detached signature (Chrome's
+	// log_list.sig), a file or URL, checked with LogListPublicKey; both
+	// or neither.
+	LogListSignature string
+	// LogListPublicKey is the file of the key that signs the list (PEM
+	// or DER SubjectPublicKeyInfo).
+	LogListPublicKey string
+	// Policy is the CT policy: "chrome" (the default), "apple" or "one"
+	// (one valid SCT from a usable listed log).
+	Policy string
+	// Inclusion is "required" (the default: every SCT the policy counts
+	// must be shown included, or be a promise still within its log's
+	// merge delay, else the ct source is Unknown) or "optional" (the
+	// policy alone decides a pass, and the reason reports inclusion).
+	Inclusion string
+	// Fetch has the client fetch inclusion evidence straight from a log
+	// when the cloud relayed none. It tells the log which certificate the
+	// client checks, which the cloud exists to avoid; off by default.
+	Fetch bool
 	// Key is the note verifier key of the mirror that signs the sorted
 	// tree's heads. The client pins it itself: a proof is trusted on the
 	// pinned keys only, whoever relayed it.
 	Key string
 	// LogKey is the log's note verifier key: for a static-ct-api or RFC
-	// 6962 log its RFC 6962 note key. Required.
+	// 6962 log its RFC 6962 note key. Required with Key.
 	LogKey string
 	// MaxAge is the oldest signed tree head accepted. If zero, 1 hour.
 	MaxAge time.Duration
@@ -39,7 +67,9 @@ type CTVerifierConfig struct {
 
 // JSON returns c as the ct verifier's configuration.
 func (c CTVerifierConfig) JSON() json.RawMessage {
-	return ct.VerifierConfig{Key: c.Key, LogKey: c.LogKey, MaxAge: ct.Duration(c.MaxAge)}.JSON()
+	return ct.VerifierConfig{LogList: c.LogList, LogListSignature: c.LogListSignature, LogListPublicKey: c.LogListPublicKey,
+		Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch,
+		Key: c.Key, LogKey: c.LogKey, MaxAge: ct.Duration(c.MaxAge)}.JSON()
 }
 
 // RevocationVerifierConfig configures the verifier of the built-in

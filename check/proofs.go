@@ -27,8 +27,30 @@ type ProofOptions struct {
 	// alone, never on the prover.
 	TTPKey string
 	// LogKey is, for CT, the pinned key of the log the mirror follows (its
-	// RFC 6962 note key); required. Unused for revocation.
+	// RFC 6962 note key); required with TTPKey. Unused for revocation.
 	LogKey string
+	// LogList is, for CT, the log list SCTs are checked against: a file
+	// (or http(s) URL, read once) in Chrome's v3 format. With it, a
+	// certificate's SCTs, the Policy and their inclusion decide; the
+	// mirror (TTPKey, LogKey, ProverURL) judges only certificates with no
+	// SCT and may be left out. Unused for revocation.
+	LogList string
+	// LogListSignature and LogListPublicKey are, for CT, the list's
+	// detached signature (a file or URL) and the file of the key it is
+	// checked with (PEM or DER); both or neither.
+	LogListSignature, LogListPublicKey string
+	// Policy is, for CT with a LogList, the CT policy: "chrome" (the
+	// default), "apple" or "one".
+	Policy string
+	// Inclusion is, for CT with a LogList, "required" (the default: each
+	// SCT the policy counts must be shown included, or be a promise still
+	// within its log's merge delay, else the source is Unknown) or
+	// "optional" (the policy alone decides a pass).
+	Inclusion string
+	// Fetch has the CT source fetch missing inclusion evidence straight
+	// from the logs. It tells each log which certificate is checked;
+	// proofs from a prover or a PEC cloud do not.
+	Fetch bool
 	// MaxAge rejects signed sorted-tree heads older than this: it bounds how long an
 	// old proof can be replayed (for revocation, how long after a
 	// revocation a stale "not revoked" proof still passes). Zero means
@@ -47,16 +69,22 @@ const (
 	DefaultProofMaxAge = time.Hour
 )
 
-// NewCTSource returns the "ct" source: the ct enhancement's verifier on
-// proofs fetched from a prover server
-// (HTTPProofs). The certificate must be in the mirror's signed sorted tree
-// of the log (a presence proof; the PEC paper, §5.1).
+// NewCTSource returns the "ct" source: the ct enhancement's verifier. With
+// a LogList, the certificate's SCTs (embedded, from the TLS extension or a
+// stapled OCSP response) must satisfy the Policy, and, unless Inclusion is
+// "optional", be shown included (Fetch fetching the evidence from the
+// logs). A certificate with no SCT, or a source with no LogList, must be in
+// the mirror's signed sorted tree of the log (a presence proof fetched
+// from the prover server at ProverURL; the PEC paper, §5.1).
 func NewCTSource(o ProofOptions) (Source, error) {
-	o, err := o.defaults(treeproof.CT)
+	// With a log list the SCTs decide, and a prover is optional.
+	o, err := o.defaults(treeproof.CT, o.LogList == "")
 	if err != nil {
 		return nil, err
 	}
-	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, LogKey: o.LogKey, MaxAge: ct.Duration(o.MaxAge)})
+	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, LogKey: o.LogKey, MaxAge: ct.Duration(o.MaxAge),
+		LogList: o.LogList, LogListSignature: o.LogListSignature, LogListPublicKey: o.LogListPublicKey,
+		Policy: o.Policy, Inclusion: o.Inclusion, Fetch: o.Fetch, HTTP: o.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
@@ -71,7 +99,7 @@ func NewCTSource(o ProofOptions) (Source, error) {
 // leaf without one, from the issuer on the path the "ca" source verified
 // (VerifiedChains); with no such path the source answers Unknown.
 func NewRevocationSource(o ProofOptions) (Source, error) {
-	o, err := o.defaults(treeproof.Revocation)
+	o, err := o.defaults(treeproof.Revocation, true)
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +110,8 @@ func NewRevocationSource(o ProofOptions) (Source, error) {
 	return &verifierSource{name: treeproof.Revocation, v: v, proofs: &HTTPProofs{Revocation: o.ProverURL, HTTP: o.HTTP}, now: o.Now}, nil
 }
 
-func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
-	if o.ProverURL == "" {
+func (o ProofOptions) defaults(pkieName string, proverRequired bool) (ProofOptions, error) {
+	if o.ProverURL == "" && proverRequired {
 		return o, fmt.Errorf("check: %s source needs a prover URL", pkieName)
 	}
 	if o.MaxAge == 0 {
@@ -98,8 +126,10 @@ func (o ProofOptions) defaults(pkieName string) (ProofOptions, error) {
 // HTTPProofs is a ProofSource on prover servers (`pkie prover serve`,
 // docs/formats/api-proofs.md): it fetches the ct and revocation proofs over HTTP
 // and wraps each response into the enhancement's proof (the signed
-// sorted-tree proof of docs/formats/proofs.md), so that the same verifiers judge them as judge
-// proofs from the PEC cloud. Other enhancements get no proof.
+// sorted-tree proof of docs/formats/proofs.md; for ct, as the sorted-tree
+// part of a version 3 ct body, with no inclusion evidence), so that the
+// same verifiers judge them as judge proofs from the PEC cloud. Other
+// enhancements get no proof.
 type HTTPProofs struct {
 	CT         string       // the ct prover's base URL; "" for none
 	Revocation string       // the revocation prover's base URL; "" for none
@@ -170,14 +200,21 @@ func (h *HTTPProofs) fetch(ctx context.Context, obs *probe.Observation, id pkie.
 		res.Err = err
 		return res
 	}
-	body, err := b.MarshalBinary()
+	version := uint8(treeproof.Version)
+	var body []byte
+	if id == pkie.CT {
+		version = ct.BodyVersion
+		body, err = (&ct.Body{Tree: b}).MarshalBinary()
+	} else {
+		body, err = b.MarshalBinary()
+	}
 	if err != nil {
 		// A response whose fields do not fit the body cannot verify:
 		// say so rather than drop it.
 		res.Err = fmt.Errorf("prover's response does not encode as a proof: %w", err)
 		return res
 	}
-	res.Proof = &pkie.Proof{ID: id, Version: treeproof.Version, Body: body}
+	res.Proof = &pkie.Proof{ID: id, Version: version, Body: body}
 	return res
 }
 

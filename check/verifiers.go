@@ -13,6 +13,7 @@ import (
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/pkies/builtin"
+	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/probe"
 )
 
@@ -69,18 +70,34 @@ func (s *verifierSource) Name() string { return s.name }
 
 func (s *verifierSource) Assess(ctx context.Context, obs *probe.Observation) Assertion {
 	id := s.v.ID()
-	res := s.proofs.Proofs(ctx, obs, []pkie.Request{{ID: id}})
+	res := s.proofs.Proofs(ctx, obs, []pkie.Request{requestFor(id, obs)})
 	return verifyProof(ctx, s.name, s.v, obs, res[id], VerifiedChains(ctx), s.now())
 }
 
 // verifyProof has v judge the proof delivered for obs and renders its
-// assertion as a source's.
+// assertion as a source's. A verifier is asked even when no proof came: it
+// may decide on what the handshake delivered (the ct verifier on the
+// certificate's SCTs); when it answers Unknown, the detail says why no
+// proof came.
 func verifyProof(ctx context.Context, name string, v pkie.Verifier, obs *probe.Observation, res ProofResult, chains [][]*x509.Certificate, now time.Time) Assertion {
 	a := Assertion{Source: name, Status: Unknown}
 	if len(obs.Chain) == 0 {
 		a.Detail = "no certificate chain (only a fingerprint was given)"
 		return a
 	}
+	subj, err := subjectOf(obs)
+	if err != nil {
+		a.Status, a.Detail = Fail, err.Error()
+		return a
+	}
+	pa := v.Verify(ctx, &pkie.VerifyRequest{Subject: subj, Params: paramsFor(v.ID(), &subj), Proof: res.Proof, Now: now, VerifiedChains: chains})
+	switch pa.Status {
+	case pkie.Pass:
+		a.Status = Pass
+	case pkie.Fail:
+		a.Status = Fail
+	}
+	a.Detail = pa.Reason
 	if res.Proof == nil {
 		what := "no proof"
 		if res.From != "" {
@@ -89,37 +106,66 @@ func verifyProof(ctx context.Context, name string, v pkie.Verifier, obs *probe.O
 		if res.Err != nil {
 			what += ": " + res.Err.Error()
 		}
-		a.Detail = what
+		switch {
+		case pa.Status == pkie.Unknown && isBareNoProof(pa.Reason):
+			a.Detail = what
+		default:
+			a.Detail += " (" + what + ")"
+		}
 		return a
 	}
-	subj, err := subjectOf(obs)
-	if err != nil {
-		a.Status, a.Detail = Fail, err.Error()
-		return a
-	}
-	pa := v.Verify(ctx, &pkie.VerifyRequest{Subject: subj, Proof: res.Proof, Now: now, VerifiedChains: chains})
-	switch pa.Status {
-	case pkie.Pass:
-		a.Status = Pass
-	case pkie.Fail:
-		a.Status = Fail
-	}
-	a.Detail = pa.Reason
 	if res.From != "" {
 		a.Detail += " (proof from " + res.From + ")"
 	}
 	return a
 }
 
+// isBareNoProof reports whether a verifier's Unknown reason for a missing
+// proof says only that something is missing ("no revocation proof", "no
+// notary answer"), which the source's own detail says better: from where,
+// and why.
+func isBareNoProof(reason string) bool {
+	return reason == "" || strings.HasPrefix(reason, "no ")
+}
+
+// requestFor is the request for enhancement id about obs. The ct request
+// carries the SCTs the handshake delivered beside the certificate (the TLS
+// extension's and a stapled OCSP response's), so that the cloud can fetch
+// their inclusion evidence (ct.RequestParams); the others carry none.
+func requestFor(id pkie.ID, obs *probe.Observation) pkie.Request {
+	r := pkie.Request{ID: id}
+	if id != pkie.CT || (len(obs.SCTs) == 0 && len(obs.OCSPResponse) == 0) {
+		return r
+	}
+	s := pkie.Subject{SCTs: obs.SCTs, OCSPResponse: obs.OCSPResponse}
+	if len(obs.OCSPResponse) > 0 && len(obs.Chain) > 0 {
+		// The OCSP response's SCTs are those of the leaf's response.
+		if leaf, err := x509.ParseCertificate(obs.Chain[0]); err == nil {
+			s.Certs = []*x509.Certificate{leaf}
+		}
+	}
+	r.Params = paramsFor(id, &s)
+	return r
+}
+
+// paramsFor is the parameters of the request for enhancement id about s.
+func paramsFor(id pkie.ID, s *pkie.Subject) []byte {
+	if id != pkie.CT || (len(s.SCTs) == 0 && len(s.OCSPResponse) == 0) {
+		return nil
+	}
+	return ct.RequestParams(s)
+}
+
 // subjectOf is what a verifier is told the client connected to: the SNI
-// name (the host when it sends none), the port and the chain as sent.
+// name (the host when it sends none), the port, the chain as sent, and the
+// SCTs and OCSP response the handshake delivered beside it.
 func subjectOf(obs *probe.Observation) (pkie.Subject, error) {
 	name := obs.Target.SNI()
 	if name == "" {
 		name = obs.Target.Host
 	}
 	s := pkie.Subject{ServerName: strings.ToLower(name), Port: obs.Target.Port, Chain: obs.Chain,
-		Certs: make([]*x509.Certificate, len(obs.Chain))}
+		Certs: make([]*x509.Certificate, len(obs.Chain)), SCTs: obs.SCTs, OCSPResponse: obs.OCSPResponse}
 	for i, der := range obs.Chain {
 		c, err := x509.ParseCertificate(der)
 		if err != nil {
@@ -145,7 +191,7 @@ func (g *verifierGroup) assess(ctx context.Context, obs *probe.Observation, chai
 	if len(obs.Chain) > 0 {
 		reqs := make([]pkie.Request, len(g.vs))
 		for i, v := range g.vs {
-			reqs[i] = pkie.Request{ID: v.ID()}
+			reqs[i] = requestFor(v.ID(), obs)
 		}
 		delivered = g.proofs.Proofs(ctx, obs, reqs)
 	}

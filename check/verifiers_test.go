@@ -348,3 +348,59 @@ func testCTKeys(t *testing.T) (mirrorKey, logKey string) {
 	}
 	return mirrorKey, logKey
 }
+
+// sctRecorder is a ct verifier that records what it is given and passes a
+// certificate that came with SCTs, proof or not: a verifier that decides
+// on the handshake's evidence, as the ct verifier with a log list does.
+type sctRecorder struct{ got *pkie.VerifyRequest }
+
+func (*sctRecorder) ID() pkie.ID { return pkie.CT }
+func (r *sctRecorder) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Assertion {
+	r.got = req
+	if len(req.SCTs) == 0 {
+		return pkie.Assertion{Status: pkie.Unknown, Reason: "no SCT"}
+	}
+	return pkie.Assertion{Status: pkie.Pass, Reason: fmt.Sprintf("%d SCTs", len(req.SCTs))}
+}
+
+// TestSCTsReachVerifier: the SCTs and OCSP response a probe saw reach the
+// verifier in its Subject, the ct request's parameters carry the SCTs
+// (ct.RequestParams) and no other request's do, and a verifier is asked
+// even when no proof came: its finding stands, with why no proof came.
+func TestSCTsReachVerifier(t *testing.T) {
+	root, _ := testbed.NewRootCA("S Root", testbed.ECDSAP256)
+	leaf, _ := root.Issue(testbed.LeafOptions{DNSNames: []string{"s.test"}})
+	sctOf := func(b byte) []byte {
+		raw := append([]byte{0}, make([]byte, 32)...)
+		raw[1] = b
+		return append(raw, 0, 0, 1, 0x9a, 0, 0, 0, 0, 0, 0, 4, 3, 0, 4, 0x30, 2, 2, 1)
+	}
+	obs := &probe.Observation{Target: target("s.test"), Chain: leaf.Chain, SCTs: [][]byte{sctOf(1), sctOf(2)}, OCSPResponse: []byte("stapled")}
+	var asked []pkie.Request
+	none := ProofSourceFunc(func(_ context.Context, _ *probe.Observation, reqs []pkie.Request) map[pkie.ID]ProofResult {
+		asked = append(asked, reqs...)
+		return map[pkie.ID]ProofResult{pkie.CT: {Err: errors.New("cloud unreachable"), From: "cloud pec.test"}}
+	})
+	rec := &sctRecorder{}
+	src, err := NewVerifierSource("ct", rec, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := src.Assess(context.Background(), obs)
+	want := ct.RequestParams(&pkie.Subject{SCTs: obs.SCTs, Certs: []*x509.Certificate{leaf.Cert}})
+	switch {
+	case len(asked) != 1 || asked[0].ID != pkie.CT || want == nil || string(asked[0].Params) != string(want):
+		t.Errorf("requests %+v, want the ct request with params %x", asked, want)
+	case rec.got == nil || len(rec.got.SCTs) != 2 || string(rec.got.OCSPResponse) != "stapled" || string(rec.got.Params) != string(want):
+		t.Errorf("the verifier got %+v", rec.got)
+	case a.Status != Pass || a.Detail != "2 SCTs (no proof from cloud pec.test: cloud unreachable)":
+		t.Errorf("assertion %+v", a)
+	}
+	if r := requestFor(pkie.Revocation, obs); r.Params != nil {
+		t.Errorf("revocation request with params %x", r.Params)
+	}
+	obs.SCTs, obs.OCSPResponse = nil, nil
+	if a := src.Assess(context.Background(), obs); a.Status != Unknown || a.Detail != "no proof from cloud pec.test: cloud unreachable" {
+		t.Errorf("no SCT, no proof: %+v", a)
+	}
+}

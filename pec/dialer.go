@@ -18,6 +18,7 @@ import (
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/pkies/builtin"
+	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/probe"
 	utls "github.com/refraction-networking/utls"
 )
@@ -459,6 +460,12 @@ type dialState struct {
 	version uint16
 	suite   uint16
 	resumed bool
+	// scts and ocsp are the SCTs of the TLS extension and the stapled
+	// OCSP response, as received; reqs are the Dialer's requests with
+	// the ct request carrying them (ct.RequestParams).
+	scts [][]byte
+	ocsp []byte
+	reqs []pkie.Request
 	// reuse is the resumed session's evidence, when the policy reuses it.
 	reuse *sessionEvidence
 	// submitted receives the submission's Pending (or error), once;
@@ -493,6 +500,8 @@ func (st *dialState) onCertificate(cs tls.ConnectionState) {
 		st.chain[i] = c.Raw
 	}
 	st.version, st.suite, st.resumed = cs.Version, cs.CipherSuite, cs.DidResume
+	st.scts, st.ocsp = cs.SignedCertificateTimestamps, cs.OCSPResponse
+	st.reqs = requestsFor(st.d.requests, cs)
 	if st.expectLocked(now) {
 		return
 	}
@@ -514,7 +523,7 @@ func (st *dialState) submitLocked(now time.Time) {
 	ch := make(chan submission, 1)
 	st.submitted = ch
 	s := Submission{ServerName: st.sni, Port: st.port, Chain: st.chain,
-		Requests: st.d.requests, Budget: st.d.proofTimeout()}
+		Requests: st.reqs, Budget: st.d.proofTimeout()}
 	if s.ServerName == "" {
 		s.ServerName = st.host
 	}
@@ -689,6 +698,7 @@ func (st *dialState) observation(chain [][]byte) *probe.Observation {
 	}
 	st.mu.Lock()
 	obs.Version, obs.CipherSuite = st.version, st.suite
+	obs.SCTs, obs.OCSPResponse = st.scts, st.ocsp
 	st.mu.Unlock()
 	if ap, err := netip.ParseAddrPort(st.tc.RemoteAddr().String()); err == nil {
 		obs.Addr = ap
@@ -706,6 +716,34 @@ func (st *dialState) evaluate(obs *probe.Observation, results map[pkie.ID]check.
 		return nil, 0, fmt.Errorf("pec: %w", err)
 	}
 	return v, time.Since(vs), nil
+}
+
+// requestsFor returns reqs for the connection whose state cs is: the ct
+// request carries the SCTs the handshake delivered beside the certificate.
+func requestsFor(reqs []pkie.Request, cs tls.ConnectionState) []pkie.Request {
+	if len(cs.SignedCertificateTimestamps) == 0 && len(cs.OCSPResponse) == 0 {
+		return reqs
+	}
+	return withCTParams(reqs, &pkie.Subject{SCTs: cs.SignedCertificateTimestamps, OCSPResponse: cs.OCSPResponse, Certs: cs.PeerCertificates})
+}
+
+// withCTParams returns reqs with the ct request, if any, carrying the SCTs
+// s holds beside its certificate (ct.RequestParams), so that the cloud can
+// fetch their inclusion evidence. A client and a PEC server (Listener)
+// compute the same parameters from one handshake, so that the server's
+// submission for the client and the client's own have one digest.
+func withCTParams(reqs []pkie.Request, s *pkie.Subject) []pkie.Request {
+	params := ct.RequestParams(s)
+	if params == nil {
+		return reqs
+	}
+	out := slices.Clone(reqs)
+	for i := range out {
+		if out[i].ID == pkie.CT {
+			out[i].Params = params
+		}
+	}
+	return out
 }
 
 // collectedKey carries a dial's proofs, by enhancement, to collectedSource.

@@ -181,8 +181,10 @@ func (st *dialState) expectLocked(now time.Time) bool {
 	ch := make(chan submission, 1)
 	ch <- submission{p: cs.pending}
 	st.submitted = ch
+	// The ct request carries the SCTs the handshake delivered, as the
+	// server's submission does (Listener): one digest for both.
 	s := Submission{ServerName: st.sni, Port: st.port, Chain: st.chain,
-		Requests: st.d.requests, Budget: st.d.proofTimeout()}
+		Requests: st.reqs, Budget: st.d.proofTimeout()}
 	if s.ServerName == "" {
 		s.ServerName = st.host
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
 )
@@ -368,20 +369,21 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 		l.st.limited.Add(1)
 		return
 	}
-	chain := l.chainFor(c, serverName)
-	if chain == nil {
+	cert := l.certFor(c, serverName)
+	if cert == nil || len(cert.Certificate) == 0 {
 		l.st.noChain.Add(1)
 		return
 	}
+	chain, reqs := cert.Certificate, l.requestsFor(ext.Requests, cert)
 	var m pecwire.Message = &pecwire.ServerSubmit{Ticket: pecwire.Ticket(ext.Ticket), Submit: pecwire.Submit{
 		ClientID: pecwire.ClientID(ext.ClientID), Nonce: pecwire.Nonce(ext.Nonce), Budget: l.cfg.Budget,
-		ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain,
+		ServerName: serverName, Port: uint16(l.port), Requests: reqs, Chain: chain,
 	}}
 	if len(ext.EphID) > 0 {
 		// A client in privacy mode (privacy.go): the cloud seals the
 		// proofs to the client's key and sends them to its forwarder.
 		m = &pecwire.ServerSealed{EphID: ext.EphID, Key: ext.Key, Forwarder: ext.Forwarder.String(),
-			Submit: pecwire.Submit{Budget: l.cfg.Budget, ServerName: serverName, Port: uint16(l.port), Requests: ext.Requests, Chain: chain}}
+			Submit: pecwire.Submit{Budget: l.cfg.Budget, ServerName: serverName, Port: uint16(l.port), Requests: reqs, Chain: chain}}
 	}
 	l.wg.Add(1)
 	go func() {
@@ -395,33 +397,57 @@ func (l *Listener) forward(c net.Conn, serverName string, ext *Extension) {
 	}()
 }
 
-// chainFor returns the chain the TLS stack presents for serverName, as
+// certFor returns the certificate the TLS stack presents for serverName, as
 // crypto/tls chooses it: GetCertificate, else the only certificate, else
-// the first whose leaf is valid for the name, else the first.
-func (l *Listener) chainFor(c net.Conn, serverName string) [][]byte {
+// the first whose leaf is valid for the name, else the first; nil if none.
+func (l *Listener) certFor(c net.Conn, serverName string) *tls.Certificate {
 	tc := l.cfg.TLSConfig
 	if tc.GetCertificate != nil {
 		cert, err := tc.GetCertificate(&tls.ClientHelloInfo{ServerName: serverName, Conn: c})
 		if err == nil && cert != nil {
-			return cert.Certificate
+			return cert
 		}
 		if len(tc.Certificates) == 0 {
 			return nil
 		}
 	}
 	if len(tc.Certificates) == 1 || serverName == "" {
-		return tc.Certificates[0].Certificate
+		return &tc.Certificates[0]
 	}
-	for _, cert := range tc.Certificates {
+	for i := range tc.Certificates {
+		cert := &tc.Certificates[i]
 		leaf := cert.Leaf
 		if leaf == nil && len(cert.Certificate) > 0 {
 			leaf, _ = x509.ParseCertificate(cert.Certificate[0])
 		}
 		if leaf != nil && leaf.VerifyHostname(serverName) == nil {
-			return cert.Certificate
+			return cert
 		}
 	}
-	return tc.Certificates[0].Certificate
+	return &tc.Certificates[0]
+}
+
+// requestsFor returns the client's requests with the ct request carrying
+// the SCTs the server delivers beside cert (its TLS extension's and its
+// stapled OCSP response's), so that the cloud can fetch their inclusion
+// evidence. The client computes the same parameters from the handshake, so
+// that the two submissions have one digest; the ticket binds the requests
+// without their parameters, which the client could not know when it sent
+// its ClientHello.
+func (l *Listener) requestsFor(reqs []pkie.Request, cert *tls.Certificate) []pkie.Request {
+	if len(cert.SignedCertificateTimestamps) == 0 && len(cert.OCSPStaple) == 0 {
+		return reqs
+	}
+	s := pkie.Subject{SCTs: cert.SignedCertificateTimestamps, OCSPResponse: cert.OCSPStaple}
+	leaf := cert.Leaf
+	if leaf == nil && len(cert.OCSPStaple) > 0 && len(cert.Certificate) > 0 {
+		// The staple's SCTs are those of the leaf's response.
+		leaf, _ = x509.ParseCertificate(cert.Certificate[0])
+	}
+	if leaf != nil {
+		s.Certs = []*x509.Certificate{leaf}
+	}
+	return withCTParams(reqs, &s)
 }
 
 // cloudSession is the pooled session with one allowed cloud.

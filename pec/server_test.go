@@ -7,6 +7,8 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,8 +28,11 @@ import (
 	"github.com/pkie/pkie/check"
 	"github.com/pkie/pkie/internal/cloud"
 	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/pkies/ct"
+	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/internal/testbed"
 	utls "github.com/refraction-networking/utls"
+	"golang.org/x/crypto/ocsp"
 )
 
 // csWorld is a CT log and a revocation authority, a cloud hosting their
@@ -612,4 +618,114 @@ func TestClientServerRemembersForwarders(t *testing.T) {
 			t.Fatalf("port %s: remembered silent %v after evidence %+v", s.port, got, ev)
 		}
 	}
+}
+
+// TestClientServerListenerSCTs: a server that delivers SCTs in the TLS
+// extension and a stapled OCSP response puts them in the ct request's
+// parameters of its submission
+// (ct.RequestParams), and the client computes the same parameters from the
+// handshake: the cloud takes the server's ticket although the client could
+// not know the SCTs in its ClientHello, and the client takes the server's
+// proofs (one digest), never submitting itself.
+func TestClientServerListenerSCTs(t *testing.T) {
+	w := newCSWorld(t)
+	allow, err := AllowBundle(w.cloud.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two SCTs as a log would serialize them (v1, a log ID, a timestamp,
+	// no extensions, an ECDSA signature's place): the client's verifiers
+	// here pin a mirror only, so the SCTs travel without being judged.
+	sctOf := func(b byte) []byte {
+		raw := append([]byte{0}, bytes.Repeat([]byte{b}, 32)...)
+		raw = append(raw, 0, 0, 1, 0x9a, 0, 0, 0, 0, 0, 0, 4, 3, 0, 4, 0x30, 2, 2, 1)
+		return raw
+	}
+	cert := w.leaves["good.test"].TLSCertificate()
+	cert.SignedCertificateTimestamps = [][]byte{sctOf(0xa1), sctOf(0xb2)}
+	// And a stapled OCSP response carrying a third, in the leaf's single
+	// response (RFC 6962 §3.3).
+	list, err := sct.MarshalList([][]byte{sctOf(0xc3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, _ := asn1.Marshal(list)
+	cert.OCSPStaple, err = ocsp.CreateResponse(w.root.Cert, w.root.Cert, ocsp.Response{Status: ocsp.Good,
+		SerialNumber: cert.Leaf.SerialNumber, ThisUpdate: time.Now().Add(-time.Hour), NextUpdate: time.Now().Add(time.Hour),
+		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 5}, Value: ext}}}, w.root.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scts, err := sct.ParseList(ct.RequestParams(&pkie.Subject{SCTs: cert.SignedCertificateTimestamps, OCSPResponse: cert.OCSPStaple,
+		Certs: []*x509.Certificate{cert.Leaf}}), sct.TLSExtension); err != nil || len(scts) != 3 {
+		t.Fatalf("the ct parameters hold %d SCTs (%v), want the two TLS ones and the OCSP one", len(scts), err)
+	}
+	s := w.startServer(t, ServerConfig{Clouds: allow, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	d := w.dialer(time.Minute)
+	c, err := d.Dial(context.Background(), "tcp", "good.test:"+s.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.ConnectionState().SignedCertificateTimestamps; len(got) != 2 {
+		t.Fatalf("the handshake delivered %d SCTs, want 2", len(got))
+	}
+	ev := c.Evidence()
+	if c.Verdict().Result != check.Trusted || !ev.Extension || ev.Submitted || !ev.ServerForwarded {
+		t.Fatalf("verdict %s, evidence %+v; want trusted on the server's forwarding alone", c.Verdict().Result, ev)
+	}
+	if acc, dup := w.submissions(t); acc != 1 || dup != 0 {
+		t.Fatalf("cloud saw %d accepted and %d duplicate submissions; want the server's alone", acc, dup)
+	}
+	if st := s.l.Stats(); st.Forwarded != 1 {
+		t.Fatalf("listener stats %+v", st)
+	}
+
+	// Client-only, the verifiers see the SCTs the handshake delivered,
+	// and the client's own submission carries them.
+	rec := &sctRecorder{}
+	vs := []pkie.Verifier{rec}
+	for _, v := range w.vs {
+		if v.ID() != pkie.CT {
+			vs = append(vs, v)
+		}
+	}
+	co := w.dialer(0)
+	co.Mode, co.Verifiers = ModeClientOnly, vs
+	c2, err := co.Dial(context.Background(), "tcp", "good.test:"+s.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got := rec.seen(); len(got.SCTs) != 2 || got.Proof == nil || got.Params == nil || !bytes.Equal(got.SCTs[1], cert.SignedCertificateTimestamps[1]) ||
+		!bytes.Equal(got.OCSPResponse, cert.OCSPStaple) {
+		t.Fatalf("the ct verifier saw %d SCTs, OCSP response %v and proof %v", len(got.SCTs), got.OCSPResponse != nil, got.Proof != nil)
+	}
+	if acc, _ := w.submissions(t); acc != 2 {
+		t.Fatalf("cloud accepted %d submissions, want the client's own too", acc)
+	}
+}
+
+// sctRecorder is a ct verifier that passes a certificate delivered with
+// SCTs and remembers what it was given.
+type sctRecorder struct {
+	mu  sync.Mutex
+	got pkie.VerifyRequest
+}
+
+func (*sctRecorder) ID() pkie.ID { return pkie.CT }
+func (r *sctRecorder) Verify(_ context.Context, req *pkie.VerifyRequest) pkie.Assertion {
+	r.mu.Lock()
+	r.got = *req
+	r.mu.Unlock()
+	if len(req.SCTs) == 0 {
+		return pkie.Assertion{Status: pkie.Fail, Reason: "no SCT in the TLS extension"}
+	}
+	return pkie.Assertion{Status: pkie.Pass, Reason: "SCTs delivered"}
+}
+
+func (r *sctRecorder) seen() pkie.VerifyRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got
 }

@@ -92,6 +92,15 @@ type Observation struct {
 	Time        time.Time // when the handshake finished
 	Timings     Timings
 	Vantage     string
+	// SCTs are the signed certificate timestamps the server sent in the
+	// TLS signed_certificate_timestamp extension, as received, and
+	// OCSPResponse the OCSP response it stapled; nil when none. A probe
+	// asks for both (crypto/tls's client always sends the
+	// signed_certificate_timestamp and status_request extensions), so a
+	// CT check can count the SCTs the Web delivers outside the
+	// certificate.
+	SCTs         [][]byte
+	OCSPResponse []byte
 }
 
 // FingerprintSHA1 renders the leaf's SHA-1 the Convergence way:
@@ -293,6 +302,7 @@ func (p *Prober) Probe(ctx context.Context, t Target) (*Observation, error) {
 	obs.SHA1 = sha1.Sum(obs.Chain[0])
 	obs.Version = st.Version
 	obs.CipherSuite = st.CipherSuite
+	obs.SCTs, obs.OCSPResponse = st.SignedCertificateTimestamps, st.OCSPResponse
 	return obs, nil
 }
 

@@ -36,12 +36,20 @@ func TestProbeGoServers(t *testing.T) {
 		maxVer   uint16
 		sendRoot bool
 		chainLen int
+		// staple: the server sends SCTs in the TLS extension and a
+		// stapled OCSP response, which the observation must carry
+		// (as bytes: a probe does not judge them).
+		staple bool
 	}{
-		{"ecdsa tls1.3 via intermediate", inter, testbed.ECDSAP256, tls.VersionTLS13, false, 2},
-		{"rsa tls1.2 via intermediate", inter, testbed.RSA2048, tls.VersionTLS12, false, 2},
-		{"ed25519 from root, root sent", root, testbed.Ed25519, tls.VersionTLS13, true, 2},
-		{"p384 from root", root, testbed.ECDSAP384, tls.VersionTLS12, false, 1},
+		{"ecdsa tls1.3 via intermediate", inter, testbed.ECDSAP256, tls.VersionTLS13, false, 2, false},
+		{"rsa tls1.2 via intermediate", inter, testbed.RSA2048, tls.VersionTLS12, false, 2, false},
+		{"ed25519 from root, root sent", root, testbed.Ed25519, tls.VersionTLS13, true, 2, false},
+		{"p384 from root", root, testbed.ECDSAP384, tls.VersionTLS12, false, 1, false},
+		{"tls1.3 with SCTs and a stapled OCSP response", inter, testbed.ECDSAP256, tls.VersionTLS13, false, 2, true},
+		{"tls1.2 with SCTs and a stapled OCSP response", inter, testbed.RSA2048, tls.VersionTLS12, false, 2, true},
 	}
+	scts := [][]byte{[]byte("first SCT as the server sent it"), []byte("second SCT")}
+	staple := []byte("an OCSP response")
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			leaf, err := tc.ca.Issue(testbed.LeafOptions{DNSNames: []string{"site.test"}, Alg: tc.alg, SendRoot: tc.sendRoot})
@@ -56,6 +64,9 @@ func TestProbeGoServers(t *testing.T) {
 			srv := tls.NewListener(ln, &tls.Config{MaxVersion: tc.maxVer, GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 				gotSNI = hi.ServerName
 				c := leaf.TLSCertificate()
+				if tc.staple {
+					c.SignedCertificateTimestamps, c.OCSPStaple = scts, staple
+				}
 				return &c, nil
 			}})
 			defer srv.Close()
@@ -86,6 +97,12 @@ func TestProbeGoServers(t *testing.T) {
 			}
 			if obs.Timings.Handshake <= 0 || obs.Timings.Total < obs.Timings.Handshake || obs.Time.IsZero() {
 				t.Errorf("timings %+v", obs.Timings)
+			}
+			switch {
+			case !tc.staple && (obs.SCTs != nil || obs.OCSPResponse != nil):
+				t.Errorf("SCTs %q and OCSP response %q from a server that sent none", obs.SCTs, obs.OCSPResponse)
+			case tc.staple && (len(obs.SCTs) != 2 || !bytes.Equal(obs.SCTs[0], scts[0]) || !bytes.Equal(obs.SCTs[1], scts[1]) || !bytes.Equal(obs.OCSPResponse, staple)):
+				t.Errorf("SCTs %q and OCSP response %q, want %q and %q", obs.SCTs, obs.OCSPResponse, scts, staple)
 			}
 		})
 	}

@@ -288,7 +288,7 @@ func TestCloudInitChecksProverConfigs(t *testing.T) {
 	for _, k := range []struct {
 		name, pkie, want string
 	}{
-		{"ct without configuration", "ct", "log_url is required"},
+		{"ct without configuration", "ct", "log_list (the logs whose SCTs are proved) or log_url (a log to mirror) is required"},
 		{"ct without a mirror key", "ct=" + write("nomirror.json", `{"log_url":"http://127.0.0.1:1","log_key":"`+vkey+`"}`), "mirror_key_file"},
 		{"ct with a bad key", "ct=" + write("badkey.json", `{"log_url":"http://127.0.0.1:1","log_key":"not a key","mirror_key_file":"`+mk+`"}`), "log_key"},
 		{"ct with a bad URL", "ct=" + write("badurl.json", `{"log_url":"127.0.0.1:1","log_key":"`+vkey+`","mirror_key_file":"`+mk+`"}`), "not an http or https URL"},

@@ -15,7 +15,8 @@ const ctUsage = "Usage: pkie ct <subcommand> [flags]\n\nCertificate Transparency
 
 // ctCommands is the "pkie ct" family.
 func ctCommands() command.Command {
-	return command.Group("ct", "Certificate Transparency tools: audit-mirror", ctUsage, []command.Command{
+	return command.Group("ct", "Certificate Transparency tools: check, audit-mirror", ctUsage, []command.Command{
+		{Name: "check", Summary: "check a certificate's SCTs against a log list and a CT policy", Run: runCTCheck},
 		{Name: "audit-mirror", Summary: "rebuild a mirror's sorted tree from the log's public data and compare", Run: runAuditMirror},
 	})
 }

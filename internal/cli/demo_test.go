@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-var demoSites = []string{"bank.test", "mail.test", "news.test", "shop.test", "revoked.test", "unlogged.test"}
+var demoSites = []string{"bank.test", "mail.test", "news.test", "shop.test", "revoked.test", "unlogged.test", "unlisted-log.test"}
 
 // TestDemoText holds the default output to what a newcomer can read: the
 // story before any result, one line per site and visit, no line over 120
@@ -31,7 +31,7 @@ func TestDemoText(t *testing.T) {
 	}
 	// Each site: exactly one line per visit, naming the verdict.
 	want := map[string]string{"bank.test": "UNTRUSTED", "mail.test": "TRUSTED", "news.test": "TRUSTED",
-		"shop.test": "TRUSTED", "revoked.test": "UNTRUSTED", "unlogged.test": "UNTRUSTED"}
+		"shop.test": "TRUSTED", "revoked.test": "UNTRUSTED", "unlogged.test": "UNTRUSTED", "unlisted-log.test": "UNTRUSTED"}
 	sections := strings.SplitN(out, "\nReturn visit", 2)
 	if len(sections) != 2 {
 		t.Fatalf("no return visit section:\n%s", out)
@@ -89,12 +89,13 @@ func TestDemoJSON(t *testing.T) {
 		t.Fatalf("output is not the documented JSON: %v\n%s", err, out)
 	}
 	want := map[string]string{"bank.test": "untrusted", "mail.test": "trusted", "news.test": "trusted", "shop.test": "trusted",
-		"revoked.test": "untrusted", "unlogged.test": "untrusted"}
+		"revoked.test": "untrusted", "unlogged.test": "untrusted", "unlisted-log.test": "untrusted"}
 	if len(rs) != len(want) {
 		t.Fatalf("%d sites, want %d", len(rs), len(want))
 	}
 	// Why, in the reasons: the cloud's proofs.
-	why := map[string]string{"revoked.test": "revocation (required) failed", "unlogged.test": "ct (required) failed"}
+	why := map[string]string{"revoked.test": "revocation (required) failed", "unlogged.test": "ct (required) failed",
+		"unlisted-log.test": "ct (required) failed: Chrome CT policy"}
 	for _, r := range rs {
 		if want[r.Site] != r.Verdict || len(r.Reasons) == 0 {
 			t.Errorf("%s: %s %v", r.Site, r.Verdict, r.Reasons)
@@ -112,8 +113,14 @@ func TestDemoJSON(t *testing.T) {
 			}
 		}
 		for _, p := range r.Proofs {
-			if !strings.Contains(p.Detail, "sorted tree of") {
-				t.Errorf("%s: %s proof detail %q lacks the tree head", r.Site, p.PKIE, p.Detail)
+			// A certificate with SCTs is judged on them by the CT policy;
+			// the others by a signed tree.
+			want := "sorted tree of"
+			if r.Site == "unlisted-log.test" && p.PKIE == "ct" {
+				want = "not in the log list"
+			}
+			if !strings.Contains(p.Detail, want) {
+				t.Errorf("%s: %s proof detail %q lacks %q", r.Site, p.PKIE, p.Detail, want)
 			}
 		}
 	}

@@ -319,6 +319,9 @@ func New(cfg Config) (*Cloud, error) {
 		if rc, ok := p.(refusalCounter); ok {
 			c.m.addRefusals(h.name, rc.RefusedSyncs)
 		}
+		if lc, ok := p.(lookupCounter); ok {
+			c.m.addLookupFailures(h.name, lc.LookupFailures)
+		}
 	}
 	slices.Sort(c.ids)
 	return c, nil

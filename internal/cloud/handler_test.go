@@ -597,6 +597,7 @@ func TestHTTP(t *testing.T) {
 		`pkie_cloud_clients 1`,
 		`pkie_cloud_handler_duration_seconds_count 1`,
 		`pkie_cloud_pkie_refused_syncs_total{pkie="0xff02"} 3`,
+		`pkie_cloud_pkie_lookup_failures_total{pkie="0xff02",source="log two (0a0b…)"} 5`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -628,6 +629,10 @@ func (s *sickSigner) Health() error {
 // RefusedSyncs makes sickSigner a prover that counts refused syncs, as the
 // ct prover of a mirrored log does.
 func (s *sickSigner) RefusedSyncs() uint64 { return 3 }
+
+func (s *sickSigner) LookupFailures() map[string]uint64 {
+	return map[string]uint64{"log two (0a0b…)": 5}
+}
 
 // counterValue reads a counter without pulling in prometheus/testutil's
 // dependencies.

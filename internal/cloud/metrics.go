@@ -102,6 +102,32 @@ func (m *metrics) addRefusals(name string, refused func() uint64) {
 	}, func() float64 { return float64(refused()) }))
 }
 
+// lookupCounter is a prover that counts, per source it consults on a
+// request's behalf, the lookups that failed (the ct prover: per CT log,
+// the inclusion lookups).
+type lookupCounter interface{ LookupFailures() map[string]uint64 }
+
+// addLookupFailures exports one hosted enhancement's failed lookups, by
+// source, asked at each scrape.
+func (m *metrics) addLookupFailures(name string, failures func() map[string]uint64) {
+	m.reg.MustRegister(&lookupCollector{desc: prometheus.NewDesc("pkie_cloud_pkie_lookup_failures_total",
+		"Lookups the enhancement's prover made on a request's behalf that failed, by source (the ct prover: inclusion lookups, by CT log); the proof says the lookup failed, and clients read it as unknown.",
+		[]string{"source"}, prometheus.Labels{"pkie": name}), failures: failures})
+}
+
+type lookupCollector struct {
+	desc     *prometheus.Desc
+	failures func() map[string]uint64
+}
+
+func (c *lookupCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lookupCollector) Collect(ch chan<- prometheus.Metric) {
+	for src, n := range c.failures() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), src)
+	}
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }

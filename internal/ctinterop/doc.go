@@ -22,6 +22,18 @@
 //     reads pkie's tiles and verifies inclusion and consistency.
 //   - A pkie log and a TesseraCT log given the same chains serve checkpoints
 //     of the same size whose entries parse the same.
+//   - Real SCTs end to end (TestSCTEndToEnd, on internal/sctworld): TesseraCT
+//     and a pkie log, run by two operators a v3 log list names, log a local
+//     CA's precertificates with add-pre-chain; "pkie check" (fetching
+//     inclusion itself, and through a cloud made with "pkie cloud init" and
+//     "serve"), "pkie pec get" (client-only, and client-server behind "pkie
+//     pec-proxy") and check.Checker trust the certificates whose SCTs meet
+//     Chrome's CT policy, embedded, in the TLS extension or in a stapled
+//     OCSP response, with each SCT included; a forged SCT, an unlisted
+//     log's, a lone one and none fail with the policy named; with TesseraCT
+//     off the network, fetching or through a cloud that never read it, a
+//     certificate is unknown, naming the log, and one a cloud showed
+//     included before stays so.
 //
 // Where TesseraCT's binary is missing the tests that need it are skipped,
 // except under CI, where they fail (internal/tesseracttest says where the

@@ -7,9 +7,11 @@
 // and revocation proofs delivered by the cloud. The intercepted site is
 // presented with a forged certificate that chains to a trusted root, so
 // classic CA validation accepts it; the notaries, who see the real
-// certificate from their own paths, do not, and the log never saw it. Two
-// more sites serve genuine certificates that the notaries see too: one
-// was revoked and one was never logged, and the cloud's proofs show it.
+// certificate from their own paths, do not, and the log never saw it.
+// Three more sites serve genuine certificates that the notaries see too:
+// one was revoked and one was never logged, and the cloud's proofs show
+// it; the third carries an SCT, but from a log the client's CT log list
+// does not name, and the client's CT policy (Chrome's) refuses it.
 package demo
 
 import (
@@ -18,8 +20,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/internal/pkies/ct"
+	"github.com/pkie/pkie/internal/pkies/revocation"
+	"github.com/pkie/pkie/internal/sctworld"
 	"github.com/pkie/pkie/internal/testbed"
 	"github.com/pkie/pkie/pec"
 	"github.com/pkie/pkie/probe"
@@ -29,8 +36,19 @@ import (
 // from the legitimate issuing CA, served on every path, that only the
 // cloud's proofs catch.
 const (
-	RevokedSite  = "revoked.test"  // logged, then revoked by its CA
-	UnloggedSite = "unlogged.test" // never submitted to the log
+	RevokedSite     = "revoked.test"      // logged, then revoked by its CA
+	UnloggedSite    = "unlogged.test"     // never submitted to the log
+	UnlistedLogSite = "unlisted-log.test" // one embedded SCT, from a log not in the client's log list
+)
+
+// The CT policy the demo's client applies to SCTs, and the operators of
+// the demo's logs.
+const (
+	CTPolicy       = "chrome"
+	DemoOperator   = "pkie demo"
+	RogueOperator  = "Rogue Operator"
+	listedLogName  = "pkie demo log"
+	unlistedLogTag = "rogue log"
 )
 
 // SiteResult is what the client concluded about one site.
@@ -39,11 +57,12 @@ type SiteResult struct {
 	Verdict     string         `json:"verdict"`
 	Headline    string         `json:"headline"` // what decided the verdict
 	Reasons     []string       `json:"reasons"`
-	Intercepted bool           `json:"intercepted"` // ground truth: the MitM was on the client's path
-	Revoked     bool           `json:"revoked"`     // ground truth: its certificate is revoked
-	Unlogged    bool           `json:"unlogged"`    // ground truth: its certificate was never logged
-	CA          string         `json:"ca"`          // what CA validation alone said
-	Visit       int            `json:"visit"`       // 1: first visit; 2: return visit (local cache)
+	Intercepted bool           `json:"intercepted"`  // ground truth: the MitM was on the client's path
+	Revoked     bool           `json:"revoked"`      // ground truth: its certificate is revoked
+	Unlogged    bool           `json:"unlogged"`     // ground truth: its certificate was never logged
+	UnlistedLog bool           `json:"unlisted_log"` // ground truth: its only SCT is from a log not in the client's list
+	CA          string         `json:"ca"`           // what CA validation alone said
+	Visit       int            `json:"visit"`        // 1: first visit; 2: return visit (local cache)
 	FromCache   bool           `json:"from_cache"`
 	Timings     check.Timings  `json:"timings"`
 	Notaries    []NotaryResult `json:"notaries"`
@@ -100,6 +119,13 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	}
 	defer os.RemoveAll(dir)
 
+	fmt.Fprintf(progress, "starting two more CT logs, one in the client's log list and one not, and a site whose SCT is from the other …\n")
+	listPath, closeLogs, err := addCTPolicySite(ctx, tp, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLogs()
+
 	fmt.Fprintf(progress, "starting a static-ct-api CT log, a mirror of it, a revocation authority and a PEC cloud proving against both …\n")
 	ttps, err := testbed.StartTTPs(testbed.TTPOptions{Dir: filepath.Join(dir, "ttps"), Roots: []*testbed.CA{tp.Root}})
 	if err != nil {
@@ -109,7 +135,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	if err := publish(ctx, tp, ttps); err != nil {
 		return nil, err
 	}
-	cloud, err := testbed.StartCloud(ctx, testbed.CloudOptions{Name: "pec.demo", TTPs: ttps, DataDir: filepath.Join(dir, "cloud")})
+	cloud, err := testbed.StartCloud(ctx, testbed.CloudOptions{Name: "pec.demo", TTPs: ttps, CTLogList: listPath, DataDir: filepath.Join(dir, "cloud")})
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +145,9 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 		return nil, fmt.Errorf("demo: registering with the cloud: %w", err)
 	}
 	defer client.Close()
-	// The TTP keys come from the TTPs themselves, never from the cloud.
-	verifiers, err := ttps.ClientVerifiers()
+	// The TTP keys come from the TTPs themselves, never from the cloud;
+	// the log list is the client's own.
+	verifiers, err := clientVerifiers(ttps, listPath)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +180,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	defer c.Close()
 
 	sites := append([]string{}, siteNames(opts)...)
-	sites = append(sites, RevokedSite, UnloggedSite)
+	sites = append(sites, RevokedSite, UnloggedSite, UnlistedLogSite)
 	intercepted := map[string]bool{}
 	for _, name := range opts.Intercept {
 		intercepted[name] = true
@@ -172,7 +199,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 			}
 			r := SiteResult{
 				Site: name, Verdict: string(v.Result), Headline: v.Headline, Reasons: v.Reasons, Intercepted: intercepted[name],
-				Revoked: name == RevokedSite, Unlogged: name == UnloggedSite,
+				Revoked: name == RevokedSite, Unlogged: name == UnloggedSite, UnlistedLog: name == UnlistedLogSite,
 				Visit: visit, FromCache: v.FromCache, Timings: v.Timings,
 			}
 			if a, ok := v.Source("ca"); ok {
@@ -193,11 +220,11 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 }
 
 // Caught reports whether the results show the demo's point: every
-// intercepted, revoked or unlogged site untrusted, every other site
-// trusted.
+// intercepted, revoked, unlogged or unlisted-log site untrusted, every
+// other site trusted.
 func Caught(rs []SiteResult) bool {
 	for _, r := range rs {
-		bad := r.Intercepted || r.Revoked || r.Unlogged
+		bad := r.Intercepted || r.Revoked || r.Unlogged || r.UnlistedLog
 		if bad != (r.Verdict == string(check.Untrusted)) {
 			return false
 		}
@@ -236,14 +263,15 @@ func addSites(tp *testbed.Topology) error {
 	return nil
 }
 
-// publish logs every genuine site's chain but the unlogged one's (add-chain,
+// publish logs every genuine site's chain but the unlogged one's and the
+// one whose SCT the rogue log signed (add-chain,
 // each returning once a checkpoint covers it), revokes the revoked site's
 // certificate through a CRL from its CA, and has the authority sign its
 // tree and the mirror follow the log, so the cloud's provers sync them as
 // they start.
 func publish(ctx context.Context, tp *testbed.Topology, ttps *testbed.TTPs) error {
 	for _, s := range tp.Sites {
-		if s.Name == UnloggedSite {
+		if s.Name == UnloggedSite || s.Name == UnlistedLogSite {
 			continue
 		}
 		if _, err := ttps.LogChain(ctx, s.Leaf().Chain); err != nil {
@@ -255,4 +283,76 @@ func publish(ctx context.Context, tp *testbed.Topology, ttps *testbed.TTPs) erro
 		return fmt.Errorf("demo: revoking %s: %w", RevokedSite, err)
 	}
 	return ttps.Refresh(ctx)
+}
+
+// addCTPolicySite starts two CT logs of pkie's own (internal/ctlog) on
+// loopback, each under the origin its URL names: the demo's, which the
+// client's log list names, and a rogue one it does not. It writes the
+// list, and starts UnlistedLogSite, serving a certificate from the
+// legitimate issuing CA whose one embedded SCT is the rogue log's. The
+// rogue log is real: it logged the precertificate and signed the SCT;
+// the client refuses it for not being a log it trusts.
+func addCTPolicySite(ctx context.Context, tp *testbed.Topology, dir string) (string, func(), error) {
+	var logs []*sctworld.Log
+	closeAll := func() {
+		for _, l := range logs {
+			l.Close()
+		}
+	}
+	for i, spec := range []struct{ name, operator string }{{listedLogName, DemoOperator}, {unlistedLogTag, RogueOperator}} {
+		l, err := sctworld.StartLog(ctx, spec.name, spec.operator, sctworld.PKIELog(filepath.Join(dir, "ctlogs", fmt.Sprint(i))), tp.Root.Cert, false)
+		if err != nil {
+			closeAll()
+			return "", nil, err
+		}
+		l.Listed = i == 0
+		logs = append(logs, l)
+	}
+	list, err := sctworld.WriteList(logs, time.Now())
+	if err != nil {
+		closeAll()
+		return "", nil, err
+	}
+	listPath := filepath.Join(dir, "log_list.json")
+	if err := os.WriteFile(listPath, list, 0o644); err != nil {
+		closeAll()
+		return "", nil, err
+	}
+	p, err := sctworld.IssuePrecert(tp.Issuing, UnlistedLogSite)
+	if err == nil {
+		var sct []byte
+		if sct, err = logs[1].Submit(ctx, p.Chain, true); err == nil {
+			var leaf *testbed.Leaf
+			if leaf, err = p.Final(sct); err == nil {
+				var s *testbed.Site
+				if s, err = testbed.StartSite(UnlistedLogSite, leaf, nil); err == nil {
+					tp.Sites = append(tp.Sites, s)
+					tp.NotaryPath.Set(UnlistedLogSite, s.Addr)
+					tp.ClientPath.Set(UnlistedLogSite, s.Addr)
+				}
+			}
+		}
+	}
+	if err != nil {
+		closeAll()
+		return "", nil, fmt.Errorf("demo: %s: %w", UnlistedLogSite, err)
+	}
+	return listPath, closeAll, nil
+}
+
+// clientVerifiers are the client's ct verifier (the log list and Chrome's
+// CT policy for certificates with SCTs, the mirror's pinned keys for those
+// without) and revocation verifier.
+func clientVerifiers(ttps *testbed.TTPs, listPath string) ([]pkie.Verifier, error) {
+	ctc := ttps.CTVerifierConfig()
+	ctc.LogList, ctc.Policy = listPath, CTPolicy
+	cv, err := ct.NewVerifier(ctc.JSON())
+	if err != nil {
+		return nil, fmt.Errorf("demo: ct verifier: %w", err)
+	}
+	rv, err := revocation.NewVerifier(revocation.VerifierConfig{Key: ttps.RevocationKey}.JSON())
+	if err != nil {
+		return nil, fmt.Errorf("demo: revocation verifier: %w", err)
+	}
+	return []pkie.Verifier{cv, rv}, nil
 }

@@ -9,8 +9,10 @@ import (
 // TestMitMCaught is the end-to-end test of pkie's main job: a MitM whose
 // forged chain passes CA validation is caught by the notaries and by the
 // log that never saw it, a revoked and an unlogged certificate are caught
-// by the cloud's proofs, every other site is trusted, and return visits
-// come from the local cache except for the sites never accepted.
+// by the cloud's proofs, a certificate whose one SCT is from a log the
+// client's list does not name is caught by the CT policy, every other
+// site is trusted, and return visits come from the local cache except for
+// the sites never accepted.
 func TestMitMCaught(t *testing.T) {
 	rs, err := Run(context.Background(), Options{Revisit: true})
 	if err != nil {
@@ -19,8 +21,8 @@ func TestMitMCaught(t *testing.T) {
 	if !Caught(rs) {
 		t.Fatalf("not caught: %+v", rs)
 	}
-	if len(rs) != 12 {
-		t.Fatalf("%d results, want 12 (6 sites × 2 visits)", len(rs))
+	if len(rs) != 14 {
+		t.Fatalf("%d results, want 14 (7 sites × 2 visits)", len(rs))
 	}
 	for _, r := range rs {
 		if r.CA != "pass" {
@@ -39,6 +41,9 @@ func TestMitMCaught(t *testing.T) {
 		case r.Unlogged:
 			want["ct"] = "fail"
 			reason = "ct (required) failed"
+		case r.UnlistedLog:
+			want["ct"] = "fail"
+			reason = "ct (required) failed: Chrome CT policy"
 		}
 		if len(r.Proofs) != 2 {
 			t.Errorf("%s: proofs %+v", r.Site, r.Proofs)
@@ -51,7 +56,7 @@ func TestMitMCaught(t *testing.T) {
 		if reason != "" && !strings.Contains(strings.Join(r.Reasons, "\n"), reason) {
 			t.Errorf("%s: reasons %q lack %q", r.Site, r.Reasons, reason)
 		}
-		wantCache := r.Visit == 2 && !r.Intercepted && !r.Revoked && !r.Unlogged
+		wantCache := r.Visit == 2 && !r.Intercepted && !r.Revoked && !r.Unlogged && !r.UnlistedLog
 		if r.FromCache != wantCache {
 			t.Errorf("%s visit %d: from cache %v, want %v", r.Site, r.Visit, r.FromCache, wantCache)
 		}
@@ -78,6 +83,8 @@ func TestCaught(t *testing.T) {
 		{"revoked caught", []SiteResult{{Verdict: "untrusted", Revoked: true}, {Verdict: "untrusted", Unlogged: true}}, true},
 		{"revoked missed", []SiteResult{{Verdict: "trusted", Revoked: true}}, false},
 		{"unlogged missed", []SiteResult{{Verdict: "inconclusive", Unlogged: true}}, false},
+		{"unlisted log caught", []SiteResult{{Verdict: "untrusted", UnlistedLog: true}}, true},
+		{"unlisted log missed", []SiteResult{{Verdict: "trusted", UnlistedLog: true}}, false},
 	}
 	for _, tc := range tests {
 		if got := Caught(tc.rs); got != tc.want {

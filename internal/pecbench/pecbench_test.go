@@ -26,11 +26,11 @@ func TestRunThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := r.Throughput
-	if tp == nil || tp.Cloud == nil || tp.Ceiling == nil || len(tp.Runs) != 4 {
+	if tp == nil || tp.Cloud == nil || tp.Ceiling == nil || tp.CloudSCTs == nil || tp.CeilingSCTs == nil || len(tp.Runs) != 8 {
 		t.Fatalf("throughput row %+v", tp)
 	}
-	// ABBA: ceiling, cloud, cloud, ceiling.
-	for i, want := range []string{"echo ceiling", "cloud", "cloud", "echo ceiling"} {
+	// ABBA: ceiling, cloud, cloud, ceiling; then the same with SCTs.
+	for i, want := range []string{"echo ceiling", "cloud", "cloud", "echo ceiling", "echo, SCTs", "cloud, SCTs", "cloud, SCTs", "echo, SCTs"} {
 		if tp.Runs[i].Name != want {
 			t.Errorf("run %d is %q, want %q", i, tp.Runs[i].Name, want)
 		}
@@ -42,7 +42,7 @@ func TestRunThroughput(t *testing.T) {
 	if tp.TreeSizes != [2]uint64{21, 100} {
 		t.Errorf("tree sizes %v", tp.TreeSizes)
 	}
-	for _, x := range []*Throughput{tp.Cloud, tp.Ceiling} {
+	for _, x := range []*Throughput{tp.Cloud, tp.Ceiling, tp.CloudSCTs, tp.CeilingSCTs} {
 		if x.Proved == 0 || x.NotOK != 0 || x.SessionErrors != 0 || x.P50ms <= 0 || x.CPUSeconds <= 0 || x.PerCPUSecond <= 0 {
 			t.Errorf("%s: %+v", x.Name, x)
 		}
@@ -52,12 +52,19 @@ func TestRunThroughput(t *testing.T) {
 		t.Errorf("cloud and ceiling exchanged different frames: %d/%d vs %d/%d bytes",
 			tp.Cloud.SubmitBytes, tp.Cloud.ProofBytes, tp.Ceiling.SubmitBytes, tp.Ceiling.ProofBytes)
 	}
+	// With SCTs the ct proof is their inclusion evidence, one per SCT,
+	// bigger than a sorted-tree proof; the echo sends the same bytes.
+	if tp.CloudSCTs.ProofBytes != tp.CeilingSCTs.ProofBytes || tp.CloudSCTs.ProofBytes <= tp.Cloud.ProofBytes ||
+		tp.SCTs != SCTLogs || tp.SCTChainBytes < PaperFlightBytes-sctListBytes || tp.RatioSCTs <= 0 {
+		t.Errorf("SCT runs: %d proof bytes (echo %d, without SCTs %d), %d SCTs, %d-byte chain, ratio %v",
+			tp.CloudSCTs.ProofBytes, tp.CeilingSCTs.ProofBytes, tp.Cloud.ProofBytes, tp.SCTs, tp.SCTChainBytes, tp.RatioSCTs)
+	}
 	if tp.Ratio <= 0 || tp.RatioPerCPU <= 0 || tp.PaperPerSecond != 1900 {
 		t.Errorf("ratio %v, paper %v", tp.Ratio, tp.PaperPerSecond)
 	}
 	var text bytes.Buffer
 	r.WriteText(&text)
-	for _, want := range []string{"echo ceiling", "cloud / ceiling", "paper: 1900/s"} {
+	for _, want := range []string{"echo ceiling", "cloud / ceiling", "paper: 1900/s", "with SCTs: cloud / its echo ceiling"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}

@@ -30,6 +30,15 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  new leaves: every submission a different logged leaf (%d-byte chains, not padded) past the cloud's %d-certificate parse cache; / ceiling = %.2f\n",
 				t.NewLeafChainBytes, benchCertCache, t.RatioNewLeaves)
 		}
+		if t.CloudSCTs != nil {
+			fmt.Fprintf(w, "  with SCTs: a %d-byte chain whose leaf embeds %d SCTs from listed logs, their inclusion evidence cached by the ct prover\n",
+				t.SCTChainBytes, t.SCTs)
+			for _, x := range []*Throughput{t.CloudSCTs, t.CeilingSCTs} {
+				fmt.Fprintf(w, "  %-17s %-5s %9d %7d %10.0f %8.2f %8.2f %6.2f %10.0f %7d %7d %9d %9d\n", x.Name, x.Transport, x.Sessions, x.Window, x.PerSecond, x.P50ms, x.P99ms,
+					x.CPUCores, x.PerCPUSecond, x.NotOK, x.SessionErrors, x.SubmitBytes, x.ProofBytes)
+			}
+			fmt.Fprintf(w, "  with SCTs: cloud / its echo ceiling = %.2f\n", t.RatioSCTs)
+		}
 		fmt.Fprintf(w, "  paper: %.0f/s on a 2-vCPU t2.medium\n", t.PaperPerSecond)
 		if t.Cloud.FirstError != "" {
 			fmt.Fprintf(w, "  first cloud session error: %s\n", t.Cloud.FirstError)

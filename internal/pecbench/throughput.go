@@ -2,7 +2,9 @@ package pecbench
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -38,6 +40,20 @@ type ThroughputRow struct {
 	NewLeafChainBytes int `json:"new_leaf_chain_bytes,omitempty"`
 	// RatioNewLeaves is CloudNewLeaves.PerSecond / Ceiling.PerSecond.
 	RatioNewLeaves float64 `json:"ratio_new_leaves,omitempty"`
+	// CloudSCTs is a cloud whose ct prover also has a log list, proving
+	// a certificate that carries SCTs embedded from SCTLogs listed logs
+	// (the common case on the Web): its ct proof is the SCTs' inclusion
+	// evidence, served from the prover's cache (the first submission
+	// fetched it from the logs), instead of a sorted-tree proof.
+	// CeilingSCTs is the echo server answering with that cloud's proofs
+	// for that chain, run alternately with it; RatioSCTs
+	// CloudSCTs.PerSecond / CeilingSCTs.PerSecond. SCTChainBytes is that
+	// chain's size.
+	CloudSCTs     *Throughput `json:"cloud_scts,omitempty"`
+	CeilingSCTs   *Throughput `json:"ceiling_scts,omitempty"`
+	SCTs          int         `json:"scts,omitempty"`
+	SCTChainBytes int         `json:"sct_chain_bytes,omitempty"`
+	RatioSCTs     float64     `json:"ratio_scts,omitempty"`
 	// Ratio is Cloud.PerSecond / Ceiling.PerSecond; RatioPerCPU the same
 	// per CPU second the process used, which a shared machine disturbs
 	// less.
@@ -54,6 +70,12 @@ type ThroughputRow struct {
 // after checking that they verify: a bench that counted proofs no client
 // would accept would measure nothing.
 func cloudProofs(ctx context.Context, w *world, c *testbed.Cloud) (map[pkie.ID]*pkie.Proof, error) {
+	return siteProofs(ctx, c, w.subject(), w.chains, w.verifiers)
+}
+
+// siteProofs is cloudProofs for any site: its subject, verified chains
+// and the client's verifiers.
+func siteProofs(ctx context.Context, c *testbed.Cloud, subj pkie.Subject, chains [][]*x509.Certificate, verifiers []pkie.Verifier) (map[pkie.ID]*pkie.Proof, error) {
 	pin, err := c.Bundle.Pin()
 	if err != nil {
 		return nil, err
@@ -66,8 +88,8 @@ func cloudProofs(ctx context.Context, w *world, c *testbed.Cloud) (map[pkie.ID]*
 	}
 	defer conn.Close()
 	deadline, _ := dctx.Deadline()
-	sub := &pecwire.Submit{ClientID: reg.ClientID, Nonce: pecwire.Nonce{0xbe, 0x9c}, Budget: 10 * time.Second, ServerName: siteName, Port: 443,
-		Requests: commonCase(), Chain: w.leaf.Chain}
+	sub := &pecwire.Submit{ClientID: reg.ClientID, Nonce: pecwire.Nonce{0xbe, 0x9c}, Budget: 10 * time.Second, ServerName: subj.ServerName, Port: 443,
+		Requests: commonCase(), Chain: subj.Chain}
 	if err := conn.Send(sub, deadline); err != nil {
 		return nil, err
 	}
@@ -86,8 +108,8 @@ func cloudProofs(ctx context.Context, w *world, c *testbed.Cloud) (map[pkie.ID]*
 		}
 		out[p.ID] = p.Proof
 	}
-	for _, v := range w.verifiers {
-		req := &pkie.VerifyRequest{Subject: w.subject(), Proof: out[v.ID()], Now: time.Now(), VerifiedChains: w.chains}
+	for _, v := range verifiers {
+		req := &pkie.VerifyRequest{Subject: subj, Proof: out[v.ID()], Now: time.Now(), VerifiedChains: chains}
 		if a := v.Verify(ctx, req); a.Status != pkie.Pass {
 			return nil, fmt.Errorf("pecbench: the cloud's %s proof does not pass: %s", v.ID(), a.Reason)
 		}
@@ -172,5 +194,77 @@ func runThroughput(ctx context.Context, cfg *Config, w *world) (*ThroughputRow, 
 		row.RatioNewLeaves = row.CloudNewLeaves.PerSecond / row.Ceiling.PerSecond
 	}
 	row.MetTarget = row.Cloud.PerSecond >= TargetPerSecond && row.Ratio >= TargetRatio
+	if err := runSCTThroughput(ctx, cfg, w, l, row); err != nil {
+		return nil, err
+	}
 	return row, nil
+}
+
+// runSCTThroughput adds the SCT runs to row: a cloud whose ct prover has
+// a log list, and its echo ceiling, on the SCT site's chain, alternating
+// as the other runs do.
+func runSCTThroughput(ctx context.Context, cfg *Config, w *world, l Load, row *ThroughputRow) error {
+	dir, err := os.MkdirTemp("", "pkie-pecbench-scts-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.logf("throughput: %d CT logs and a certificate with their SCTs", SCTLogs)
+	site, err := newSCTSite(ctx, w, dir)
+	if err != nil {
+		return err
+	}
+	defer site.close()
+	c, err := testbed.StartCloud(ctx, testbed.CloudOptions{Name: "pec.bench.scts", TTPs: w.ttps, CTLogList: site.listPath,
+		Config: benchCloudConfig(cfg.Sessions)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// The first submission fetches the evidence from the logs; every
+	// later one is served from the prover's cache.
+	templates, err := siteProofs(ctx, c, site.subject(), site.chains, site.verifiers)
+	if err != nil {
+		return err
+	}
+	e, err := StartEcho(templates, c.QUICConfig())
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	cpin, err := c.Bundle.Pin()
+	if err != nil {
+		return err
+	}
+	cloudT := Target{Name: "cloud, SCTs", Transport: cfg.Transport, Addr: c.QUIC, Pin: cpin}
+	echoT := Target{Name: "echo, SCTs", Transport: cfg.Transport, Addr: e.QUIC, Pin: e.Pin}
+	if cfg.Transport == pecwire.TCP {
+		cloudT.Addr, echoT.Addr = c.TCP, e.TCP
+	}
+	l.Chain, l.Chains, l.ServerName = site.leaf.Chain, nil, "scts."+siteName
+	row.SCTs, row.SCTChainBytes = SCTLogs, ChainBytes(site.leaf.Chain)
+	order := []Target{echoT, cloudT}
+	for r := range max(cfg.Rounds, 1) {
+		for _, t := range order {
+			cfg.logf("throughput: round %d, %s, %d sessions × %d in flight over %s, %v", r+1, t.Name, cfg.Sessions, cfg.Window, cfg.Transport, cfg.Duration)
+			x, err := RunLoad(ctx, t, l)
+			if err != nil {
+				return err
+			}
+			cfg.logf("throughput: %s %.0f/s on %.2f cores", t.Name, x.PerSecond, x.CPUCores)
+			row.Runs = append(row.Runs, x)
+			best := &row.CloudSCTs
+			if t.Name == echoT.Name {
+				best = &row.CeilingSCTs
+			}
+			if *best == nil || x.PerSecond > (*best).PerSecond {
+				*best = x
+			}
+		}
+		slices.Reverse(order)
+	}
+	if row.CeilingSCTs.PerSecond > 0 {
+		row.RatioSCTs = row.CloudSCTs.PerSecond / row.CeilingSCTs.PerSecond
+	}
+	return nil
 }

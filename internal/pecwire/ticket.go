@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+
+	"github.com/pkie/pkie"
 )
 
 // TypeServerSubmit is a PEC server's submission for a client: a Submit
@@ -40,14 +42,23 @@ type Ticket struct {
 //
 //	HMAC-SHA256(key, "pkie pec ticket v1" | 0x00 | n u32 | digest)[:16]
 //
-// where digest is m's Submit digest with no certificate (chain_count 0):
-// the ticket binds the client, the nonce, the server name (ASCII case
-// folded), the port and the requests with their parameters, and leaves the
-// chain, which the client does not know when it sends its ClientHello,
-// and the budget.
+// where digest is m's Submit digest with no certificate (chain_count 0)
+// and the ct request's parameters empty: the ticket binds the client, the
+// nonce, the server name (ASCII case folded), the port and the requests
+// with their parameters, and leaves what the client does not know when it
+// sends its ClientHello: the chain, the ct request's parameters (the SCTs
+// the server delivers beside its certificate, which a PEC server adds to
+// its submission) and the budget.
 func TicketTag(key []byte, n uint32, m *Submit) [TicketTagSize]byte {
 	bare := *m
 	bare.Chain = nil
+	bare.Requests = make([]pkie.Request, len(m.Requests))
+	for i, r := range m.Requests {
+		if r.ID == pkie.CT {
+			r.Params = nil
+		}
+		bare.Requests[i] = r
+	}
 	d := bare.Digest()
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("pkie pec ticket v1\x00"))

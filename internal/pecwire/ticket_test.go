@@ -10,7 +10,7 @@ import (
 // TestTicket: a ticket binds the key, its counter, the client, the nonce,
 // the server name (ASCII case folded), the port and the requests, and
 // nothing the client does not know when it sends its ClientHello (the
-// chain, the budget).
+// chain, the ct request's parameters, the budget).
 func TestTicket(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	base := Submit{ClientID: ClientID{1, 2, 3, 4}, Nonce: Nonce{8, 7, 6, 5, 4, 3, 2, 1}, Budget: time.Second,
@@ -20,7 +20,11 @@ func TestTicket(t *testing.T) {
 	tk := MintTicket(key, 5, &base)
 	same := base
 	same.ServerName, same.Budget, same.Chain = "example.com", 0, [][]byte{{0x30, 0}}
-	if !tk.Verify(key, &base) || !tk.Verify(key, &same) {
+	// The ct request's parameters are the SCTs a PEC server adds from
+	// its own certificate: the client cannot know them in its ClientHello.
+	withSCTs := base
+	withSCTs.Requests = []pkie.Request{{ID: pkie.CT, Params: []byte{0, 3, 0, 1, 9}}, {ID: pkie.Notary, Params: []byte{1, 2}}}
+	if !tk.Verify(key, &base) || !tk.Verify(key, &same) || !tk.Verify(key, &withSCTs) {
 		t.Fatal("a ticket does not verify for its own submission")
 	}
 	for name, change := range map[string]func(*Submit, *Ticket, *[]byte){

@@ -41,6 +41,11 @@ type CloudOptions struct {
 	// revocation provers mirror. The provers sync once as the cloud
 	// starts (Refresh the TTPs first) and then every SyncInterval.
 	TTPs *TTPs
+	// CTLogList, if set, is the log list (a file or URL) whose logs the
+	// ct prover fetches the inclusion evidence of SCTs from
+	// (ctprover.ProverConfig.LogList): beside its mirror of TTPs' log,
+	// or, without TTPs, as the ct prover's only half.
+	CTLogList string
 	// Notary hosts the notary enhancement: the cloud's own notary probes
 	// each submitted server from the cloud's network path, which Resolve
 	// gives (host → loopback host:port, as the notary prover's
@@ -127,11 +132,16 @@ func StartCloud(ctx context.Context, o CloudOptions) (_ *Cloud, err error) {
 	if o.TTPs != nil {
 		ctc := o.TTPs.CTProverConfig()
 		ctc.SyncInterval = interval
+		ctc.LogList = o.CTLogList
 		if _, err := newProver(pkie.CT, ctc.JSON()); err != nil {
 			return nil, err
 		}
 		if _, err := newProver(pkie.Revocation, revprover.ProverConfig{AuthorityURL: o.TTPs.RevocationURL, AuthorityKey: o.TTPs.RevocationKey,
 			SyncInterval: revprover.Duration(o.SyncInterval)}.JSON()); err != nil {
+			return nil, err
+		}
+	} else if o.CTLogList != "" {
+		if _, err := newProver(pkie.CT, ctprover.ProverConfig{LogList: o.CTLogList}.JSON()); err != nil {
 			return nil, err
 		}
 	}

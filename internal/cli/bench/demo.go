@@ -50,17 +50,20 @@ func Demo(ctx context.Context, env *command.Env, args []string) error {
 func printDemoStory(w io.Writer) {
 	fmt.Fprint(w, `pkie demo: can a client catch what CA validation alone lets through?
 
-Set up, in this process on loopback: six TLS sites; three notaries that fetch each site's
+Set up, in this process on loopback: seven TLS sites; three notaries that fetch each site's
 certificate from their own paths (one 150 ms away); a static-ct-api CT log on Tessera, and a
 mirror that follows its tiles, verifies every checkpoint and signs the log's certificates as
-a sorted tree; a revocation authority; a PEC cloud that proves each certificate in the mirror's
-tree (bound to a checkpoint the log signed) and not revoked; a man in the middle on the client's
-path. The client requires CA validation, a majority of the notaries, and the cloud's CT and
-revocation proofs.
+a sorted tree; two more CT logs, one in the client's CT log list and one not; a revocation
+authority; a PEC cloud that proves each certificate in the mirror's tree (bound to a checkpoint
+the log signed) and not revoked; a man in the middle on the client's path. The client requires
+CA validation, a majority of the notaries, the cloud's revocation proof, and CT: a certificate's
+SCTs must meet Chrome's CT policy against the client's log list; one without SCTs must be in
+the mirror's tree.
 Watch for: bank.test, intercepted with a forged chain from a rogue intermediate of the trusted
 root, so CA validation accepts it (the notaries see another certificate; the log never saw it);
 revoked.test and unlogged.test, genuine but revoked or never logged, which only the cloud's
-proofs catch. The other three sites should be trusted.
+proofs catch; unlisted-log.test, whose one SCT a real log signed, but not a log the client's
+list names. The other three sites should be trusted.
 `)
 }
 
@@ -79,7 +82,7 @@ func printDemo(w io.Writer, rs []demo.SiteResult, verbose bool) {
 		if r.Verdict == "untrusted" {
 			mark = "!!"
 		}
-		fmt.Fprintf(w, "%s %-14s %-10s %8s  %s\n", mark, r.Site, strings.ToUpper(r.Verdict), command.Millis(r.Timings.Total), demoReason(r))
+		fmt.Fprintf(w, "%s %-17s %-10s %8s  %s\n", mark, r.Site, strings.ToUpper(r.Verdict), command.Millis(r.Timings.Total), demoReason(r))
 		if !verbose {
 			continue
 		}
@@ -94,7 +97,7 @@ func printDemo(w io.Writer, rs []demo.SiteResult, verbose bool) {
 		}
 	}
 	if demo.Caught(rs) {
-		fmt.Fprintln(w, "\nResult: the intercepted, the revoked and the unlogged site were caught; every other site was trusted.")
+		fmt.Fprintln(w, "\nResult: the intercepted, the revoked, the unlogged and the unlisted-log site were caught; every other site was trusted.")
 	}
 	if !verbose {
 		fmt.Fprintln(w, "Every notary's answer and every proof's detail: pkie demo -v, or pkie demo --json.")
@@ -130,6 +133,8 @@ func demoReason(r demo.SiteResult) string {
 			continue
 		}
 		switch {
+		case p.PKIE == "ct" && p.Status == "fail" && strings.Contains(p.Detail, "not in the log list"):
+			bad = append(bad, "CT policy: SCT from an unlisted log")
 		case p.PKIE == "ct" && p.Status == "fail":
 			bad = append(bad, "CT proof: never logged")
 		case p.PKIE == "revocation" && p.Status == "fail":

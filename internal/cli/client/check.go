@@ -144,7 +144,7 @@ func Check(ctx context.Context, env *command.Env, args []string) error {
 			return err
 		}
 		cfg.Registry = builtin.Registry()
-		if cfg.Verifiers, err = cloudVerifiers(env.Stderr, cfg.Registry, ccfg.Clouds, *proofs.ctKey, *proofs.ctLogKey, *proofs.revKey, *proofs.maxAge); err != nil {
+		if cfg.Verifiers, err = cloudVerifiers(env.Stderr, cfg.Registry, ccfg.Clouds, proofs.ct, *proofs.revKey, *proofs.maxAge); err != nil {
 			return err
 		}
 		// The session is opened, and set here, once check.New has

@@ -11,58 +11,61 @@ import (
 // proofFlags are "pkie check"'s flags for the proof-based sources, ct and
 // revocation: where their prover is and which TTP keys are pinned.
 type proofFlags struct {
-	ctProver, ctKey, ctLogKey, revProver, revKey *string
-	maxAge                                       *time.Duration
+	ctProver, revProver, revKey *string
+	ct                          *ctFlags
+	maxAge                      *time.Duration
 }
 
 func addProofFlags(fs *flag.FlagSet) *proofFlags {
 	return &proofFlags{
-		ctProver:  fs.String("ct-prover", "", "prover URL for the ct source (e.g. http://127.0.0.1:8093)"),
-		ctKey:     fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads; required with --ct-prover"),
-		ctLogKey:  fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); required with --ct-key"),
+		ctProver:  fs.String("ct-prover", "", "prover URL of the CT mirror's sorted-tree proofs (e.g. http://127.0.0.1:8093); needs --ct-key"),
+		ct:        addCTFlags(fs),
 		revProver: fs.String("revocation-prover", "", "prover URL for the revocation source"),
 		revKey:    fs.String("revocation-key", "", "the revocation authority's pinned verifier key (or @FILE); required with --revocation-prover"),
 		maxAge:    fs.Duration("proof-max-age", check.DefaultProofMaxAge, "reject signed roots older than this (bounds replay of old proofs)"),
 	}
 }
 
-// sources builds the configured proof sources.
+// sources builds the configured proof sources: ct with a log list (its
+// SCTs decide; the mirror's prover, if given, judges certificates without
+// SCTs) or with a mirror's prover, and revocation with its prover.
 func (p *proofFlags) sources() ([]check.Source, error) {
 	var out []check.Source
-	for _, s := range []struct {
-		url, key, flag string
-		mk             func(check.ProofOptions) (check.Source, error)
-	}{
-		{*p.ctProver, *p.ctKey, "ct", check.NewCTSource},
-		{*p.revProver, *p.revKey, "revocation", check.NewRevocationSource},
-	} {
-		if s.url == "" {
-			if s.key != "" {
-				return nil, command.UsageError("--%s-key given without --%s-prover", s.flag, s.flag)
-			}
-			continue
-		}
-		if s.key == "" {
-			return nil, command.UsageError("--%s-prover needs --%s-key: proofs are trusted only on a pinned key", s.flag, s.flag)
-		}
-		k, err := command.ReadKeyArg(s.key)
+	if *p.ctProver != "" || p.ct.enabled() {
+		c, err := p.ct.config(*p.maxAge)
 		if err != nil {
-			return nil, command.UsageError("--%s-key: %v", s.flag, err)
+			return nil, err
 		}
-		o := check.ProofOptions{ProverURL: s.url, TTPKey: k, MaxAge: *p.maxAge}
-		if s.flag == "ct" {
-			if *p.ctLogKey == "" {
-				return nil, command.UsageError("--ct-prover needs --ct-log-key: the mirror's heads are trusted only bound to a checkpoint the pinned log signed")
-			}
-			if o.LogKey, err = command.ReadKeyArg(*p.ctLogKey); err != nil {
-				return nil, command.UsageError("--ct-log-key: %v", err)
-			}
+		switch {
+		case *p.ctProver != "" && c.Key == "":
+			return nil, command.UsageError("--ct-prover needs --ct-key: proofs are trusted only on a pinned key")
+		case *p.ctProver == "" && c.LogList == "":
+			return nil, command.UsageError("--ct-key given without --ct-prover or --ct-log-list")
 		}
-		src, err := s.mk(o)
+		src, err := check.NewCTSource(check.ProofOptions{ProverURL: *p.ctProver, TTPKey: c.Key, LogKey: c.LogKey, MaxAge: c.MaxAge,
+			LogList: c.LogList, LogListSignature: c.LogListSignature, LogListPublicKey: c.LogListPublicKey,
+			Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch})
 		if err != nil {
 			return nil, command.UsageError("%v", err)
 		}
 		out = append(out, src)
 	}
-	return out, nil
+	if *p.revProver == "" {
+		if *p.revKey != "" {
+			return nil, command.UsageError("--revocation-key given without --revocation-prover")
+		}
+		return out, nil
+	}
+	if *p.revKey == "" {
+		return nil, command.UsageError("--revocation-prover needs --revocation-key: proofs are trusted only on a pinned key")
+	}
+	k, err := command.ReadKeyArg(*p.revKey)
+	if err != nil {
+		return nil, command.UsageError("--revocation-key: %v", err)
+	}
+	src, err := check.NewRevocationSource(check.ProofOptions{ProverURL: *p.revProver, TTPKey: k, MaxAge: *p.maxAge})
+	if err != nil {
+		return nil, command.UsageError("%v", err)
+	}
+	return append(out, src), nil
 }

@@ -109,7 +109,7 @@ func (c *cloudFlags) connect(ctx context.Context, cfg pec.ClientConfig) (*pec.Cl
 // cloudVerifiers builds the verifiers of the enhancements the client
 // checks through the cloud: ct and revocation when their TTP's key is
 // pinned, notary when the bundle carries the cloud's notary key.
-func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, ctKey, ctLogKey, revKey string, maxAge time.Duration) ([]pkie.Verifier, error) {
+func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, ctf *ctFlags, revKey string, maxAge time.Duration) ([]pkie.Verifier, error) {
 	var out []pkie.Verifier
 	add := func(name string, config []byte) error {
 		k, ok := reg.ByName(name)
@@ -123,29 +123,28 @@ func cloudVerifiers(notes io.Writer, reg *pkie.Registry, bundles []*pec.Bundle, 
 		out = append(out, v)
 		return nil
 	}
-	for _, p := range []struct{ name, flag, key string }{{"ct", "ct-key", ctKey}, {"revocation", "revocation-key", revKey}} {
-		if p.key == "" {
-			continue
-		}
-		k, err := command.ReadKeyArg(p.key)
-		if err != nil {
-			return nil, command.UsageError("--%s: %v", p.flag, err)
-		}
-		var logKey string
-		if p.name == "ct" {
-			if ctLogKey == "" {
-				return nil, command.UsageError("--ct-key needs --ct-log-key: the mirror's heads are trusted only bound to a checkpoint the pinned log signed")
-			}
-			if logKey, err = command.ReadKeyArg(ctLogKey); err != nil {
-				return nil, command.UsageError("--ct-log-key: %v", err)
-			}
-		}
-		config, err := proofVerifierConfig(p.name, k, logKey, maxAge)
+	if ctf.enabled() {
+		c, err := ctf.config(maxAge)
 		if err != nil {
 			return nil, err
 		}
-		if err := add(p.name, config); err != nil {
-			return nil, command.UsageError("--%s: %v", p.flag, err)
+		if err := add("ct", c.JSON()); err != nil {
+			return nil, command.UsageError("ct: %v", err)
+		}
+	} else if _, err := ctf.config(maxAge); err != nil {
+		return nil, err // a ct flag without what it needs
+	}
+	if revKey != "" {
+		k, err := command.ReadKeyArg(revKey)
+		if err != nil {
+			return nil, command.UsageError("--revocation-key: %v", err)
+		}
+		config, err := proofVerifierConfig("revocation", k, "", maxAge)
+		if err != nil {
+			return nil, err
+		}
+		if err := add("revocation", config); err != nil {
+			return nil, command.UsageError("--revocation-key: %v", err)
 		}
 	}
 	vs, skipped, err := pec.BundleVerifiers(reg, bundles)
@@ -195,8 +194,7 @@ func pecGet(ctx context.Context, env *command.Env, args []string) error {
 		"Loopback, private and other non-public addresses are refused without --allow-private.")
 	cf := addCloudFlags(fs)
 	require := fs.String("require", "", "comma-separated evidence that must pass: ca, ct, revocation, notary (default: ca and every enhancement configured)")
-	ctKey := fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads: enables the ct enhancement")
-	ctLogKey := fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); required with --ct-key")
+	ctf := addCTFlags(fs)
 	revKey := fs.String("revocation-key", "", "the revocation authority's pinned verifier key (or @FILE): enables the revocation enhancement")
 	maxAge := fs.Duration("proof-max-age", check.DefaultProofMaxAge, "reject signed roots older than this (bounds replay of old proofs)")
 	roots := fs.String("roots", "", "PEM file of CA roots for CA validation (default: the system's roots)")
@@ -250,11 +248,11 @@ func pecGet(ctx context.Context, env *command.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if d.Verifiers, err = cloudVerifiers(env.Stderr, reg, ccfg.Clouds, *ctKey, *ctLogKey, *revKey, *maxAge); err != nil {
+	if d.Verifiers, err = cloudVerifiers(env.Stderr, reg, ccfg.Clouds, ctf, *revKey, *maxAge); err != nil {
 		return err
 	}
 	if len(d.Verifiers) == 0 {
-		return command.UsageError("no enhancement to check: pin --ct-key or --revocation-key, or use a cloud bundle with a notary key")
+		return command.UsageError("no enhancement to check: give --ct-log-list or --ct-key, or --revocation-key, or use a cloud bundle with a notary key")
 	}
 	if *require != "" {
 		d.Require = command.SplitList(*require)

@@ -16,6 +16,7 @@ import (
 	"github.com/pkie/pkie/internal/cli/command"
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
+	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/pec"
 )
 
@@ -60,6 +61,7 @@ func PECProxy(ctx context.Context, env *command.Env, args []string) error {
 	maxInFlight := fs.Int("max-in-flight", 256, "requests being proxied at once at most")
 	perIP := fs.Int("max-in-flight-per-ip", 32, "requests being proxied at once at most for one client address")
 	jsonOut := fs.Bool("json", false, "print the startup line and the logs as JSON")
+	sctList := fs.String("sct-list", "", "a TLS SignedCertificateTimestampList `FILE` (binary, RFC 6962 §3.3) the server sends in the signed_certificate_timestamp extension, and forwards to the cloud with its chain")
 	conns := connFlags(fs)
 	if _, err := command.ParseFlags(fs, args); err != nil {
 		return err
@@ -89,6 +91,19 @@ func PECProxy(ctx context.Context, env *command.Env, args []string) error {
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
 		return command.UsageError("--cert/--key: %v", err)
+	}
+	if *sctList != "" {
+		b, err := command.ReadLimited(*sctList, 64<<10)
+		if err != nil {
+			return command.UsageError("--sct-list: %v", err)
+		}
+		scts, err := sct.ParseList(b, sct.TLSExtension)
+		if err != nil {
+			return command.UsageError("--sct-list %s: %v", *sctList, err)
+		}
+		for _, s := range scts {
+			cert.SignedCertificateTimestamps = append(cert.SignedCertificateTimestamps, s.Raw)
+		}
 	}
 	var logger *slog.Logger
 	if *jsonOut {

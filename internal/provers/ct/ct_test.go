@@ -118,11 +118,13 @@ func TestVerify(t *testing.T) {
 
 	v := verifier(t, w.ttp)
 	good := prove(t, w.prover, w.logged)
-	var body treeproof.Body
-	if err := body.UnmarshalBinary(good.Body); err != nil {
-		t.Fatal(err)
+	var v3 ct.Body
+	if err := v3.UnmarshalBinary(good.Body); err != nil || v3.Tree == nil {
+		t.Fatalf("a certificate with no SCT: tree %v, %v", v3.Tree != nil, err)
 	}
-	headAt := 2 + 32 + 2 // the signed note's first byte
+	body := v3.Tree
+	const treeAt = 4              // ct body v3: version, flags, the tree's length
+	headAt := treeAt + 2 + 32 + 2 // the signed note's first byte
 	proofAt := headAt + len(body.Head) + 2 + 4
 	now := time.Now()
 	for _, tc := range []struct {
@@ -139,12 +141,12 @@ func TestVerify(t *testing.T) {
 		{"no proof", w.logged, nil, now, pkie.Unknown, []string{"no CT proof"}},
 		{"forged head", w.logged, flip(good, headAt+len(body.Head)-10), now, pkie.Fail, []string{"log pkie.test/log", "head rejected"}},
 		{"forged proof", w.logged, flip(good, proofAt), now, pkie.Fail, []string{"log pkie.test/log", "proof"}},
-		{"forged key", w.logged, flip(good, 5), now, pkie.Fail, []string{"log pkie.test/log", "proves key"}},
+		{"forged key", w.logged, flip(good, treeAt+5), now, pkie.Fail, []string{"log pkie.test/log", "proves key"}},
 		{"forged version", w.logged, flip(good, 0), now, pkie.Fail, []string{"does not decode", "version"}},
 		{"stale", w.logged, good, now.Add(2 * time.Hour), pkie.Fail, []string{"log pkie.test/log", "older than the maximum age", "maximum 1h0m0s"}},
 		{"other key", w.logged, prove(t, otherProver, w.logged), now, pkie.Fail, []string{"log pkie.test/log", "head rejected", "signature"}},
 		{"wrong certificate", w.never, good, now, pkie.Fail, []string{"log pkie.test/log", "proves key"}},
-		{"wrong enhancement", w.logged, &pkie.Proof{ID: pkie.Revocation, Version: treeproof.Version, Body: good.Body}, now, pkie.Fail, []string{"not 0x0001"}},
+		{"wrong enhancement", w.logged, &pkie.Proof{ID: pkie.Revocation, Version: ct.BodyVersion, Body: good.Body}, now, pkie.Fail, []string{"not 0x0001"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := v.Verify(ctx, &pkie.VerifyRequest{Subject: subject(tc.leaf), Proof: tc.proof, Now: tc.now})

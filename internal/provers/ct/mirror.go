@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctmirror"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
@@ -224,32 +223,4 @@ func (m *Mirror) Handler() http.Handler {
 // Close closes the follower and the mirror.
 func (m *Mirror) Close() error {
 	return errors.Join(m.m.Close(), m.f.Close())
-}
-
-// mirrorProver is the cloud's ct PKIE on a Mirror.
-type mirrorProver struct{ *Mirror }
-
-func (p mirrorProver) ID() pkie.ID { return pkie.CT }
-
-func (p mirrorProver) Prove(_ context.Context, req *pkie.ProveRequest) (*pkie.Proof, error) {
-	key, err := leafKey(req)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := p.Mirror.Prove(key)
-	if errors.Is(err, prover.ErrNotSynced) {
-		return nil, fmt.Errorf("%w: ct prover holds no verified tree of its log: %w", pkie.ErrUnavailable, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	b, err := treeproof.FromResponse(resp)
-	if err != nil {
-		return nil, err
-	}
-	body, err := b.MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("ct prover: %w", err)
-	}
-	return &pkie.Proof{ID: pkie.CT, Version: treeproof.Version, Body: body}, nil
 }

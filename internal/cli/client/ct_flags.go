@@ -1,0 +1,75 @@
+package client
+
+import (
+	"flag"
+	"time"
+
+	"github.com/pkie/pkie/check"
+	"github.com/pkie/pkie/internal/cli/command"
+)
+
+// ctFlags are the ct verifier's flags, the same in pkie check, pkie check
+// --cloud and pkie pec get: the log list and policy the certificate's SCTs
+// are judged by, and the sorted-tree mirror that judges a certificate
+// without SCTs.
+type ctFlags struct {
+	key, logKey            *string
+	list, listSig, listKey *string
+	policy, inclusion      *string
+	fetch                  *bool
+}
+
+func addCTFlags(fs *flag.FlagSet) *ctFlags {
+	return &ctFlags{
+		key:       fs.String("ct-key", "", "the pinned verifier key (or @FILE) of the CT mirror that signs the sorted tree's heads (judges certificates without SCTs)"),
+		logKey:    fs.String("ct-log-key", "", "the pinned verifier key (or @FILE) of the CT log the mirror follows (its RFC 6962 note key); required with --ct-key"),
+		list:      fs.String("ct-log-list", "", "the CT log list the certificate's SCTs are checked against (Chrome's v3 JSON, or Apple's): a file or an http(s) URL; enables ct"),
+		listSig:   fs.String("ct-log-list-sig", "", "the log list's detached signature (file or URL), checked with --ct-log-list-key"),
+		listKey:   fs.String("ct-log-list-key", "", "the PEM file of the key that signs the log list"),
+		policy:    fs.String("ct-policy", "", "the CT policy the SCTs must satisfy: chrome | apple | one (default chrome)"),
+		inclusion: fs.String("ct-inclusion", "", "required (each SCT the policy counts must be shown included, or be a promise within its log's merge delay, else ct is unknown) | optional (default required)"),
+		fetch:     fs.Bool("ct-fetch", false, "fetch inclusion proofs straight from the CT logs when no cloud or prover delivered them (tells each log which certificate you check)"),
+	}
+}
+
+// enabled reports whether ct is configured: a log list or a mirror key.
+func (c *ctFlags) enabled() bool { return *c.list != "" || *c.key != "" }
+
+// config returns the verifier's configuration, refusing flags that do
+// not go together.
+func (c *ctFlags) config(maxAge time.Duration) (check.CTVerifierConfig, error) {
+	cfg := check.CTVerifierConfig{LogList: *c.list, LogListSignature: *c.listSig, LogListPublicKey: *c.listKey,
+		Policy: *c.policy, Inclusion: *c.inclusion, Fetch: *c.fetch, MaxAge: maxAge}
+	if *c.list == "" && (*c.listSig != "" || *c.listKey != "" || *c.fetch || *c.policy != "" || *c.inclusion != "") {
+		return cfg, command.UsageError("--ct-log-list-sig, --ct-log-list-key, --ct-policy, --ct-inclusion and --ct-fetch need --ct-log-list")
+	}
+	if (*c.listSig == "") != (*c.listKey == "") {
+		return cfg, command.UsageError("--ct-log-list-sig and --ct-log-list-key go together")
+	}
+	switch *c.policy {
+	case "", "chrome", "apple", "one":
+	default:
+		return cfg, command.UsageError("--ct-policy %q: want chrome, apple or one", *c.policy)
+	}
+	switch *c.inclusion {
+	case "", "required", "optional":
+	default:
+		return cfg, command.UsageError("--ct-inclusion %q: want required or optional", *c.inclusion)
+	}
+	if *c.key != "" {
+		k, err := command.ReadKeyArg(*c.key)
+		if err != nil {
+			return cfg, command.UsageError("--ct-key: %v", err)
+		}
+		if *c.logKey == "" {
+			return cfg, command.UsageError("--ct-key needs --ct-log-key: the mirror's heads are trusted only bound to a checkpoint the pinned log signed")
+		}
+		if cfg.LogKey, err = command.ReadKeyArg(*c.logKey); err != nil {
+			return cfg, command.UsageError("--ct-log-key: %v", err)
+		}
+		cfg.Key = k
+	} else if *c.logKey != "" {
+		return cfg, command.UsageError("--ct-log-key given without --ct-key")
+	}
+	return cfg, nil
+}
