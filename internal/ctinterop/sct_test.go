@@ -240,7 +240,7 @@ func TestSCTEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("pkie pec get client-only", func(t *testing.T) {
-		for _, site := range []string{sctworld.Good, sctworld.TLS, sctworld.Unlisted} {
+		for _, site := range []string{sctworld.Good, sctworld.TLS, sctworld.OCSP, sctworld.Unlisted} {
 			want(t, "pkie pec get --mode client-only", site, pecGet(t, site, "client-only", ""))
 		}
 	})
