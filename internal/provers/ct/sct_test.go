@@ -26,6 +26,7 @@ import (
 	ctprover "github.com/pkie/pkie/internal/provers/ct"
 	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/internal/sctworld"
+	"github.com/pkie/pkie/internal/sctworld/sctworldtest"
 	"github.com/pkie/pkie/internal/testbed"
 )
 
@@ -557,6 +558,31 @@ func TestProverConfigs(t *testing.T) {
 		}
 		if err := ctprover.CheckProverConfig([]byte(tc.config)); err == nil && !strings.Contains(tc.config, "missing") {
 			t.Errorf("CheckProverConfig accepted %s", tc.config)
+		}
+	}
+}
+
+// TestProveTesseraCT: the same with TesseraCT (transparency-dev's
+// static-ct-api log) as one of the two listed logs: the evidence of both
+// SCTs, one from each implementation, verifies.
+func TestProveTesseraCT(t *testing.T) {
+	w := sctworldtest.Start(t)
+	pi, err := ctprover.NewProver(context.Background(), pkie.ProverEnv{}, ctprover.ProverConfig{LogList: w.ListPath}.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pi.(*ctprover.Prover)
+	list := p.LogList()
+	for _, site := range []string{sctworld.Good, sctworld.TLS} {
+		s := w.Site(site)
+		subj, sent := siteSubject(s), params(t, s)
+		proof, err := p.Prove(context.Background(), &pkie.ProveRequest{Subject: subj, Params: sent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := verifyEvidence(t, list, subj, sent, decode(t, proof))
+		if len(got) != 2 || got[w.Logs[0].Description] != "included" || got[w.Logs[1].Description] != "included" {
+			t.Fatalf("%s: %v", site, got)
 		}
 	}
 }
