@@ -267,3 +267,19 @@ func withoutSCTList(elem cryptobyte.String) ([][]byte, bool, error) {
 	}
 	return kept, found, nil
 }
+
+// PrecertTBS returns what a precert_entry for the final certificate der
+// records (RFC 6962 §3.2): der's TBSCertificate with its embedded SCT list
+// extension removed, every other byte kept, and whether der had an SCT
+// list. A client verifying an embedded SCT signs over these bytes.
+func PrecertTBS(der []byte) ([]byte, bool, error) {
+	tbs, err := certTBS(der)
+	if err != nil {
+		return nil, false, fmt.Errorf("ctwire: %w", err)
+	}
+	stripped, found, err := removeSCTList(tbs)
+	if err != nil {
+		return nil, false, fmt.Errorf("ctwire: %w", err)
+	}
+	return stripped, found, nil
+}

@@ -208,3 +208,30 @@ func TestRemoveSCTListEdges(t *testing.T) {
 		t.Fatal("two SCT list extensions accepted")
 	}
 }
+
+// TestPrecertTBS: the final certificate's TBSCertificate without its SCT
+// list is the precertificate's as ct-go builds it for a precert_entry; a
+// certificate with no SCT list comes back whole and unflagged.
+func TestPrecertTBS(t *testing.T) {
+	c := newTestChains(t)
+	pre, err := ctx509.ParseCertificate(c.precert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ctx509.BuildPrecertTBS(pre.RawTBSCertificate, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := PrecertTBS(c.final)
+	if err != nil || !found || !bytes.Equal(got, want) {
+		t.Errorf("PrecertTBS(final) = found %t, %v; equal to the precert entry's TBS: %t", found, err, bytes.Equal(got, want))
+	}
+	plain, _ := x509.ParseCertificate(c.plain)
+	got, found, err = PrecertTBS(c.plain)
+	if err != nil || found || !bytes.Equal(got, plain.RawTBSCertificate) {
+		t.Errorf("PrecertTBS(plain) = found %t, %v; want its TBSCertificate unchanged", found, err)
+	}
+	if _, _, err := PrecertTBS([]byte{0x30, 0x00}); err == nil {
+		t.Error("PrecertTBS accepted an empty SEQUENCE")
+	}
+}

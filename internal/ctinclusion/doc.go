@@ -1,0 +1,44 @@
+// Package ctinclusion fetches and verifies the evidence that a Certificate
+// Transparency log included the entry an SCT promised: an inclusion proof
+// against a tree head the log signed, or that log's signed word that the
+// entry is not in the tree yet.
+//
+// An SCT is only a promise (RFC 6962 §3): the log undertakes to include
+// the entry within its maximum merge delay. What turns the promise into
+// a fact is the log's own signature on a tree that holds the entry. For a
+// static-ct-api log (C2SP static-ct-api) the SCT's leaf_index extension
+// says where the entry is; the tree head is the log's checkpoint, a
+// signed note carrying an RFC6962NoteSignature, and the audit path is read
+// from its hash tiles. For an RFC 6962 log the tree head is the signed
+// tree head (get-sth) and the audit path comes from get-proof-by-hash.
+//
+// Evidence is what travels: from the logs to a Fetcher (a PEC cloud, or a
+// client that accepts telling the logs what it visits), and from a cloud
+// to a client inside the ct proof body. Verify checks it against the log's
+// key from the client's log list and nothing else, so a cloud that relays
+// evidence cannot forge it. Evidence has four outcomes:
+//
+//   - Included: the log signed a tree that holds the entry at LeafIndex.
+//   - NotYet: the log signed a tree that does not hold it (yet). Whether
+//     that is a broken promise depends on the SCT's time, the log's
+//     maximum merge delay and when the tree was signed, which the caller
+//     judges with Result.CheckpointTime.
+//   - Conflict: the log signed a tree that holds another entry at the
+//     SCT's leaf_index: signed evidence against the SCT (*MismatchError).
+//   - LookupFailed: nobody could reach the log. It carries nothing signed
+//     and is never evidence against a certificate.
+//
+// Cost. A client's first Verify of a tree head costs about one ECDSA P-256
+// verification (its signature) plus the audit path; a Verifier remembers
+// the tree heads it verified, by their bytes, so that later evidence
+// against the same checkpoint costs about the bare audit path
+// (BenchmarkVerifyInclusion, BenchmarkVerifyInclusionWarm, beside
+// BenchmarkECDSAP256Verify and BenchmarkBareAuditPath, on a path of 31
+// hashes: a tree of two billion entries).
+//
+// The Fetcher builds audit paths from hash tiles itself rather than with
+// Tessera's client.ProofBuilder, which would link OpenTelemetry and klog
+// into clients.
+//
+// The package is client code: it links no log, mirror or storage.
+package ctinclusion
