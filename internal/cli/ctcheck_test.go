@@ -16,6 +16,7 @@ import (
 	"github.com/pkie/pkie/internal/loglist"
 	"github.com/pkie/pkie/internal/sctpolicy"
 	"github.com/pkie/pkie/internal/sctworld"
+	"github.com/pkie/pkie/internal/testbed"
 )
 
 // TestCTCheck runs "pkie ct check" on the SCT world's certificates (two
@@ -275,5 +276,34 @@ func TestCTCheckInclusionStates(t *testing.T) {
 	past := time.Now().Add(w.Logs[0].MMD + time.Hour)
 	if r := check(late.Name, past); states(r) != "unknown,unknown" || r.Contradicted {
 		t.Errorf("past the merge delay with no newer checkpoint: %s, contradicted %v: %+v", states(r), r.Contradicted, r.SCTs)
+	}
+}
+
+// TestPECProxySCTListUsage: pkie pec-proxy refuses an --sct-list that is
+// not a SignedCertificateTimestampList, before it listens.
+func TestPECProxySCTListUsage(t *testing.T) {
+	dir := t.TempDir()
+	root, err := testbed.NewRootCA("pec-proxy sct root", testbed.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := root.Issue(testbed.LeafOptions{DNSNames: []string{"site.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(leaf.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, bad := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "scts")
+	writePEM(t, cert, "CERTIFICATE", leaf.Chain[0])
+	writePEM(t, key, "PRIVATE KEY", keyDER)
+	os.WriteFile(bad, []byte{0, 9, 0, 7, 1, 2, 3}, 0o644)
+	for _, f := range []string{bad, filepath.Join(dir, "missing")} {
+		code, out, errs := runCLI(t, "pec-proxy", "--listen", "127.0.0.1:0", "--cert", cert, "--key", key, "--backend", "http://127.0.0.1:1",
+			"--cloud-allow", "127.0.0.1:1", "--sct-list", f)
+		if code != 2 || !strings.Contains(errs, "--sct-list") {
+			t.Errorf("--sct-list %s: exit %d, stderr %q; want 2 naming --sct-list\n%s", filepath.Base(f), code, errs, out)
+		}
 	}
 }

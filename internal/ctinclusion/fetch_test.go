@@ -24,7 +24,7 @@ import (
 	"github.com/pkie/pkie/internal/loglist"
 	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/internal/tesseracttest"
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/testpki"
 )
 
 // testLog is a log on loopback as a client's log list names it, and the
@@ -33,7 +33,7 @@ type testLog struct {
 	name string
 	log  *loglist.Log
 	lc   *client.LogClient
-	ca   *testbed.CA // a CA whose chains the log accepts
+	ca   *testpki.CA // a CA whose chains the log accepts
 	stop func()
 	pkie *ctlog.Log // pkie's log, to submit to in process
 }
@@ -60,7 +60,7 @@ func listEntry(t *testing.T, desc string, kind loglist.Kind, url, monitoring str
 func startPKIELog(t *testing.T, origin string) (static, rfc *testLog) {
 	t.Helper()
 	ctx := context.Background()
-	root, err := testbed.NewRootCA("ctinclusion test root", testbed.ECDSAP256)
+	root, err := testpki.NewRootCA("ctinclusion test root", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,9 +126,9 @@ func startTesseraCT(t *testing.T) *testLog {
 
 // intermediate returns a CA under root: chains from it carry their issuer,
 // as add-pre-chain needs.
-func intermediate(t *testing.T, root *testbed.CA) *testbed.CA {
+func intermediate(t *testing.T, root *testpki.CA) *testpki.CA {
 	t.Helper()
-	inter, err := root.NewIntermediate("ctinclusion test intermediate", testbed.ECDSAP256)
+	inter, err := root.NewIntermediate("ctinclusion test intermediate", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ type submitted struct {
 // SCT as a TLS handshake would deliver it.
 func (tl *testLog) submitCert(ctx context.Context, t *testing.T, host string) submitted {
 	t.Helper()
-	leaf, err := tl.ca.Issue(testbed.LeafOptions{DNSNames: []string{host}})
+	leaf, err := tl.ca.Issue(testpki.LeafOptions{DNSNames: []string{host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func (tl *testLog) submitCert(ctx context.Context, t *testing.T, host string) su
 // final certificate and its issuer, as a client does.
 func (tl *testLog) submitPrecert(ctx context.Context, t *testing.T, host string) submitted {
 	t.Helper()
-	key, err := testbed.NewKey(testbed.ECDSAP256)
+	key, err := testpki.NewKey(testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}

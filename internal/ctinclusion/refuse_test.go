@@ -17,7 +17,7 @@ import (
 
 	"github.com/pkie/pkie/internal/loglist"
 	"github.com/pkie/pkie/internal/sct"
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/testpki"
 )
 
 // TestFetchAcrossTiles logs 600 certificates in pkie's log, so that the
@@ -154,7 +154,7 @@ func submitMany(ctx context.Context, t *testing.T, tl *testLog, first, n int) []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			leaf, err := tl.ca.Issue(testbed.LeafOptions{DNSNames: []string{fmt.Sprintf("c%d-%d.tiles.test", first, i)}})
+			leaf, err := tl.ca.Issue(testpki.LeafOptions{DNSNames: []string{fmt.Sprintf("c%d-%d.tiles.test", first, i)}})
 			if err != nil {
 				errs <- err
 				return

@@ -109,6 +109,7 @@ type ctFinding struct {
 	code           int
 	result, status string
 	detail, out    string
+	forwarded      bool // pkie pec get: the PEC server forwarded the chain, the client did not submit it
 }
 
 func parseCT(t *testing.T, code int, out, errs string) ctFinding {
@@ -135,6 +136,13 @@ func parseCT(t *testing.T, code int, out, errs string) ctFinding {
 	if vv.Result == "" {
 		json.Unmarshal(top["verdict"], &vv.Result)
 	}
+	var ev struct {
+		ServerForwarded bool `json:"server_forwarded"`
+	}
+	if e := top["evidence"]; len(e) > 0 {
+		json.Unmarshal(e, &ev)
+	}
+	f.forwarded = ev.ServerForwarded
 	f.result = vv.Result
 	for _, s := range vv.Sources {
 		if s.Source == "ct" {
@@ -194,7 +202,10 @@ func TestSCTEndToEnd(t *testing.T) {
 		if url == "" {
 			url = "https://" + site + ":" + strconv.Itoa(int(w.Site(site).Addr.Port())) + "/"
 		}
-		args := append([]string{"pec", "get", "--cloud", bundle, "--mode", mode, "--roots", roots, "--allow-private",
+		// In client-server mode the client waits for the server's
+		// forwarding before it submits the chain itself: long enough here
+		// that what the test sees is the server's.
+		args := append([]string{"pec", "get", "--cloud", bundle, "--mode", mode, "--server-grace", "10s", "--roots", roots, "--allow-private",
 			"--resolve", site + "=127.0.0.1", "--require", "ca,ct", "--json", "-o", filepath.Join(dir, "body")}, ctFlags...)
 		code, out, errs := runPKIE(ctx, append(args, url)...)
 		return parseCT(t, code, out, errs)
@@ -229,7 +240,7 @@ func TestSCTEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("pkie pec get client-only", func(t *testing.T) {
-		for _, site := range []string{sctworld.Good, sctworld.TLS, sctworld.Unlisted} {
+		for _, site := range []string{sctworld.Good, sctworld.TLS, sctworld.OCSP, sctworld.Unlisted} {
 			want(t, "pkie pec get --mode client-only", site, pecGet(t, site, "client-only", ""))
 		}
 	})
@@ -238,7 +249,13 @@ func TestSCTEndToEnd(t *testing.T) {
 		// SCTs of its TLS extension to the client's cloud.
 		for _, site := range []string{sctworld.Good, sctworld.TLS, sctworld.Forged} {
 			proxied := pecProxy(t, w.Site(site), filepath.Join(dir, "proxy-"+site), cloudQUIC)
-			want(t, "pkie pec get --mode client-server", site, pecGet(t, site, "client-server", "https://"+site+":"+proxied+"/"))
+			f := pecGet(t, site, "client-server", "https://"+site+":"+proxied+"/")
+			want(t, "pkie pec get --mode client-server", site, f)
+			// A refused dial reports no evidence; a fetched one says where
+			// the proofs came from.
+			if sctworld.Compliant(site) && !f.forwarded {
+				t.Errorf("pkie pec get --mode client-server %s: the proofs did not come from the PEC server's forwarding\n%s", site, f.out)
+			}
 		}
 	})
 	t.Run("Go API", func(t *testing.T) {

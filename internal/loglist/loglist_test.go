@@ -480,3 +480,44 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseReal2026Lists: Apple's current list and Chrome's signed list of
+// all logs as both stood on 2026-08-22, with their RFC 6962 and
+// static-ct-api logs, states and (for Chrome's) Google's signature.
+func TestParseReal2026Lists(t *testing.T) {
+	apple, err := Parse(readFile(t, "apple_current_log_list_2026-08-22.json"))
+	if err != nil {
+		t.Fatalf("Apple's list: %v", err)
+	}
+	count := func(l *List) (kinds map[Kind]int, states map[State]int) {
+		kinds, states = map[Kind]int{}, map[State]int{}
+		for _, g := range l.Logs {
+			kinds[g.Kind]++
+			states[g.State]++
+		}
+		return kinds, states
+	}
+	kinds, states := count(apple)
+	if kinds[RFC6962] != 135 || kinds[Static] != 31 {
+		t.Errorf("Apple's list: %v logs by kind, want 135 RFC 6962 and 31 static-ct-api", kinds)
+	}
+	if states[Usable] != 51 || states[ReadOnly] != 6 || states[Rejected] != 108 || states[Pending] != 1 {
+		t.Errorf("Apple's list: %v logs by state, want 51 usable, 6 readonly, 108 rejected, 1 pending", states)
+	}
+	pub, err := ParsePublicKeyPEM(readFile(t, "chrome_log_list_pubkey.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, sig := readFile(t, "chrome_all_logs_list_2026-08-22.json"), readFile(t, "chrome_all_logs_list_2026-08-22.sig")
+	chrome, err := ParseSigned(data, sig, pub)
+	if err != nil {
+		t.Fatalf("Chrome's signed list: %v", err)
+	}
+	if kinds, _ := count(chrome); chrome.Version != "89.25" || kinds[RFC6962] != 42 || kinds[Static] != 75 {
+		t.Errorf("Chrome's list: version %s, %v logs by kind; want 89.25 with 42 RFC 6962 and 75 static-ct-api", chrome.Version, kinds)
+	}
+	tampered := bytes.Replace(data, []byte(`"usable"`), []byte(`"retired"`), 1)
+	if _, err := ParseSigned(tampered, sig, pub); err == nil {
+		t.Error("Chrome's list with one state changed passed its signature check")
+	}
+}

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/crypto/ocsp"
 
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/testpki"
 )
 
 var update = flag.Bool("update", false, "rewrite generated fixtures in testdata/")
@@ -184,7 +184,7 @@ func TestParseList(t *testing.T) {
 // throwaway responder, with exts in its SingleResponse.
 func ocspResponse(t testing.TB, serial *big.Int, exts []pkix.Extension) []byte {
 	t.Helper()
-	ca, err := testbed.NewRootCA("OCSP responder", testbed.ECDSAP256)
+	ca, err := testpki.NewRootCA("OCSP responder", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestCollect(t *testing.T) {
 }
 
 func TestFromCertificateMalformed(t *testing.T) {
-	ca, err := testbed.NewRootCA("SCT test CA", testbed.ECDSAP256)
+	ca, err := testpki.NewRootCA("SCT test CA", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/tesseracttest"
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/testpki"
 )
 
 var oidPoison = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 3}
@@ -38,11 +38,11 @@ func TestTesseraCT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inter, err := tl.CA.NewIntermediate("SCT test intermediate", testbed.ECDSAP256)
+	inter, err := tl.CA.NewIntermediate("SCT test intermediate", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := testbed.NewKey(testbed.ECDSAP256)
+	key, err := testpki.NewKey(testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}

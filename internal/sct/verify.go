@@ -89,14 +89,22 @@ type Cache struct {
 	max   int
 	order *list.List // of [32]byte, most recent first
 	items map[[32]byte]*list.Element
+	// spkis remembers each key's encoding: a verifier asks about the same
+	// few log keys on every connection, and encoding one again is a tenth
+	// of a cached answer's cost. Keys are compared by identity (pointers
+	// from the log list); a key that is not comparable is encoded each time.
+	spkis map[crypto.PublicKey][]byte
 }
+
+// maxSPKIs bounds Cache.spkis: more keys than any log list holds.
+const maxSPKIs = 4096
 
 // NewCache returns a Cache of at most n verified SCTs (at least 1).
 func NewCache(n int) *Cache {
 	if n < 1 {
 		n = 1
 	}
-	return &Cache{max: n, order: list.New(), items: make(map[[32]byte]*list.Element)}
+	return &Cache{max: n, order: list.New(), items: make(map[[32]byte]*list.Element), spkis: make(map[crypto.PublicKey][]byte)}
 }
 
 // Verify is Verify, answered from the cache when this SCT, entry and key
@@ -106,7 +114,7 @@ func (c *Cache) Verify(s *SCT, e *Entry, key crypto.PublicKey) error {
 		return errors.New("sct: no SCT or no entry")
 	}
 	input := e.SignedInput(s)
-	spki, err := x509.MarshalPKIXPublicKey(key)
+	spki, err := c.spki(key)
 	if input == nil || err != nil {
 		return Verify(s, e, key) // says what is wrong
 	}
@@ -133,6 +141,34 @@ func (c *Cache) Verify(s *SCT, e *Entry, key crypto.PublicKey) error {
 		delete(c.items, old)
 	}
 	return nil
+}
+
+// spki returns key's SubjectPublicKeyInfo, encoding it once per key.
+func (c *Cache) spki(key crypto.PublicKey) ([]byte, error) {
+	comparable := false
+	switch key.(type) {
+	case *ecdsa.PublicKey, *rsa.PublicKey:
+		comparable = true
+	}
+	if comparable {
+		c.mu.Lock()
+		der, ok := c.spkis[key]
+		c.mu.Unlock()
+		if ok {
+			return der, nil
+		}
+	}
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil || !comparable {
+		return der, err
+	}
+	c.mu.Lock()
+	if len(c.spkis) >= maxSPKIs {
+		clear(c.spkis)
+	}
+	c.spkis[key] = der
+	c.mu.Unlock()
+	return der, nil
 }
 
 // Len returns the number of verified SCTs the cache holds.

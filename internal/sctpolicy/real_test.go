@@ -58,6 +58,15 @@ func TestRealCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	apple2026, err := loglist.Parse(read("..", "loglist", "testdata", "apple_current_log_list_2026-08-22.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chrome2026, err := loglist.Parse(read("..", "loglist", "testdata", "chrome_all_logs_list_2026-08-22.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	scts, errs := sct.Collect(leaf, nil, nil)
 	if len(errs) != 0 || len(scts) != 2 {
 		t.Fatalf("%d SCTs, errors %v", len(scts), errs)
@@ -98,6 +107,13 @@ func TestRealCertificate(t *testing.T) {
 		{"chrome, with Xenon2025h2", withXenon, false, Chrome(), true, "2 valid embedded SCTs from 2 logs of 2 operators for a 84-day certificate"},
 		{"apple, with Xenon2025h2", withXenon, false, Apple(), true, "2 valid embedded SCTs"},
 		{"chrome, SCTs altered", withXenon, true, Chrome(), false, "has an invalid signature"},
+		// The lists of August 2026, after the 2025 shards' intervals
+		// ended: Chrome's has dropped Xenon2025h2, Apple's marks it and
+		// Yeti2025 rejected (January 2026). Neither list can vouch for
+		// the certificate any more, and the reasons say why.
+		{"chrome, Chrome's 2026 list of all logs", chrome2026, false, Chrome(), false, "from log " + loglist.ShortID(xenonID) + ", not in the log list"},
+		{"apple, Apple's 2026 list", apple2026, false, Apple(), false, "Google 'Xenon 2025H2' log does not count: the log is rejected"},
+		{"apple, Apple's 2026 list, SCTs altered", apple2026, true, Apple(), false, "has an invalid signature"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.policy.Evaluate(leaf, check(c.list, c.tamper), now)

@@ -47,7 +47,7 @@ import (
 	"time"
 
 	"github.com/pkie/pkie/internal/proctest"
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/testpki"
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
@@ -97,7 +97,7 @@ type Log struct {
 	LogID [32]byte
 	// CA is the testbed CA whose root the log accepts, nil when
 	// Options.Roots were given.
-	CA *testbed.CA
+	CA *testpki.CA
 	// Dir is TesseraCT's storage directory.
 	Dir string
 	// Reader reads MonitoringURL.
@@ -154,7 +154,7 @@ func Start(t testing.TB, o Options) *Log {
 	}
 	l := &Log{t: t, Origin: o.Origin}
 	if len(o.Roots) == 0 {
-		if l.CA, err = testbed.NewRootCA("TesseraCT Test Root", testbed.ECDSAP256); err != nil {
+		if l.CA, err = testpki.NewRootCA("TesseraCT Test Root", testpki.ECDSAP256); err != nil {
 			t.Fatal(err)
 		}
 		o.Roots = []*x509.Certificate{l.CA.Cert}

@@ -21,7 +21,7 @@ import (
 	"github.com/google/certificate-transparency-go/jsonclient"
 	ctx509 "github.com/google/certificate-transparency-go/x509"
 	"github.com/pkie/pkie/internal/ctwire"
-	"github.com/pkie/pkie/internal/testbed"
+	"github.com/pkie/pkie/internal/testpki"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	tclient "github.com/transparency-dev/tessera/client"
@@ -44,7 +44,7 @@ func TestSubmitAndProve(t *testing.T) {
 	if err != nil || len(roots) != 1 || !bytes.Equal(roots[0].Data, l.CA.Cert.Raw) {
 		t.Fatalf("get-roots: %d roots, %v; want the testbed root", len(roots), err)
 	}
-	inter, err := l.CA.NewIntermediate("TesseraCT Test Intermediate", testbed.ECDSAP256)
+	inter, err := l.CA.NewIntermediate("TesseraCT Test Intermediate", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSubmitAndProve(t *testing.T) {
 	var sizes []uint64
 	var roots2 [][]byte
 	for i, host := range []string{"one.tesseract.test", "two.tesseract.test"} {
-		leaf, err := inter.Issue(testbed.LeafOptions{DNSNames: []string{host}})
+		leaf, err := inter.Issue(testpki.LeafOptions{DNSNames: []string{host}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,11 +156,11 @@ func TestRejectsForeignChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := testbed.NewRootCA("Foreign Root", testbed.ECDSAP256)
+	foreign, err := testpki.NewRootCA("Foreign Root", testpki.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := foreign.Issue(testbed.LeafOptions{DNSNames: []string{"foreign.test"}, SendRoot: true})
+	leaf, err := foreign.Issue(testpki.LeafOptions{DNSNames: []string{"foreign.test"}, SendRoot: true})
 	if err != nil {
 		t.Fatal(err)
 	}

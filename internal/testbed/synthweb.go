@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -16,6 +15,8 @@ import (
 	"net/netip"
 	"sort"
 	"time"
+
+	"github.com/pkie/pkie/internal/testpki"
 )
 
 // SiteKind says how a synthetic site presents its chain.
@@ -302,21 +303,7 @@ var synthFamilies = []struct {
 // newSynthRoot makes a self-signed root whose subject has the given common
 // name and organisation (CA organisation ranking groups by the latter).
 func newSynthRoot(cn, org string, alg KeyAlg) (*CA, error) {
-	key, err := NewKey(alg)
-	if err != nil {
-		return nil, err
-	}
-	ca := &CA{Key: key}
-	ca.serial.Store(1)
-	tmpl := caTemplate(cn, 1)
-	tmpl.Subject = pkix.Name{CommonName: cn, Organization: []string{org}}
-	tmpl.SubjectKeyId = keyID(key.Public())
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, fmt.Errorf("testbed: creating root %s: %w", cn, err)
-	}
-	ca.Cert, err = x509.ParseCertificate(der)
-	return ca, err
+	return testpki.NewRootCAWithSubject(pkix.Name{CommonName: cn, Organization: []string{org}}, alg)
 }
 
 // RootsPEM returns the trusted roots as a PEM trust store.
