@@ -14,6 +14,7 @@ import (
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/ctinclusion"
 	"github.com/pkie/pkie/internal/loglist"
+	"github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/sctpolicy"
 	"github.com/pkie/pkie/internal/sctworld"
 	"github.com/pkie/pkie/internal/testbed"
@@ -224,7 +225,7 @@ func TestCTFlagsUsage(t *testing.T) {
 }
 
 // TestCTCheckInclusionStates drives the inclusion half of pkie ct check
-// (checkSCTs) through the states a log's answer can give: included; a
+// (ct.CheckSCTs) through the states a log's answer can give: included; a
 // promise, when the log's newest checkpoint the fetcher holds predates the
 // SCT and the log's merge delay still runs; unknown once that delay has
 // passed without a newer checkpoint to show either way. The fetcher keeps
@@ -243,15 +244,15 @@ func TestCTCheckInclusionStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &ctinclusion.Fetcher{Refresh: time.Hour, MinRefresh: time.Hour}
-	check := func(site string, now time.Time) *ctCheckReport {
+	check := func(site string, now time.Time) *ct.Report {
 		s := w.Site(site)
 		issuer, err := x509.ParseCertificate(s.Leaf.Chain[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		return checkSCTs(ctx, ctCheckInput{Leaf: s.Leaf.Cert, Issuer: issuer, List: list, Policy: sctpolicy.Chrome(), Inclusion: f, Now: now})
+		return ct.CheckSCTs(ctx, ct.CheckInput{Leaf: s.Leaf.Cert, Issuer: issuer, List: list, Policy: sctpolicy.Chrome(), Inclusion: f, Now: now})
 	}
-	states := func(r *ctCheckReport) string {
+	states := func(r *ct.Report) string {
 		var out []string
 		for _, s := range r.SCTs {
 			if s.Inclusion == nil {

@@ -611,25 +611,25 @@ func (v *Verifier) judge(ev *ctinclusion.Evidence, s *sct.SCT, log *loglist.Log,
 		return in
 	}
 	deadline := s.Time().Add(log.MMD)
-	switch r.Status {
-	case ctinclusion.LookupFailed:
-		in.state, in.why = unknown, fmt.Sprintf("log %s unreachable via the cloud: %s", name, printable(ev.Message))
-	case ctinclusion.Included:
+	switch ctinclusion.Judge(r, log, s.Time(), now) {
+	case ctinclusion.Shown:
 		in.state, in.size, in.at = found, r.TreeSize, r.CheckpointTime
-	case ctinclusion.NotYet:
-		switch {
-		case log.Kind == loglist.Static && r.CheckpointTime.After(deadline):
-			in.state, in.why = failed, fmt.Sprintf("log %s signed a checkpoint of %s at %s, after the SCT's merge deadline, without the certificate at leaf_index %d",
-				name, entriesOf(r.TreeSize), stamp(r.CheckpointTime), ev.LeafIndex)
-		case !now.After(deadline):
-			in.state, in.at = promise, r.CheckpointTime
-			in.why = fmt.Sprintf("SCT from %s not yet in a checkpoint, within its %s merge delay (promise)", name, dur(log.MMD))
-		default:
+	case ctinclusion.Broken:
+		in.state, in.why = failed, fmt.Sprintf("log %s signed a checkpoint of %s at %s, after the SCT's merge deadline, without the certificate at leaf_index %d",
+			name, entriesOf(r.TreeSize), stamp(r.CheckpointTime), ev.LeafIndex)
+	case ctinclusion.Promised:
+		in.state, in.at = promise, r.CheckpointTime
+		in.why = fmt.Sprintf("SCT from %s not yet in a checkpoint, within its %s merge delay (promise)", name, dur(log.MMD))
+	default:
+		switch r.Status {
+		case ctinclusion.LookupFailed:
+			in.state, in.why = unknown, fmt.Sprintf("log %s unreachable via the cloud: %s", name, printable(ev.Message))
+		case ctinclusion.NotYet:
 			in.state, in.why = unknown, fmt.Sprintf("log %s's tree head of %s signed %s does not show the SCT, and its merge deadline passed at %s",
 				name, entriesOf(r.TreeSize), stamp(r.CheckpointTime), stamp(deadline))
+		default:
+			in.state, in.why = unknown, fmt.Sprintf("evidence for log %s says %s", name, r.Status)
 		}
-	default:
-		in.state, in.why = unknown, fmt.Sprintf("evidence for log %s says %s", name, r.Status)
 	}
 	return in
 }
