@@ -47,6 +47,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/pkie/pkie"
 	"github.com/pkie/pkie/internal/ctinclusion"
@@ -72,9 +73,10 @@ const (
 
 // Inclusion modes (VerifierConfig.Inclusion).
 const (
-	// InclusionRequired: every SCT the policy counted must be shown
-	// included, or be a promise still running; anything less is
-	// Unknown. The default.
+	// InclusionRequired: the SCTs shown included, or promises still
+	// running, must meet the policy by themselves; anything less is
+	// Unknown. An SCT beyond what the policy needs whose inclusion is
+	// unknown (its log down) is reported, not needed. The default.
 	InclusionRequired = "required"
 	// InclusionOptional: the policy alone decides a pass, and the reason
 	// reports what is known of inclusion. Signed evidence against an SCT
@@ -759,10 +761,15 @@ func logName(l *loglist.Log) string {
 }
 
 // printable is an unsigned relay's message made safe to show: control
-// and other non-graphic characters become escapes.
+// and other non-graphic characters are dropped (escaping them would also
+// escape the quotes the message holds, which people read).
 func printable(msg string) string {
-	q := strconv.QuoteToGraphic(msg)
-	return q[1 : len(q)-1]
+	return strings.Map(func(r rune) rune {
+		if unicode.IsGraphic(r) {
+			return r
+		}
+		return -1
+	}, msg)
 }
 
 func hexID(id [32]byte) string { return loglist.ShortID(id) }
