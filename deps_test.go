@@ -26,7 +26,7 @@ var clientPackages = []string{
 	"internal/pkies/revocation", "internal/pkies/treeproof",
 	// Real certificates' SCTs: parsing and verifying them, the browsers'
 	// log lists and CT policies, and inclusion proofs from the logs.
-	"internal/sct", "internal/loglist", "internal/sctpolicy", "internal/ctinclusion",
+	"internal/sct", "internal/loglist", "internal/sctpolicy", "internal/ctinclusion", "internal/lru",
 	// pec.Listener, the server side of client-server PEC, names clients
 	// with httplimit.ClientName; the package holds only the standard
 	// library.

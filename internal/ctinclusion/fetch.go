@@ -16,6 +16,7 @@ import (
 
 	"github.com/pkie/pkie/internal/ctwire"
 	"github.com/pkie/pkie/internal/loglist"
+	"github.com/pkie/pkie/internal/lru"
 	"github.com/pkie/pkie/internal/sct"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -64,7 +65,7 @@ type Fetcher struct {
 
 	once     sync.Once
 	verifier *Verifier
-	tiles    *lru[tileKey, []byte]
+	tiles    *lru.Cache[tileKey, []byte]
 	mu       sync.Mutex
 	logs     map[[32]byte]*logState
 }
@@ -89,7 +90,7 @@ func (f *Fetcher) init() {
 		if n <= 0 {
 			n = 4096
 		}
-		f.tiles = newLRU[tileKey, []byte](n)
+		f.tiles = lru.New[tileKey, []byte](n)
 		f.verifier = NewVerifier(64)
 		f.logs = make(map[[32]byte]*logState)
 	})
@@ -288,7 +289,7 @@ func (f *Fetcher) dataTileLeaf(ctx context.Context, log *loglist.Log, idx, size 
 	n := idx / layout.EntryBundleWidth
 	w := layout.PartialTileSize(0, n, size)
 	k := tileKey{log: log.ID, data: true, idx: n, width: w}
-	hashes, ok := f.tiles.get(k)
+	hashes, ok := f.tiles.Get(k)
 	if !ok {
 		b, err := f.tile(ctx, log, "tile/data/"+layout.NWithSuffix(0, n, 0), w, maxDataTile)
 		if err != nil {
@@ -316,7 +317,7 @@ func (f *Fetcher) dataTileLeaf(ctx context.Context, log *loglist.Log, idx, size 
 			}
 			hashes = append(hashes, h[:]...)
 		}
-		f.tiles.put(k, hashes)
+		f.tiles.Put(k, hashes)
 	}
 	var h [32]byte
 	copy(h[:], hashes[32*(idx%layout.EntryBundleWidth):])
@@ -360,7 +361,7 @@ func (f *Fetcher) node(ctx context.Context, log *loglist.Log, level uint, index,
 	tl, ti, nl, ni := layout.NodeCoordsToTileAddress(uint64(level), index)
 	w := layout.PartialTileSize(tl, ti, size)
 	k := tileKey{log: log.ID, level: tl, idx: ti, width: w}
-	t, ok := f.tiles.get(k)
+	t, ok := f.tiles.Get(k)
 	if !ok {
 		b, err := f.tile(ctx, log, layout.TilePath(tl, ti, 0), w, maxHashTile)
 		if err != nil {
@@ -374,7 +375,7 @@ func (f *Fetcher) node(ctx context.Context, log *loglist.Log, level uint, index,
 			return nil, fmt.Errorf("ctinclusion: log %s's hash tile %d/%d is %d bytes; want %d hashes", logName(log), tl, ti, len(b), want)
 		}
 		t = b
-		f.tiles.put(k, t)
+		f.tiles.Put(k, t)
 	}
 	first, n := ni<<nl, uint64(1)<<nl
 	if 32*(first+n) > uint64(len(t)) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pkie/pkie/checkpoint"
 	"github.com/pkie/pkie/internal/loglist"
+	"github.com/pkie/pkie/internal/lru"
 	"github.com/pkie/pkie/internal/sct"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -103,8 +104,8 @@ func (e *Evidence) For(s *sct.SCT) error {
 // connections checks its signature once. It is safe for concurrent use;
 // a nil *Verifier caches nothing.
 type Verifier struct {
-	heads     *lru[headKey, treeHead]
-	verifiers *lru[verifierKey, note.Verifier]
+	heads     *lru.Cache[headKey, treeHead]
+	verifiers *lru.Cache[verifierKey, note.Verifier]
 }
 
 // NewVerifier returns a Verifier that remembers up to n tree heads.
@@ -112,7 +113,7 @@ func NewVerifier(n int) *Verifier {
 	if n < 1 {
 		n = 1
 	}
-	return &Verifier{heads: newLRU[headKey, treeHead](n), verifiers: newLRU[verifierKey, note.Verifier](n)}
+	return &Verifier{heads: lru.New[headKey, treeHead](n), verifiers: lru.New[verifierKey, note.Verifier](n)}
 }
 
 // headKey names a verified tree head: the log (ID, kind and origin, which
@@ -197,7 +198,7 @@ func (v *Verifier) openHead(b []byte, log *loglist.Log) (treeHead, error) {
 	var k headKey
 	if v != nil {
 		k = headKey{log: log.ID, kind: log.Kind, origin: log.Origin(), sum: sha256.Sum256(b)}
-		if h, ok := v.heads.get(k); ok {
+		if h, ok := v.heads.Get(k); ok {
 			return h, nil
 		}
 	}
@@ -212,7 +213,7 @@ func (v *Verifier) openHead(b []byte, log *loglist.Log) (treeHead, error) {
 		err = fmt.Errorf("%w: log %s is of kind %q; want %q or %q", ErrBadEvidence, logName(log), log.Kind, loglist.Static, loglist.RFC6962)
 	}
 	if err == nil && v != nil {
-		v.heads.put(k, h)
+		v.heads.Put(k, h)
 	}
 	return h, err
 }
@@ -273,7 +274,7 @@ func (v *Verifier) noteVerifier(log *loglist.Log) (note.Verifier, error) {
 	var k verifierKey
 	if v != nil {
 		k = verifierKey{log.ID, log.Origin()}
-		if nv, ok := v.verifiers.get(k); ok {
+		if nv, ok := v.verifiers.Get(k); ok {
 			return nv, nil
 		}
 	}
@@ -282,7 +283,7 @@ func (v *Verifier) noteVerifier(log *loglist.Log) (note.Verifier, error) {
 		return nil, fmt.Errorf("%w: log %s's checkpoint key: %v", ErrBadEvidence, logName(log), err)
 	}
 	if v != nil {
-		v.verifiers.put(k, nv)
+		v.verifiers.Put(k, nv)
 	}
 	return nv, nil
 }

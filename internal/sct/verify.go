@@ -1,7 +1,6 @@
 package sct
 
 import (
-	"container/list"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/pkie/pkie/internal/lru"
 )
 
 // minRSABits is the smallest RSA log key accepted, as RFC 6962 logs and
@@ -85,10 +86,8 @@ func (e *Entry) kind() string {
 // cached for one certificate, issuer or key is never one for another.
 // Failures are not cached.
 type Cache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // of [32]byte, most recent first
-	items map[[32]byte]*list.Element
+	verified *lru.Cache[[32]byte, struct{}]
+	mu       sync.Mutex
 	// spkis remembers each key's encoding: a verifier asks about the same
 	// few log keys on every connection, and encoding one again is a tenth
 	// of a cached answer's cost. Keys are compared by identity (pointers
@@ -104,7 +103,7 @@ func NewCache(n int) *Cache {
 	if n < 1 {
 		n = 1
 	}
-	return &Cache{max: n, order: list.New(), items: make(map[[32]byte]*list.Element), spkis: make(map[crypto.PublicKey][]byte)}
+	return &Cache{verified: lru.New[[32]byte, struct{}](n), spkis: make(map[crypto.PublicKey][]byte)}
 }
 
 // Verify is Verify, answered from the cache when this SCT, entry and key
@@ -119,27 +118,13 @@ func (c *Cache) Verify(s *SCT, e *Entry, key crypto.PublicKey) error {
 		return Verify(s, e, key) // says what is wrong
 	}
 	k := cacheKey(s.Raw, input, spki)
-	c.mu.Lock()
-	if el, ok := c.items[k]; ok {
-		c.order.MoveToFront(el)
-		c.mu.Unlock()
+	if _, ok := c.verified.Get(k); ok {
 		return nil
 	}
-	c.mu.Unlock()
 	if err := Verify(s, e, key); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.items[k]; ok { // another goroutine got here first
-		c.order.MoveToFront(el)
-		return nil
-	}
-	c.items[k] = c.order.PushFront(k)
-	if c.order.Len() > c.max {
-		old := c.order.Remove(c.order.Back()).([32]byte)
-		delete(c.items, old)
-	}
+	c.verified.Put(k, struct{}{})
 	return nil
 }
 
@@ -172,11 +157,7 @@ func (c *Cache) spki(key crypto.PublicKey) ([]byte, error) {
 }
 
 // Len returns the number of verified SCTs the cache holds.
-func (c *Cache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
+func (c *Cache) Len() int { return c.verified.Len() }
 
 func cacheKey(parts ...[]byte) [32]byte {
 	h := sha256.New()

@@ -20,6 +20,7 @@ import (
 	"github.com/pkie/pkie/internal/ctfollow"
 	"github.com/pkie/pkie/internal/ctinclusion"
 	"github.com/pkie/pkie/internal/loglist"
+	"github.com/pkie/pkie/internal/lru"
 	"github.com/pkie/pkie/internal/pkies/conf"
 	ctpkie "github.com/pkie/pkie/internal/pkies/ct"
 	"github.com/pkie/pkie/internal/pkies/treeproof"
@@ -83,7 +84,7 @@ type Prover struct {
 	listErr  atomic.Pointer[string]
 	fetcher  *ctinclusion.Fetcher
 	cache    *evidenceCache
-	memo     *lru[memoKey, evidenceKey]
+	memo     *lru.Cache[memoKey, evidenceKey]
 	scts     *sct.Cache
 	hc       *http.Client
 	log      *slog.Logger
@@ -158,7 +159,7 @@ func (p *Prover) openList(ctx context.Context, c ProverConfig) error {
 		refresh = DefaultCheckpointRefresh
 	}
 	p.cache = newEvidenceCache(n, refresh, min(notYetFor, refresh), p.now)
-	p.memo = newLRU[memoKey, evidenceKey](n)
+	p.memo = lru.New[memoKey, evidenceKey](n)
 	p.scts = sct.NewCache(sctCacheSize)
 	p.fetcher = &ctinclusion.Fetcher{HTTP: p.hc}
 	if err := p.LoadLogList(ctx); err != nil {
@@ -473,7 +474,7 @@ func (p *Prover) inclusions(ctx context.Context, list *loglist.List, leaf, issue
 		}
 		h := s.Hash()
 		mk := memoKey{sct: h, leaf: leafID, issuer: issuerID, embedded: s.Source == sct.Embedded}
-		if k, ok := p.memo.get(mk); ok {
+		if k, ok := p.memo.Get(mk); ok {
 			if ev, fresh := p.cache.get(k); fresh {
 				out[i] = about(ev, s)
 				continue
@@ -493,7 +494,7 @@ func (p *Prover) inclusions(ctx context.Context, list *loglist.List, leaf, issue
 			entries[slot] = e
 		}
 		k := evidenceKey{log: l.ID, leaf: e.LeafHash(s)}
-		p.memo.put(mk, k)
+		p.memo.Put(mk, k)
 		ev, fresh := p.cache.get(k)
 		if fresh {
 			out[i] = about(ev, s)
