@@ -85,16 +85,8 @@ func runCTCheck(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	if *sctList != "" {
-		b, err := command.ReadLimited(*sctList, 64<<10)
-		if err != nil {
-			return command.UsageError("--sct-list: %v", err)
-		}
-		scts, err := sct.ParseList(b, sct.TLSExtension)
-		if err != nil {
-			return command.UsageError("--sct-list %s: %v", *sctList, err)
-		}
-		for _, s := range scts {
-			in.TLS = append(in.TLS, s.Raw)
+		if in.TLS, err = command.ReadSCTList(*sctList); err != nil {
+			return err
 		}
 	}
 	if in.Issuer == nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/pkie/pkie/internal/sct"
 )
 
 // SplitHostPort parses HOST[:PORT] with a default port, accepting bracketed
@@ -156,4 +158,23 @@ func Plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// ReadSCTList reads the file of an --sct-list flag: a TLS
+// SignedCertificateTimestampList as a server sends it (binary), and
+// returns its SCTs' bytes. Errors are usage errors naming the flag.
+func ReadSCTList(path string) ([][]byte, error) {
+	b, err := ReadLimited(path, 64<<10)
+	if err != nil {
+		return nil, UsageError("--sct-list: %v", err)
+	}
+	scts, err := sct.ParseList(b, sct.TLSExtension)
+	if err != nil {
+		return nil, UsageError("--sct-list %s: %v", path, err)
+	}
+	out := make([][]byte, len(scts))
+	for i, s := range scts {
+		out[i] = s.Raw
+	}
+	return out, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/pkie/pkie/internal/cli/command"
 	"github.com/pkie/pkie/internal/httplimit"
 	"github.com/pkie/pkie/internal/pecwire"
-	"github.com/pkie/pkie/internal/sct"
 	"github.com/pkie/pkie/pec"
 )
 
@@ -93,16 +92,8 @@ func PECProxy(ctx context.Context, env *command.Env, args []string) error {
 		return command.UsageError("--cert/--key: %v", err)
 	}
 	if *sctList != "" {
-		b, err := command.ReadLimited(*sctList, 64<<10)
-		if err != nil {
-			return command.UsageError("--sct-list: %v", err)
-		}
-		scts, err := sct.ParseList(b, sct.TLSExtension)
-		if err != nil {
-			return command.UsageError("--sct-list %s: %v", *sctList, err)
-		}
-		for _, s := range scts {
-			cert.SignedCertificateTimestamps = append(cert.SignedCertificateTimestamps, s.Raw)
+		if cert.SignedCertificateTimestamps, err = command.ReadSCTList(*sctList); err != nil {
+			return err
 		}
 	}
 	var logger *slog.Logger
