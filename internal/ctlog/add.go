@@ -100,6 +100,33 @@ func (l *Log) AddChain(ctx context.Context, chain [][]byte, precert bool) (*AddC
 	return res, nil
 }
 
+// AddChains submits chains (x509 entries) concurrently, so the log
+// batches what arrives together, and returns once a checkpoint covers them
+// all, or at the first refusal, naming the chain refused.
+func (l *Log) AddChains(ctx context.Context, chains [][][]byte) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 256)
+	for i, c := range chains {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := l.AddChain(ctx, c, false); err != nil {
+				cancel(fmt.Errorf("ctlog: chain %d: %w", i, err))
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
 // MarshalSCT returns the TLS encoding of an SCT (RFC 6962 §3.2), as a TLS
 // extension or a certificate's SCT list carries it.
 func MarshalSCT(sct *ct.SignedCertificateTimestamp) ([]byte, error) {

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/pkie/pkie"
@@ -88,7 +87,7 @@ func newSCTSite(ctx context.Context, w *world, dir string) (_ *sctSite, err erro
 	// The logs hold the world's other certificates too, so that audit
 	// paths have the depth of the mirror's sorted-tree proofs beside them.
 	for _, bl := range logs {
-		if err := logAll(ctx, bl.l, w.fill); err != nil {
+		if err := bl.l.AddChains(ctx, w.fill); err != nil {
 			return nil, err
 		}
 	}
@@ -191,31 +190,4 @@ func (s *sctSite) close() error {
 		errs = append(errs, c())
 	}
 	return errors.Join(errs...)
-}
-
-// logAll submits chains to l concurrently (the log batches what arrives
-// together) and returns once they are all logged, or at the first
-// refusal.
-func logAll(ctx context.Context, l *ctlog.Log, chains [][][]byte) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 256)
-	for _, c := range chains {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if _, err := l.AddChain(ctx, c, false); err != nil {
-				cancel(fmt.Errorf("pecbench: logging the fill: %w", err))
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
 }

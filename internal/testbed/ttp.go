@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pkie/pkie/internal/ctlog"
@@ -204,27 +203,7 @@ func (t *TTPs) LogChain(ctx context.Context, chain [][]byte) (*ctlog.AddChainRes
 // together) and returns once a checkpoint covers them all, or at the
 // first refusal.
 func (t *TTPs) LogChains(ctx context.Context, chains [][][]byte) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 256)
-	for i, c := range chains {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if _, err := t.LogChain(ctx, c); err != nil {
-				cancel(fmt.Errorf("testbed: logging chain %d: %w", i, err))
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
+	return t.Log.AddChains(ctx, chains)
 }
 
 // Revoke has issuer revoke serials through a real signed CRL.
