@@ -21,7 +21,7 @@
 //     head the log signed after the merge deadline without the entry, or
 //     with another entry at its leaf_index).
 //
-// A certificate with no SCT at all is judged, as before issue 23, by a
+// A certificate with no SCT at all is judged by a
 // sorted-tree mirror of a log (internal/ctmirror): a presence proof under
 // a head the mirror signed and bound to a checkpoint the log signed. A
 // client pins both keys and trusts neither the prover nor the cloud that
