@@ -16,6 +16,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,10 @@ const (
 	RevokedSite     = "revoked.test"      // logged, then revoked by its CA
 	UnloggedSite    = "unlogged.test"     // never submitted to the log
 	UnlistedLogSite = "unlisted-log.test" // one embedded SCT, from a log not in the client's log list
+	// SCTSite is a trusted site whose certificate embeds SCTs from both
+	// logs the client's list names, as a publicly trusted one does: the
+	// cloud proves their inclusion, Chrome's CT policy is met.
+	SCTSite = "news.test"
 )
 
 // The CT policy the demo's client applies to SCTs, and the operators of
@@ -46,8 +51,10 @@ const (
 const (
 	CTPolicy       = "chrome"
 	DemoOperator   = "pkie demo"
+	OtherOperator  = "pkie demo too"
 	RogueOperator  = "Rogue Operator"
 	listedLogName  = "pkie demo log"
+	otherLogName   = "pkie demo log two"
 	unlistedLogTag = "rogue log"
 )
 
@@ -119,7 +126,7 @@ func Run(ctx context.Context, o Options) ([]SiteResult, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	fmt.Fprintf(progress, "starting two more CT logs, one in the client's log list and one not, and a site whose SCT is from the other …\n")
+	fmt.Fprintf(progress, "starting three more CT logs, two of two operators in the client's log list and one not; %s's certificate gets SCTs from the two, %s's from the other …\n", SCTSite, UnlistedLogSite)
 	listPath, closeLogs, err := addCTPolicySite(ctx, tp, dir)
 	if err != nil {
 		return nil, err
@@ -285,13 +292,15 @@ func publish(ctx context.Context, tp *testbed.Topology, ttps *testbed.TTPs) erro
 	return ttps.Refresh(ctx)
 }
 
-// addCTPolicySite starts two CT logs of pkie's own (internal/ctlog) on
-// loopback, each under the origin its URL names: the demo's, which the
-// client's log list names, and a rogue one it does not. It writes the
-// list, and starts UnlistedLogSite, serving a certificate from the
-// legitimate issuing CA whose one embedded SCT is the rogue log's. The
-// rogue log is real: it logged the precertificate and signed the SCT;
-// the client refuses it for not being a log it trusts.
+// addCTPolicySite starts three CT logs of pkie's own (internal/ctlog) on
+// loopback, each under the origin its URL names: two of two operators,
+// which the client's log list names, and a rogue one it does not. It
+// writes the list; gives SCTSite a certificate whose precertificate both
+// listed logs logged, with their SCTs embedded; and starts
+// UnlistedLogSite, serving a certificate from the legitimate issuing CA
+// whose one embedded SCT is the rogue log's. The rogue log is real: it
+// logged the precertificate and signed the SCT; the client refuses it for
+// not being a log it trusts.
 func addCTPolicySite(ctx context.Context, tp *testbed.Topology, dir string) (string, func(), error) {
 	var logs []*sctworld.Log
 	closeAll := func() {
@@ -299,13 +308,16 @@ func addCTPolicySite(ctx context.Context, tp *testbed.Topology, dir string) (str
 			l.Close()
 		}
 	}
-	for i, spec := range []struct{ name, operator string }{{listedLogName, DemoOperator}, {unlistedLogTag, RogueOperator}} {
+	for i, spec := range []struct {
+		name, operator string
+		listed         bool
+	}{{listedLogName, DemoOperator, true}, {otherLogName, OtherOperator, true}, {unlistedLogTag, RogueOperator, false}} {
 		l, err := sctworld.StartLog(ctx, spec.name, spec.operator, sctworld.PKIELog(filepath.Join(dir, "ctlogs", fmt.Sprint(i))), tp.Root.Cert, false)
 		if err != nil {
 			closeAll()
 			return "", nil, err
 		}
-		l.Listed = i == 0
+		l.Listed = spec.listed
 		logs = append(logs, l)
 	}
 	list, err := sctworld.WriteList(logs, time.Now())
@@ -318,10 +330,14 @@ func addCTPolicySite(ctx context.Context, tp *testbed.Topology, dir string) (str
 		closeAll()
 		return "", nil, err
 	}
+	if err := withSCTs(ctx, tp, SCTSite, logs[0], logs[1]); err != nil {
+		closeAll()
+		return "", nil, fmt.Errorf("demo: %s: %w", SCTSite, err)
+	}
 	p, err := sctworld.IssuePrecert(tp.Issuing, UnlistedLogSite)
 	if err == nil {
 		var sct []byte
-		if sct, err = logs[1].Submit(ctx, p.Chain, true); err == nil {
+		if sct, err = logs[2].Submit(ctx, p.Chain, true); err == nil {
 			var leaf *testbed.Leaf
 			if leaf, err = p.Final(sct); err == nil {
 				var s *testbed.Site
@@ -338,6 +354,36 @@ func addCTPolicySite(ctx context.Context, tp *testbed.Topology, dir string) (str
 		return "", nil, fmt.Errorf("demo: %s: %w", UnlistedLogSite, err)
 	}
 	return listPath, closeAll, nil
+}
+
+// withSCTs renews the certificate of the topology's site name with one
+// whose precertificate each of logs logged, their SCTs embedded.
+func withSCTs(ctx context.Context, tp *testbed.Topology, name string, logs ...*sctworld.Log) error {
+	var site *testbed.Site
+	for _, s := range tp.Sites {
+		if s.Name == name {
+			site = s
+		}
+	}
+	if site == nil {
+		return errors.New("no such site")
+	}
+	p, err := sctworld.IssuePrecert(tp.Issuing, name)
+	if err != nil {
+		return err
+	}
+	scts := make([][]byte, len(logs))
+	for i, l := range logs {
+		if scts[i], err = l.Submit(ctx, p.Chain, true); err != nil {
+			return err
+		}
+	}
+	leaf, err := p.Final(scts...)
+	if err != nil {
+		return err
+	}
+	site.SetLeaf(leaf)
+	return nil
 }
 
 // clientVerifiers are the client's ct verifier (the log list and Chrome's

@@ -56,6 +56,13 @@ func TestMitMCaught(t *testing.T) {
 		if reason != "" && !strings.Contains(strings.Join(r.Reasons, "\n"), reason) {
 			t.Errorf("%s: reasons %q lack %q", r.Site, r.Reasons, reason)
 		}
+		// The site with SCTs passes on them, its inclusion proven by the
+		// cloud's evidence, not by the mirror's tree.
+		for _, p := range r.Proofs {
+			if r.Site == SCTSite && p.PKIE == "ct" && !strings.Contains(p.Detail, "Chrome CT policy met by 2 SCTs") {
+				t.Errorf("%s: ct %q, want it judged on its two SCTs", r.Site, p.Detail)
+			}
+		}
 		wantCache := r.Visit == 2 && !r.Intercepted && !r.Revoked && !r.Unlogged && !r.UnlistedLog
 		if r.FromCache != wantCache {
 			t.Errorf("%s visit %d: from cache %v, want %v", r.Site, r.Visit, r.FromCache, wantCache)

@@ -53,8 +53,8 @@ func printDemoStory(w io.Writer) {
 Set up, in this process on loopback: seven TLS sites; three notaries that fetch each site's
 certificate from their own paths (one 150 ms away); a static-ct-api CT log on Tessera, and a
 mirror that follows its tiles, verifies every checkpoint and signs the log's certificates as
-a sorted tree; two more CT logs, one in the client's CT log list and one not; a revocation
-authority; a PEC cloud that proves each certificate in the mirror's tree (bound to a checkpoint
+a sorted tree; three more CT logs, two of two operators in the client's CT log list and one
+not; a revocation authority; a PEC cloud that proves each certificate in the mirror's tree (bound to a checkpoint
 the log signed) and not revoked; a man in the middle on the client's path. The client requires
 CA validation, a majority of the notaries, the cloud's revocation proof, and CT: a certificate's
 SCTs must meet Chrome's CT policy against the client's log list; one without SCTs must be in
@@ -63,7 +63,8 @@ Watch for: bank.test, intercepted with a forged chain from a rogue intermediate 
 root, so CA validation accepts it (the notaries see another certificate; the log never saw it);
 revoked.test and unlogged.test, genuine but revoked or never logged, which only the cloud's
 proofs catch; unlisted-log.test, whose one SCT a real log signed, but not a log the client's
-list names. The other three sites should be trusted.
+list names. The other three sites should be trusted; news.test's certificate carries SCTs
+from the two listed logs, and the cloud proves their inclusion.
 `)
 }
 
