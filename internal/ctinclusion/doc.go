@@ -43,7 +43,10 @@
 // against the same checkpoint costs about the bare audit path
 // (BenchmarkVerifyInclusion, BenchmarkVerifyInclusionWarm, beside
 // BenchmarkECDSAP256Verify and BenchmarkBareAuditPath, on a path of 31
-// hashes: a tree of two billion entries).
+// hashes: a tree of two billion entries). A witness policy adds one
+// Ed25519 verification per cosignature up to its quorum to a cold Verify
+// and nothing to a warm one (BenchmarkVerifyInclusionWitnessed,
+// BenchmarkVerifyInclusionWitnessedWarm, beside BenchmarkEd25519Verify).
 //
 // The Fetcher builds audit paths from hash tiles itself rather than with
 // Tessera's client.ProofBuilder, which would link OpenTelemetry and klog

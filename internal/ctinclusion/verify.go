@@ -49,8 +49,9 @@ type Result struct {
 	// SCT's time and the log's maximum merge delay it decides whether a
 	// NotYet is a promise still running or a broken one.
 	CheckpointTime time.Time
-	// Cosigners is how many of VerifyOptions.Witnesses cosigned the tree
-	// head: at least their quorum; zero without a witness policy.
+	// Cosigners is how many of VerifyOptions.Witnesses were found to have
+	// cosigned the tree head: their quorum (Verify stops counting there);
+	// zero without a witness policy.
 	Cosigners int
 }
 

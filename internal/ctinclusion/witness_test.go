@@ -134,7 +134,7 @@ func TestWitnesses(t *testing.T) {
 		{name: "no witness policy, no cosignatures", e: ev},
 		{name: "2 of 3 cosigned", e: cosigned(ev, w1.cosignature(t, text, false), w2.cosignature(t, text, false)), w: twoOfThree, cosigners: 2},
 		{name: "3 of 3 cosigned, quorum 2", e: cosigned(ev, w3.cosignature(t, text, false), w1.cosignature(t, text, false), w2.cosignature(t, text, false)),
-			w: twoOfThree, cosigners: 3},
+			w: twoOfThree, cosigners: 2},
 		{name: "all required and given", e: cosigned(ev, w1.cosignature(t, text, false), w2.cosignature(t, text, false)),
 			w: mustWitnesses(t, 0, w1.vkey, w2.cosig), cosigners: 2},
 		{name: "one short", e: cosigned(ev, w1.cosignature(t, text, false)), w: twoOfThree,

@@ -437,9 +437,6 @@ type inclusion struct {
 	size  uint64    // found: the tree head's size
 	at    time.Time // found, promise: when the log signed the tree head
 	why   string    // promise, unknown, failed: the words for the reason
-	// cosigners is, for found under a witness policy, how many of its
-	// witnesses cosigned the checkpoint.
-	cosigners int
 }
 
 // quorumWords says why a checkpoint of log name does not count under the
@@ -666,7 +663,7 @@ func (v *Verifier) judge(ev *ctinclusion.Evidence, s *sct.SCT, log *loglist.Log,
 	deadline := s.Time().Add(log.MMD)
 	switch ctinclusion.Judge(r, log, s.Time(), now) {
 	case ctinclusion.Shown:
-		in.state, in.size, in.at, in.cosigners = found, r.TreeSize, r.CheckpointTime, r.Cosigners
+		in.state, in.size, in.at = found, r.TreeSize, r.CheckpointTime
 	case ctinclusion.Broken:
 		in.state, in.why = failed, fmt.Sprintf("log %s signed a checkpoint of %s at %s, after the SCT's merge deadline, without the certificate at leaf_index %d",
 			name, entriesOf(r.TreeSize), stamp(r.CheckpointTime), ev.LeafIndex)
@@ -699,11 +696,7 @@ func (v *Verifier) decide(res sctpolicy.Result, ins []inclusion, checked []sctpo
 	var sizes []string
 	var oneSize string // the size, when only one SCT is included
 	var oldest time.Time
-	leastCosigned := -1 // of the included SCTs' checkpoints
 	for _, in := range ins {
-		if in.state == found && (leastCosigned < 0 || in.cosigners < leastCosigned) {
-			leastCosigned = in.cosigners
-		}
 		switch in.state {
 		case failed:
 			fails = append(fails, in.why)
@@ -736,9 +729,9 @@ func (v *Verifier) decide(res sctpolicy.Result, ins []inclusion, checked []sctpo
 	default:
 		parts = append(parts, fmt.Sprintf("%d included (checkpoints of %s entries)", len(sizes), andList(sizes)))
 	}
-	if v.witnesses != nil && leastCosigned >= 0 {
-		parts[len(parts)-1] += fmt.Sprintf(", witnessed (each checkpoint cosigned by at least %d of the %d witnesses listed, quorum %d)",
-			leastCosigned, v.witnesses.Len(), v.witnesses.Quorum())
+	if v.witnesses != nil && len(sizes) > 0 {
+		parts[len(parts)-1] += fmt.Sprintf(", witnessed (each checkpoint cosigned by a quorum of %d of the %d witnesses listed)",
+			v.witnesses.Quorum(), v.witnesses.Len())
 	}
 	parts = append(parts, promises...)
 	if len(unknowns) > 0 {

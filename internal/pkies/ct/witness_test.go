@@ -89,7 +89,7 @@ func TestVerifyWitnesses(t *testing.T) {
 			cfg:   twoOfThree,
 			proof: proofOf(t, cosign(t, inA, nil, w1, w2), cosign(t, inB, nil, w3, w2, w1)),
 			want:  pkie.Pass, wantWords: []string{"Chrome CT policy met by 2 SCTs", "both included (checkpoints of 9 and 10 entries)",
-				"witnessed (each checkpoint cosigned by at least 2 of the 3 witnesses listed, quorum 2)"}},
+				"witnessed (each checkpoint cosigned by a quorum of 2 of the 3 witnesses listed)"}},
 		{name: "all witnesses by default",
 			cfg:   VerifierConfig{Witnesses: keys},
 			proof: proofOf(t, cosign(t, inA, nil, w1, w2, w3), cosign(t, inB, nil, w1, w2)),
