@@ -2,6 +2,7 @@ package ctinclusion
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
@@ -91,6 +92,59 @@ func BenchmarkECDSAP256Verify(b *testing.B) {
 	}
 	for b.Loop() {
 		if !ecdsa.VerifyASN1(&key.PublicKey, d[:], sig) {
+			b.Fatal("no")
+		}
+	}
+}
+
+// BenchmarkVerifyInclusionWitnessed is BenchmarkVerifyInclusion's static
+// case under a witness policy of 2 of 3, the checkpoint cosigned by all
+// three: the log's signature, two cosignature/v1 verifications (the
+// quorum; one Ed25519 verify each, BenchmarkEd25519Verify) and the audit
+// path.
+func BenchmarkVerifyInclusionWitnessed(b *testing.B) {
+	s, e := benchEvidence(b, loglist.Static)
+	ws := []*testWitness{newTestWitness(b, "w1.bench.test"), newTestWitness(b, "w2.bench.test"), newTestWitness(b, "w3.bench.test")}
+	text := noteText(b, e.Checkpoint)
+	var lines []string
+	for _, w := range ws {
+		lines = append(lines, w.cosignature(b, text, false))
+	}
+	e = cosigned(e, lines...)
+	o := VerifyOptions{Witnesses: mustWitnesses(b, 2, ws[0].cosig, ws[1].cosig, ws[2].cosig)}
+	for b.Loop() {
+		if r, err := VerifyWith(e, s.log, benchLeaf, o); err != nil || r.Cosigners != 2 {
+			b.Fatal(r, err)
+		}
+	}
+}
+
+// BenchmarkVerifyInclusionWitnessedWarm is the same with the checkpoint
+// verified before under the same policy: the cache, keyed on the policy,
+// spares the signatures.
+func BenchmarkVerifyInclusionWitnessedWarm(b *testing.B) {
+	s, e := benchEvidence(b, loglist.Static)
+	w := newTestWitness(b, "w1.bench.test")
+	e = cosigned(e, w.cosignature(b, noteText(b, e.Checkpoint), false))
+	v, o := NewVerifier(16), VerifyOptions{Witnesses: mustWitnesses(b, 1, w.cosig)}
+	for b.Loop() {
+		if _, err := v.VerifyWith(e, s.log, benchLeaf, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEd25519Verify is the ceiling of one cosignature: one bare
+// Ed25519 verification of a message as long as a cosigned checkpoint's.
+func BenchmarkEd25519Verify(b *testing.B) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := make([]byte, 140)
+	sig := ed25519.Sign(priv, msg)
+	for b.Loop() {
+		if !ed25519.Verify(pub, msg, sig) {
 			b.Fatal("no")
 		}
 	}

@@ -28,13 +28,25 @@
 //   - LookupFailed: nobody could reach the log. It carries nothing signed
 //     and is never evidence against a certificate.
 //
+// Witnesses. A log's signature alone does not show that the tree it
+// signed is the one the rest of the world sees. VerifyWith can require,
+// on top of it, cosignatures from a quorum of witnesses (C2SP
+// tlog-witness, tlog-cosignature: cosignature/v1 lines in the checkpoint
+// note, as the log serves it). A checkpoint short of the quorum is bad
+// evidence (*QuorumError), never evidence against a certificate. An
+// RFC 6962 STH is not a note and cannot carry cosignatures, so with
+// witnesses required an RFC 6962 log's evidence is bad evidence.
+//
 // Cost. A client's first Verify of a tree head costs about one ECDSA P-256
 // verification (its signature) plus the audit path; a Verifier remembers
 // the tree heads it verified, by their bytes, so that later evidence
 // against the same checkpoint costs about the bare audit path
 // (BenchmarkVerifyInclusion, BenchmarkVerifyInclusionWarm, beside
 // BenchmarkECDSAP256Verify and BenchmarkBareAuditPath, on a path of 31
-// hashes: a tree of two billion entries).
+// hashes: a tree of two billion entries). A witness policy adds one
+// Ed25519 verification per cosignature up to its quorum to a cold Verify
+// and nothing to a warm one (BenchmarkVerifyInclusionWitnessed,
+// BenchmarkVerifyInclusionWitnessedWarm, beside BenchmarkEd25519Verify).
 //
 // The Fetcher builds audit paths from hash tiles itself rather than with
 // Tessera's client.ProofBuilder, which would link OpenTelemetry and klog

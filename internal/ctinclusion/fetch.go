@@ -245,7 +245,7 @@ func (f *Fetcher) head(ctx context.Context, log *loglist.Log, idx uint64) (*fetc
 	raw, err := f.fetchHead(ctx, log)
 	var th treeHead
 	if err == nil {
-		if th, err = f.verifier.openHead(raw, log); err != nil {
+		if th, err = f.verifier.openHead(raw, log, nil); err != nil {
 			err = fmt.Errorf("ctinclusion: the tree head log %s served: %w", logName(log), err)
 		}
 	}

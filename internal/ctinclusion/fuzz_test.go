@@ -2,7 +2,11 @@ package ctinclusion
 
 import (
 	"bytes"
+	"errors"
 	"testing"
+	"time"
+
+	"github.com/pkie/pkie/internal/loglist"
 )
 
 // FuzzEvidence checks that UnmarshalBinary never panics, and that what it
@@ -54,6 +58,39 @@ func FuzzSTH(f *testing.F) {
 		}
 		if !bytes.Equal(out, b) {
 			t.Fatalf("round trip changed the encoding:\n%x\n%x", b, out)
+		}
+	})
+}
+
+// FuzzWitnessedCheckpoint appends arbitrary bytes (signature lines, or
+// anything) to a checkpoint the log signed and verifies it under a
+// witness policy of 1 of 2: it never panics, and it verifies only with a
+// listed witness's valid cosignature; otherwise the error is bad evidence.
+func FuzzWitnessedCheckpoint(f *testing.F) {
+	s := newSynthLog(f, loglist.Static, "fuzz.witness.test/log")
+	e := s.included(f, benchLeaf, 5, 10, time.Now())
+	text := noteText(f, e.Checkpoint)
+	w1, w2, other := newTestWitness(f, "w1.fuzz.test"), newTestWitness(f, "w2.fuzz.test"), newTestWitness(f, "other.fuzz.test")
+	ws := mustWitnesses(f, 1, w1.vkey, w2.cosig)
+	for _, seed := range []string{
+		"",
+		w1.cosignature(f, text, false),
+		w2.cosignature(f, text, true),
+		other.cosignature(f, text, false) + w2.cosignature(f, text, false),
+		"— w1.fuzz.test AAAA\n",
+		"— w1.fuzz.test !!\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, extra []byte) {
+		c := *e
+		c.Checkpoint = append(append([]byte(nil), e.Checkpoint...), extra...)
+		r, err := VerifyWith(&c, s.log, benchLeaf, VerifyOptions{Witnesses: ws})
+		switch {
+		case err == nil && r.Cosigners < 1:
+			t.Fatalf("verified with %d cosigners under a quorum of 1", r.Cosigners)
+		case err != nil && !errors.Is(err, ErrBadEvidence):
+			t.Fatalf("error that is not bad evidence: %v", err)
 		}
 	})
 }

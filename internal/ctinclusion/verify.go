@@ -49,6 +49,25 @@ type Result struct {
 	// SCT's time and the log's maximum merge delay it decides whether a
 	// NotYet is a promise still running or a broken one.
 	CheckpointTime time.Time
+	// Cosigners is how many of VerifyOptions.Witnesses were found to have
+	// cosigned the tree head: their quorum (Verify stops counting there);
+	// zero without a witness policy.
+	Cosigners int
+}
+
+// VerifyOptions are the options of VerifyWith.
+type VerifyOptions struct {
+	// Witnesses, when not nil, must have cosigned the tree head, their
+	// quorum of them, on top of the log's own signature. Only a
+	// static-ct-api checkpoint, a signed note, can carry cosignatures: an
+	// RFC 6962 STH cannot, so with Witnesses set, evidence from an RFC 6962
+	// log is bad evidence (ErrBadEvidence), whatever it says. A checkpoint
+	// short of the quorum is a *QuorumError, bad evidence too, never a
+	// *MismatchError, even when the log's signature on it shows another
+	// entry at the SCT's leaf index: the caller asked for a tree head the
+	// witnesses saw, and this is not one. LookupFailed evidence, which
+	// carries no tree head, is unaffected.
+	Witnesses *Witnesses
 }
 
 // Verify checks e against log, the SCT's log from the client's log list,
@@ -72,7 +91,13 @@ type Result struct {
 //
 // Verify caches nothing; a Verifier keeps the tree heads it has verified.
 func Verify(e *Evidence, log *loglist.Log, leafHash [32]byte) (*Result, error) {
-	return (*Verifier)(nil).Verify(e, log, leafHash)
+	return (*Verifier)(nil).VerifyWith(e, log, leafHash, VerifyOptions{})
+}
+
+// VerifyWith is Verify with options: a witness policy the tree head must
+// meet.
+func VerifyWith(e *Evidence, log *loglist.Log, leafHash [32]byte, o VerifyOptions) (*Result, error) {
+	return (*Verifier)(nil).VerifyWith(e, log, leafHash, o)
 }
 
 // For reports whether e is about s, the SCT the caller holds: the SCT's
@@ -117,12 +142,15 @@ func NewVerifier(n int) *Verifier {
 }
 
 // headKey names a verified tree head: the log (ID, kind and origin, which
-// decide how it was verified) and the bytes.
+// decide how it was verified), the witness policy it was verified under
+// (zero for none: a head verified without witnesses is not witnessed) and
+// the bytes.
 type headKey struct {
-	log    [32]byte
-	kind   loglist.Kind
-	origin string
-	sum    [32]byte
+	log       [32]byte
+	kind      loglist.Kind
+	origin    string
+	witnesses [32]byte
+	sum       [32]byte
 }
 
 type verifierKey struct {
@@ -132,13 +160,21 @@ type verifierKey struct {
 
 // treeHead is a verified tree head.
 type treeHead struct {
-	size uint64
-	root [32]byte
-	time time.Time
+	size      uint64
+	root      [32]byte
+	time      time.Time
+	cosigners int // of the witness policy it was verified under
 }
 
 // Verify is the package's Verify, with v's cache.
 func (v *Verifier) Verify(e *Evidence, log *loglist.Log, leafHash [32]byte) (*Result, error) {
+	return v.VerifyWith(e, log, leafHash, VerifyOptions{})
+}
+
+// VerifyWith is the package's VerifyWith, with v's cache. A tree head is
+// cached with the witness policy it met, and taken from the cache only
+// for the same policy.
+func (v *Verifier) VerifyWith(e *Evidence, log *loglist.Log, leafHash [32]byte, o VerifyOptions) (*Result, error) {
 	if err := e.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadEvidence, err)
 	}
@@ -148,11 +184,11 @@ func (v *Verifier) Verify(e *Evidence, log *loglist.Log, leafHash [32]byte) (*Re
 	if e.Status == LookupFailed {
 		return &Result{Status: LookupFailed}, nil
 	}
-	h, err := v.openHead(e.Checkpoint, log)
+	h, err := v.openHead(e.Checkpoint, log, o.Witnesses)
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Status: e.Status, TreeSize: h.size, CheckpointTime: h.time}
+	r := &Result{Status: e.Status, TreeSize: h.size, CheckpointTime: h.time, Cosigners: h.cosigners}
 	switch e.Status {
 	case NotYet:
 		if log.Kind == loglist.Static && h.size > e.LeafIndex {
@@ -192,22 +228,29 @@ func verifyPath(e *Evidence, h treeHead, leaf [32]byte) error {
 	return nil
 }
 
-// openHead verifies a tree head with log's key and returns what it says,
-// from v's cache when it was verified before.
-func (v *Verifier) openHead(b []byte, log *loglist.Log) (treeHead, error) {
+// openHead verifies a tree head with log's key, and the cosignatures of
+// w's witnesses when w is not nil, and returns what it says, from v's
+// cache when it was verified before under the same policy.
+func (v *Verifier) openHead(b []byte, log *loglist.Log, w *Witnesses) (treeHead, error) {
 	var k headKey
 	if v != nil {
 		k = headKey{log: log.ID, kind: log.Kind, origin: log.Origin(), sum: sha256.Sum256(b)}
+		if w != nil {
+			k.witnesses = w.id
+		}
 		if h, ok := v.heads.Get(k); ok {
 			return h, nil
 		}
 	}
 	var h treeHead
 	var err error
-	switch log.Kind {
-	case loglist.Static:
-		h, err = v.openCheckpoint(b, log)
-	case loglist.RFC6962:
+	switch {
+	case log.Kind == loglist.Static:
+		h, err = v.openCheckpoint(b, log, w)
+	case log.Kind == loglist.RFC6962 && w != nil:
+		err = fmt.Errorf("%w: log %s is an RFC 6962 log, whose signed tree heads cannot carry witness cosignatures, and %s must have cosigned",
+			ErrBadEvidence, logName(log), w)
+	case log.Kind == loglist.RFC6962:
 		h, err = openSTH(b, log)
 	default:
 		err = fmt.Errorf("%w: log %s is of kind %q; want %q or %q", ErrBadEvidence, logName(log), log.Kind, loglist.Static, loglist.RFC6962)
@@ -234,7 +277,7 @@ func openSTH(b []byte, log *loglist.Log) (treeHead, error) {
 // RFC 6962 note verifier, checks its origin, and reads the time in the
 // log's RFC6962NoteSignature (C2SP static-ct-api: an 8-byte timestamp in
 // ms after the 4-byte key hash).
-func (v *Verifier) openCheckpoint(b []byte, log *loglist.Log) (treeHead, error) {
+func (v *Verifier) openCheckpoint(b []byte, log *loglist.Log, w *Witnesses) (treeHead, error) {
 	nv, err := v.noteVerifier(log)
 	if err != nil {
 		return treeHead{}, err
@@ -264,6 +307,11 @@ func (v *Verifier) openCheckpoint(b []byte, log *loglist.Log) (treeHead, error) 
 			return treeHead{}, fmt.Errorf("%w: log %s's checkpoint signature holds no timestamp", ErrBadEvidence, logName(log))
 		}
 		h.time = time.UnixMilli(int64(binary.BigEndian.Uint64(raw[4:12])))
+	}
+	if w != nil {
+		if h.cosigners, err = w.check(n, logName(log)); err != nil {
+			return treeHead{}, err
+		}
 	}
 	return h, nil
 }

@@ -19,7 +19,9 @@
 //     and the SCT younger than the log's maximum merge delay), unknown (no
 //     evidence, or the cloud could not reach the log), or failed (a tree
 //     head the log signed after the merge deadline without the entry, or
-//     with another entry at its leaf_index).
+//     with another entry at its leaf_index). With witnesses configured, a
+//     static-ct-api checkpoint counts only when a quorum of them cosigned
+//     it; one short leaves inclusion unknown, never failed.
 //
 // A certificate with no SCT at all is judged by a
 // sorted-tree mirror of a log (internal/ctmirror): a presence proof under
@@ -128,6 +130,19 @@ type VerifierConfig struct {
 	// site it visits): the PEC cloud exists so that a client need not.
 	// Off by default.
 	Fetch bool `json:"fetch,omitempty"`
+	// Witnesses, when set, are the note verifier keys of witnesses
+	// (C2SP tlog-witness) whose cosignatures (cosignature/v1, C2SP
+	// tlog-cosignature) a static-ct-api checkpoint must carry before
+	// inclusion evidence under it counts: "<name>+<hash>+<base64>", an
+	// Ed25519 key in the cosignature/v1 form (algorithm 0x04) or the
+	// plain Ed25519 form (0x01) witnesses publish. A checkpoint short of
+	// the quorum leaves inclusion unknown, never failed; an RFC 6962
+	// log's STH cannot carry cosignatures, so its SCTs' inclusion is
+	// unknown too.
+	Witnesses []string `json:"witnesses,omitempty"`
+	// WitnessQuorum is how many of Witnesses must have cosigned; zero
+	// means all of them.
+	WitnessQuorum int `json:"witness_quorum,omitempty"`
 
 	// Key is the note verifier key of the sorted-tree mirror that signs
 	// the tree's heads (Ed25519); it judges certificates with no SCT.
@@ -178,8 +193,11 @@ type Verifier struct {
 	fetcher  *ctinclusion.Fetcher // nil unless Fetch
 	scts     *sct.Cache
 	heads    *ctinclusion.Verifier
-	pin      *treeproof.Pin // nil: no mirror
-	now      func() time.Time
+	// witnesses, when not nil, must have cosigned the checkpoints of
+	// inclusion evidence.
+	witnesses *ctinclusion.Witnesses
+	pin       *treeproof.Pin // nil: no mirror
+	now       func() time.Time
 }
 
 // NewVerifier builds the verifier from a VerifierConfig in JSON.
@@ -208,10 +226,15 @@ func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
 		return nil, fmt.Errorf("%s verifier: log_key is set but key, the mirror's head key, is not", Name)
 	case c.Key != "" && c.LogKey == "":
 		return nil, fmt.Errorf("%s verifier: log_key, the key of the log the mirror follows, is required with key", Name)
-	case !hasList && (c.LogListSignature != "" || c.LogListPublicKey != "" || c.Policy != "" || c.Inclusion != "" || c.Fetch):
-		return nil, fmt.Errorf("%s verifier: log_list_signature, log_list_public_key, policy, inclusion and fetch need log_list", Name)
+	case !hasList && (c.LogListSignature != "" || c.LogListPublicKey != "" || c.Policy != "" || c.Inclusion != "" || c.Fetch ||
+		len(c.Witnesses) > 0 || c.WitnessQuorum != 0):
+		return nil, fmt.Errorf("%s verifier: log_list_signature, log_list_public_key, policy, inclusion, fetch, witnesses and witness_quorum need log_list", Name)
 	case (c.LogListSignature == "") != (c.LogListPublicKey == ""):
 		return nil, fmt.Errorf("%s verifier: log_list_signature and log_list_public_key go together", Name)
+	case c.WitnessQuorum != 0 && len(c.Witnesses) == 0:
+		return nil, fmt.Errorf("%s verifier: witness_quorum is set but witnesses, the keys it counts, is not", Name)
+	case c.WitnessQuorum < 0 || c.WitnessQuorum > len(c.Witnesses):
+		return nil, fmt.Errorf("%s verifier: witness_quorum %d: want 1 to %d (the witnesses listed), or 0 for all of them", Name, c.WitnessQuorum, len(c.Witnesses))
 	}
 	v := &Verifier{now: time.Now}
 	if c.Key != "" {
@@ -239,6 +262,11 @@ func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
 		return nil, fmt.Errorf("%s verifier: policy: %w", Name, err)
 	}
 	v.policy = p
+	if len(c.Witnesses) > 0 {
+		if v.witnesses, err = ctinclusion.NewWitnesses(c.Witnesses, c.WitnessQuorum); err != nil {
+			return nil, fmt.Errorf("%s verifier: witnesses: %w", Name, err)
+		}
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: loadTimeout}
@@ -409,6 +437,20 @@ type inclusion struct {
 	size  uint64    // found: the tree head's size
 	at    time.Time // found, promise: when the log signed the tree head
 	why   string    // promise, unknown, failed: the words for the reason
+}
+
+// quorumWords says why a checkpoint of log name does not count under the
+// witness policy, for a reason.
+func quorumWords(name string, q *ctinclusion.QuorumError) string {
+	s := fmt.Sprintf("the checkpoint of log %s is cosigned by %d of the %d witnesses listed, short of the witness quorum of %d",
+		name, len(q.Signed), q.Listed, q.Quorum)
+	if len(q.Signed) > 0 {
+		s += " (cosigned by " + strings.Join(q.Signed, ", ") + ")"
+	}
+	if len(q.Invalid) > 0 {
+		s += "; the cosignature of " + strings.Join(q.Invalid, ", ") + " does not verify"
+	}
+	return s
 }
 
 // bySCTs judges a certificate that carries SCTs.
@@ -600,7 +642,13 @@ func (v *Verifier) judge(ev *ctinclusion.Evidence, s *sct.SCT, log *loglist.Log,
 		in.state, in.why = unknown, fmt.Sprintf("evidence for log %s is not about its SCT: %v", name, err)
 		return in
 	}
-	r, err := v.heads.Verify(ev, log, leafHash)
+	r, err := v.heads.VerifyWith(ev, log, leafHash, ctinclusion.VerifyOptions{Witnesses: v.witnesses})
+	if q, ok := errors.AsType[*ctinclusion.QuorumError](err); ok {
+		// Not witnessed is not evidence against: the witnesses may not
+		// have cosigned yet, or the relay dropped their lines.
+		in.state, in.why = unknown, quorumWords(name, q)
+		return in
+	}
 	if mm, ok := errors.AsType[*ctinclusion.MismatchError](err); ok {
 		in.state, in.why = failed, fmt.Sprintf("log %s signed a tree of %s that holds another entry at the SCT's leaf_index %d",
 			name, entriesOf(mm.TreeSize), mm.LeafIndex)
@@ -680,6 +728,10 @@ func (v *Verifier) decide(res sctpolicy.Result, ins []inclusion, checked []sctpo
 		parts = append(parts, fmt.Sprintf("1 included (checkpoint of %s)", oneSize))
 	default:
 		parts = append(parts, fmt.Sprintf("%d included (checkpoints of %s entries)", len(sizes), andList(sizes)))
+	}
+	if v.witnesses != nil && len(sizes) > 0 {
+		parts[len(parts)-1] += fmt.Sprintf(", witnessed (each checkpoint cosigned by a quorum of %d of the %d witnesses listed)",
+			v.witnesses.Quorum(), v.witnesses.Len())
 	}
 	parts = append(parts, promises...)
 	if len(unknowns) > 0 {
