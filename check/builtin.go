@@ -45,11 +45,18 @@ type CTVerifierConfig struct {
 	// Policy is the CT policy: "chrome" (the default), "apple" or "one"
 	// (one valid SCT from a usable listed log).
 	Policy string
-	// Inclusion is "required" (the default: every SCT the policy counts
-	// must be shown included, or be a promise still within its log's
-	// merge delay, else the ct source is Unknown) or "optional" (the
+	// Inclusion is "required" (the default: the SCTs shown included, or
+	// promises still within their logs' merge delay, must meet the policy
+	// by themselves, else the ct source is Unknown) or "optional" (the
 	// policy alone decides a pass, and the reason reports inclusion).
 	Inclusion string
+	// Witnesses are the note verifier keys (cosignature/v1 or Ed25519) of
+	// witnesses a quorum of which must have cosigned each static-ct-api
+	// checkpoint inclusion rests on; WitnessQuorum is that quorum, zero
+	// meaning all of them. A checkpoint short of it leaves inclusion
+	// unknown.
+	Witnesses     []string
+	WitnessQuorum int
 	// Fetch has the client fetch inclusion evidence straight from a log
 	// when the cloud relayed none. It tells the log which certificate the
 	// client checks, which the cloud exists to avoid; off by default.
@@ -68,7 +75,7 @@ type CTVerifierConfig struct {
 // JSON returns c as the ct verifier's configuration.
 func (c CTVerifierConfig) JSON() json.RawMessage {
 	return ct.VerifierConfig{LogList: c.LogList, LogListSignature: c.LogListSignature, LogListPublicKey: c.LogListPublicKey,
-		Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch,
+		Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch, Witnesses: c.Witnesses, WitnessQuorum: c.WitnessQuorum,
 		Key: c.Key, LogKey: c.LogKey, MaxAge: ct.Duration(c.MaxAge)}.JSON()
 }
 

@@ -42,11 +42,16 @@ type ProofOptions struct {
 	// Policy is, for CT with a LogList, the CT policy: "chrome" (the
 	// default), "apple" or "one".
 	Policy string
-	// Inclusion is, for CT with a LogList, "required" (the default: each
-	// SCT the policy counts must be shown included, or be a promise still
-	// within its log's merge delay, else the source is Unknown) or
-	// "optional" (the policy alone decides a pass).
+	// Inclusion is, for CT with a LogList, "required" (the default: the
+	// SCTs shown included, or promises still within their logs' merge
+	// delay, must meet the policy by themselves, else the source is
+	// Unknown) or "optional" (the policy alone decides a pass).
 	Inclusion string
+	// Witnesses and WitnessQuorum are, for CT with a LogList, the
+	// witnesses a quorum of which must have cosigned each static-ct-api
+	// checkpoint (CTVerifierConfig's fields of the same names).
+	Witnesses     []string
+	WitnessQuorum int
 	// Fetch has the CT source fetch missing inclusion evidence straight
 	// from the logs. It tells each log which certificate is checked;
 	// proofs from a prover or a PEC cloud do not.
@@ -84,7 +89,7 @@ func NewCTSource(o ProofOptions) (Source, error) {
 	}
 	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, LogKey: o.LogKey, MaxAge: ct.Duration(o.MaxAge),
 		LogList: o.LogList, LogListSignature: o.LogListSignature, LogListPublicKey: o.LogListPublicKey,
-		Policy: o.Policy, Inclusion: o.Inclusion, Fetch: o.Fetch, HTTP: o.HTTP})
+		Policy: o.Policy, Inclusion: o.Inclusion, Fetch: o.Fetch, Witnesses: o.Witnesses, WitnessQuorum: o.WitnessQuorum, HTTP: o.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
