@@ -19,7 +19,7 @@ import (
 )
 
 const ctCheckUsage = "CERT.pem [ISSUER.pem] --log-list FILE|URL [--log-list-sig F --log-list-key F] [--policy chrome|apple|one]\n" +
-	"                    [--ocsp RESP.der] [--sct-list F] [--inclusion] [--json]\n\n" +
+	"                    [--ocsp RESP.der] [--sct-list F] [--inclusion [--witness KEY]... [--witness-quorum N]] [--json]\n\n" +
 	"Checks a certificate's SCTs offline against a CT log list and a CT policy: the SCTs embedded in\n" +
 	"CERT.pem's leaf, those of a TLS signed_certificate_timestamp extension (--sct-list: the\n" +
 	"SignedCertificateTimestampList as sent, binary) and those of a stapled OCSP response (--ocsp,\n" +
@@ -46,6 +46,9 @@ func runCTCheck(ctx context.Context, env *Env, args []string) error {
 	ocspPath := fs.String("ocsp", "", "a stapled OCSP response (DER) carrying SCTs")
 	sctList := fs.String("sct-list", "", "a TLS SignedCertificateTimestampList (binary), as the TLS extension carries it")
 	inclusion := fs.Bool("inclusion", false, "ask each SCT's log for the entry's inclusion proof (tells the log what you check)")
+	var witnesses command.StringList
+	fs.Var(&witnesses, "witness", "with --inclusion: a witness's note verifier key (or @FILE; repeatable) that must have cosigned each static-ct-api checkpoint, to --witness-quorum")
+	quorum := fs.Int("witness-quorum", 0, "how many of the --witness witnesses must have cosigned (default all)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	pos, err := command.ParseFlags(fs, args)
 	if err != nil {
@@ -107,6 +110,20 @@ func runCTCheck(ctx context.Context, env *Env, args []string) error {
 	}
 	if in.List, err = loglist.Load(ctx, hc, *listSrc, o); err != nil {
 		return command.UsageError("--log-list: %v", err)
+	}
+	if (len(witnesses) > 0 || *quorum != 0) && !*inclusion {
+		return command.UsageError("--witness and --witness-quorum need --inclusion")
+	}
+	if len(witnesses) > 0 || *quorum != 0 {
+		keys := make([]string, len(witnesses))
+		for i, w := range witnesses {
+			if keys[i], err = command.ReadKeyArg(w); err != nil {
+				return command.UsageError("--witness: %v", err)
+			}
+		}
+		if in.Witnesses, err = ctinclusion.NewWitnesses(keys, *quorum); err != nil {
+			return command.UsageError("--witness: %v", err)
+		}
 	}
 	if *inclusion {
 		fmt.Fprintln(env.Stderr, "asking each SCT's log for its entry: each log learns which certificate is being checked")

@@ -169,6 +169,34 @@ func TestCTCheck(t *testing.T) {
 		}
 	})
 
+	t.Run("witnesses", func(t *testing.T) {
+		// The world's logs serve no cosignatures: a required witness
+		// leaves inclusion unknown, naming the quorum, and the exit status
+		// is the policy's.
+		_, witness, err := checkpoint.GenerateKey("witness.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, r, out, errs := run(chainPEM(sctworld.Good), "--inclusion", "--witness", witness, "--json")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+		}
+		for i, s := range r.SCTs {
+			if s.Inclusion == nil || s.Inclusion.Status != "unknown" || !strings.Contains(s.Inclusion.Detail, "witness") {
+				t.Errorf("SCT %d: inclusion %+v, want unknown for want of the witness", i+1, s.Inclusion)
+			}
+		}
+		for _, args := range [][]string{
+			{chainPEM(sctworld.Good), "--witness", witness},                                         // without --inclusion
+			{chainPEM(sctworld.Good), "--inclusion", "--witness", witness, "--witness-quorum", "2"}, // quorum above the witnesses
+			{chainPEM(sctworld.Good), "--inclusion", "--witness", "not a key"},                      // not a key
+		} {
+			if code, _, out, errs := run(args...); code != 2 || !strings.Contains(errs, "witness") {
+				t.Errorf("%v: exit %d, want 2 naming the witness flag\n%s\n%s", args, code, out, errs)
+			}
+		}
+	})
+
 	t.Run("log down", func(t *testing.T) {
 		w.Logs[0].Stop()
 		code, r, out, errs := run(chainPEM(sctworld.Spare), "--inclusion", "--json")

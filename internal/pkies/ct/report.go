@@ -65,7 +65,10 @@ type CheckInput struct {
 	List         *loglist.List
 	Policy       sctpolicy.Policy
 	Inclusion    *ctinclusion.Fetcher // nil: do not ask the logs
-	Now          time.Time
+	// Witnesses, when set, must have cosigned (to their quorum) each
+	// static-ct-api checkpoint an inclusion rests on.
+	Witnesses *ctinclusion.Witnesses
+	Now       time.Time
 }
 
 // CheckSCTs collects the leaf's SCTs, verifies each against the list,
@@ -115,7 +118,7 @@ func CheckSCTs(ctx context.Context, in CheckInput) *Report {
 		if !r.SCTs[i].Valid {
 			continue
 		}
-		inc := inclusionReport(ctx, in.Inclusion, checked[i].Log, s, entries[i].LeafHash(s), in.Now)
+		inc := inclusionReport(ctx, in.Inclusion, in.Witnesses, checked[i].Log, s, entries[i].LeafHash(s), in.Now)
 		if inc.Status == "fail" {
 			r.Contradicted = true
 		}
@@ -128,7 +131,7 @@ func CheckSCTs(ctx context.Context, in CheckInput) *Report {
 // lookup that failed is unknown, never fail: only the log's signature on
 // a tree that holds another entry, or that leaves the entry out after the
 // log's maximum merge delay, is evidence against the SCT.
-func inclusionReport(ctx context.Context, f *ctinclusion.Fetcher, log *loglist.Log, s *sct.SCT, leafHash [32]byte, now time.Time) *InclusionReport {
+func inclusionReport(ctx context.Context, f *ctinclusion.Fetcher, w *ctinclusion.Witnesses, log *loglist.Log, s *sct.SCT, leafHash [32]byte, now time.Time) *InclusionReport {
 	out := &InclusionReport{}
 	deadline := s.Time().Add(log.MMD)
 	e, err := f.Fetch(ctx, log, s, leafHash)
@@ -143,7 +146,7 @@ func inclusionReport(ctx context.Context, f *ctinclusion.Fetcher, log *loglist.L
 		out.Detail = fmt.Sprintf("could not ask log %s: %v", log.Name(), err)
 		return out
 	}
-	res, err := ctinclusion.Verify(e, log, leafHash)
+	res, err := ctinclusion.VerifyWith(e, log, leafHash, ctinclusion.VerifyOptions{Witnesses: w})
 	if err != nil {
 		out.Status, out.Detail = "unknown", fmt.Sprintf("log %s's answer does not verify: %v", log.Name(), err)
 		return out
