@@ -57,6 +57,10 @@ type CTVerifierConfig struct {
 	// unknown.
 	Witnesses     []string
 	WitnessQuorum int
+	// MaxListAge, when set, is the oldest log list relied on: with an
+	// older one a certificate with SCTs is Unknown (Chrome's CT policy
+	// stops enforcing at 70 days). Zero means no limit.
+	MaxListAge time.Duration
 	// Fetch has the client fetch inclusion evidence straight from a log
 	// when the cloud relayed none. It tells the log which certificate the
 	// client checks, which the cloud exists to avoid; off by default.
@@ -76,7 +80,7 @@ type CTVerifierConfig struct {
 func (c CTVerifierConfig) JSON() json.RawMessage {
 	return ct.VerifierConfig{LogList: c.LogList, LogListSignature: c.LogListSignature, LogListPublicKey: c.LogListPublicKey,
 		Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch, Witnesses: c.Witnesses, WitnessQuorum: c.WitnessQuorum,
-		Key: c.Key, LogKey: c.LogKey, MaxAge: ct.Duration(c.MaxAge)}.JSON()
+		MaxListAge: ct.Duration(c.MaxListAge), Key: c.Key, LogKey: c.LogKey, MaxAge: ct.Duration(c.MaxAge)}.JSON()
 }
 
 // RevocationVerifierConfig configures the verifier of the built-in

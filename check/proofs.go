@@ -52,6 +52,9 @@ type ProofOptions struct {
 	// checkpoint (CTVerifierConfig's fields of the same names).
 	Witnesses     []string
 	WitnessQuorum int
+	// MaxListAge is, for CT with a LogList, the oldest list relied on
+	// (CTVerifierConfig.MaxListAge).
+	MaxListAge time.Duration
 	// Fetch has the CT source fetch missing inclusion evidence straight
 	// from the logs. It tells each log which certificate is checked;
 	// proofs from a prover or a PEC cloud do not.
@@ -89,7 +92,8 @@ func NewCTSource(o ProofOptions) (Source, error) {
 	}
 	v, err := ct.NewVerifierFrom(ct.VerifierConfig{Key: o.TTPKey, LogKey: o.LogKey, MaxAge: ct.Duration(o.MaxAge),
 		LogList: o.LogList, LogListSignature: o.LogListSignature, LogListPublicKey: o.LogListPublicKey,
-		Policy: o.Policy, Inclusion: o.Inclusion, Fetch: o.Fetch, Witnesses: o.Witnesses, WitnessQuorum: o.WitnessQuorum, HTTP: o.HTTP})
+		Policy: o.Policy, Inclusion: o.Inclusion, Fetch: o.Fetch, Witnesses: o.Witnesses, WitnessQuorum: o.WitnessQuorum,
+		MaxListAge: ct.Duration(o.MaxListAge), HTTP: o.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}

@@ -236,6 +236,7 @@ func TestCTFlagsUsage(t *testing.T) {
 		{"signature without key", []string{"--ct-log-list", list, "--ct-log-list-sig", list}, "go together"},
 		{"mirror key without log key", []string{"--ct-log-list", list, "--ct-key", mirrorKey}, "--ct-key needs --ct-log-key"},
 		{"witness without a list", []string{"--ct-witness", mirrorKey}, "need --ct-log-list"},
+		{"max list age without a list", []string{"--ct-max-list-age", "1680h"}, "need --ct-log-list"},
 		{"quorum without witnesses", []string{"--ct-log-list", list, "--ct-witness-quorum", "1"}, "--ct-witness-quorum 1: want 1 to the number of --ct-witness keys (0)"},
 		{"quorum above the witnesses", []string{"--ct-log-list", list, "--ct-witness", mirrorKey, "--ct-witness-quorum", "2"}, "--ct-witness-quorum 2"},
 		{"a witness key that is not one", []string{"--ct-log-list", list, "--ct-witness", "not-a-key"}, "witness"},

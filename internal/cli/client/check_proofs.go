@@ -44,7 +44,7 @@ func (p *proofFlags) sources() ([]check.Source, error) {
 		}
 		src, err := check.NewCTSource(check.ProofOptions{ProverURL: *p.ctProver, TTPKey: c.Key, LogKey: c.LogKey, MaxAge: c.MaxAge,
 			LogList: c.LogList, LogListSignature: c.LogListSignature, LogListPublicKey: c.LogListPublicKey,
-			Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch, Witnesses: c.Witnesses, WitnessQuorum: c.WitnessQuorum})
+			Policy: c.Policy, Inclusion: c.Inclusion, Fetch: c.Fetch, Witnesses: c.Witnesses, WitnessQuorum: c.WitnessQuorum, MaxListAge: c.MaxListAge})
 		if err != nil {
 			return nil, command.UsageError("%v", err)
 		}

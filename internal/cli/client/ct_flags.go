@@ -19,6 +19,7 @@ type ctFlags struct {
 	fetch                  *bool
 	witnesses              *command.StringList
 	witnessQuorum          *int
+	maxListAge             *time.Duration
 }
 
 func addCTFlags(fs *flag.FlagSet) *ctFlags {
@@ -32,6 +33,7 @@ func addCTFlags(fs *flag.FlagSet) *ctFlags {
 		inclusion:     fs.String("ct-inclusion", "", "required (the SCTs shown included, or promises within their logs' merge delay, must meet the policy by themselves, else ct is unknown) | optional (default required)"),
 		fetch:         fs.Bool("ct-fetch", false, "fetch inclusion proofs straight from the CT logs when no cloud or prover delivered them (tells each log which certificate you check)"),
 		witnesses:     new(command.StringList),
+		maxListAge:    fs.Duration("ct-max-list-age", 0, "the oldest CT log list relied on (by its timestamp): older, a certificate's SCTs leave ct unknown; Chrome's limit is 1680h (70 days); default no limit"),
 		witnessQuorum: fs.Int("ct-witness-quorum", 0, "how many of the --ct-witness witnesses must have cosigned a checkpoint (default all)"),
 	}
 	fs.Var(c.witnesses, "ct-witness", "a witness's note verifier key (or @FILE; repeatable): static-ct-api checkpoints must be cosigned by --ct-witness-quorum of them")
@@ -45,10 +47,10 @@ func (c *ctFlags) enabled() bool { return *c.list != "" || *c.key != "" }
 // not go together.
 func (c *ctFlags) config(maxAge time.Duration) (check.CTVerifierConfig, error) {
 	cfg := check.CTVerifierConfig{LogList: *c.list, LogListSignature: *c.listSig, LogListPublicKey: *c.listKey,
-		Policy: *c.policy, Inclusion: *c.inclusion, Fetch: *c.fetch, WitnessQuorum: *c.witnessQuorum, MaxAge: maxAge}
+		Policy: *c.policy, Inclusion: *c.inclusion, Fetch: *c.fetch, WitnessQuorum: *c.witnessQuorum, MaxListAge: *c.maxListAge, MaxAge: maxAge}
 	if *c.list == "" && (*c.listSig != "" || *c.listKey != "" || *c.fetch || *c.policy != "" || *c.inclusion != "" ||
-		len(*c.witnesses) > 0 || *c.witnessQuorum != 0) {
-		return cfg, command.UsageError("--ct-log-list-sig, --ct-log-list-key, --ct-policy, --ct-inclusion, --ct-fetch and --ct-witness need --ct-log-list")
+		len(*c.witnesses) > 0 || *c.witnessQuorum != 0 || *c.maxListAge != 0) {
+		return cfg, command.UsageError("--ct-log-list-sig, --ct-log-list-key, --ct-policy, --ct-inclusion, --ct-fetch, --ct-witness and --ct-max-list-age need --ct-log-list")
 	}
 	if *c.witnessQuorum != 0 && (len(*c.witnesses) == 0 || *c.witnessQuorum < 0 || *c.witnessQuorum > len(*c.witnesses)) {
 		return cfg, command.UsageError("--ct-witness-quorum %d: want 1 to the number of --ct-witness keys (%d)", *c.witnessQuorum, len(*c.witnesses))

@@ -143,6 +143,14 @@ type VerifierConfig struct {
 	// WitnessQuorum is how many of Witnesses must have cosigned; zero
 	// means all of them.
 	WitnessQuorum int `json:"witness_quorum,omitempty"`
+	// MaxListAge, when set, is the oldest log list (by its
+	// log_list_timestamp) whose log states and keys are relied on: past
+	// it a log may have been retired or distrusted without the client
+	// knowing, and a certificate with SCTs is Unknown until the list is
+	// renewed. Chrome's CT policy stops enforcing CT at 70 days
+	// (loglist.EnforcementTimeout), and asks other clients to adopt that
+	// limit. Zero means no limit.
+	MaxListAge Duration `json:"max_list_age,omitzero"`
 
 	// Key is the note verifier key of the sorted-tree mirror that signs
 	// the tree's heads (Ed25519); it judges certificates with no SCT.
@@ -196,8 +204,10 @@ type Verifier struct {
 	// witnesses, when not nil, must have cosigned the checkpoints of
 	// inclusion evidence.
 	witnesses *ctinclusion.Witnesses
-	pin       *treeproof.Pin // nil: no mirror
-	now       func() time.Time
+	// maxListAge, when positive, is the oldest list relied on.
+	maxListAge time.Duration
+	pin        *treeproof.Pin // nil: no mirror
+	now        func() time.Time
 }
 
 // NewVerifier builds the verifier from a VerifierConfig in JSON.
@@ -233,6 +243,10 @@ func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
 		return nil, fmt.Errorf("%s verifier: log_list_signature and log_list_public_key go together", Name)
 	case c.WitnessQuorum != 0 && len(c.Witnesses) == 0:
 		return nil, fmt.Errorf("%s verifier: witness_quorum is set but witnesses, the keys it counts, is not", Name)
+	case !hasList && c.MaxListAge != 0:
+		return nil, fmt.Errorf("%s verifier: max_list_age needs log_list", Name)
+	case c.MaxListAge < 0:
+		return nil, fmt.Errorf("%s verifier: max_list_age must be positive", Name)
 	case c.WitnessQuorum < 0 || c.WitnessQuorum > len(c.Witnesses):
 		return nil, fmt.Errorf("%s verifier: witness_quorum %d: want 1 to %d (the witnesses listed), or 0 for all of them", Name, c.WitnessQuorum, len(c.Witnesses))
 	}
@@ -247,6 +261,7 @@ func NewVerifierFrom(c VerifierConfig) (*Verifier, error) {
 	if !hasList {
 		return v, nil
 	}
+	v.maxListAge = c.MaxListAge.D()
 	switch c.Inclusion {
 	case "", InclusionRequired:
 	case InclusionOptional:
@@ -345,6 +360,10 @@ func (v *Verifier) Verify(ctx context.Context, req *pkie.VerifyRequest) pkie.Ass
 	scts, errs := sct.Collect(leaf, req.SCTs, req.OCSPResponse)
 	if len(scts) == 0 {
 		return v.mirror(req, body, bodyErr, now, collectNote(errs))
+	}
+	if v.maxListAge > 0 && v.list.Stale(now, v.maxListAge) {
+		return pkie.Assertion{Status: pkie.Unknown, Reason: fmt.Sprintf("the log list %s, published %s, is older than max_list_age (%s): "+
+			"SCTs are not judged on log states that may have changed since", v.list.Source, stamp(v.list.Timestamp), age(v.maxListAge))}
 	}
 	return v.bySCTs(ctx, req, leaf, scts, errs, body, bodyErr, now)
 }
@@ -837,6 +856,14 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%dm", d/time.Minute)
 	}
 	return d.String()
+}
+
+// age renders a list's age limit: whole days as days, else as dur does.
+func age(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return dur(d)
 }
 
 // commas renders n with thousands separators: 1,234,567.

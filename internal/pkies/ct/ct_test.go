@@ -81,6 +81,8 @@ func TestVerifierConfig(t *testing.T) {
 		{"signature without its key", string(VerifierConfig{LogList: list, LogListSignature: list + ".sig"}.JSON()), "log_list_public_key"},
 		{"missing list", string(VerifierConfig{LogList: filepath.Join(t.TempDir(), "none.json")}.JSON()), "log_list"},
 		{"list that is not one", string(VerifierConfig{LogList: writeFile(t, "junk.json", []byte("{]"))}.JSON()), "log_list"},
+		{"max_list_age without a list", string(VerifierConfig{Key: mirrorKey, LogKey: logKey, MaxListAge: Duration(time.Hour)}.JSON()), "max_list_age needs log_list"},
+		{"negative max_list_age", `{"log_list":"` + list + `","max_list_age":"-1h"}`, "max_list_age must be positive"},
 	} {
 		_, err := NewVerifier([]byte(tc.config))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -462,6 +464,16 @@ func TestVerify(t *testing.T) {
 			scts:  raws(w.sa, w.sb),
 			proof: proofOf(t, w.a.included(t, w.sa, now.Add(-time.Minute)), w.b.included(t, w.sb, now.Add(-2*time.Minute))),
 			want:  pkie.Pass, wantWords: []string{"Chrome CT policy met by 2 SCTs (A 'Alpha2026', B 'Beta2026')", "both included (checkpoints of 9 and 10 entries)"}},
+		{name: "a log list younger than max_list_age is relied on",
+			cfg:   VerifierConfig{MaxListAge: Duration(400 * 24 * time.Hour)},
+			scts:  raws(w.sa, w.sb),
+			proof: proofOf(t, w.a.included(t, w.sa, now), w.b.included(t, w.sb, now)),
+			want:  pkie.Pass, wantWords: []string{"Chrome CT policy met by 2 SCTs"}},
+		{name: "a log list older than max_list_age leaves SCTs unjudged",
+			cfg:   VerifierConfig{MaxListAge: Duration(loglist.EnforcementTimeout)},
+			scts:  raws(w.sa, w.sb),
+			proof: proofOf(t, w.a.included(t, w.sa, now), w.b.included(t, w.sb, now)),
+			want:  pkie.Unknown, wantWords: []string{"published 2026-01-01T00:00:00Z, is older than max_list_age (70 days)"}},
 		{name: "one TLS SCT and one from a stapled OCSP response",
 			scts: raws(w.sa), ocsp: ocspWith(t, w.ca, w.leaf.Cert, w.sbOCSP),
 			proof: proofOf(t, w.a.included(t, w.sa, now), w.b.included(t, w.sbOCSP, now)),
