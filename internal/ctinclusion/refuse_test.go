@@ -306,3 +306,35 @@ func TestFetchCaches(t *testing.T) {
 		t.Errorf("20 fetches while the log was down made %d requests; want 1", n)
 	}
 }
+
+// TestFetchEmptyDataTile: a log that answers a data tile with an empty
+// body gets a clear error naming it, not a crash of the process that
+// asked (a PEC cloud fetches in goroutines nothing recovers).
+func TestFetchEmptyDataTile(t *testing.T) {
+	ctx := context.Background()
+	tl, _ := startPKIELog(t, "pkie.emptytile.test/log")
+	subs := submitMany(ctx, t, tl, 0, 3)
+	upstream := tl.log.MonitoringURL
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/tile/data/") {
+			w.WriteHeader(http.StatusOK) // and no entry
+			return
+		}
+		resp, err := http.Get(upstream + r.URL.Path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(front.Close)
+	l := *tl.log
+	l.MonitoringURL = front.URL
+	f := &Fetcher{}
+	_, err := f.Fetch(ctx, &l, subs[0].sct, subs[0].leafHash)
+	if err == nil || !strings.Contains(err.Error(), "data tile 0: ctwire: data tile: empty") {
+		t.Fatalf("Fetch with an empty data tile: %v; want an error naming the empty tile", err)
+	}
+}

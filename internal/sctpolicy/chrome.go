@@ -46,11 +46,13 @@ func (chrome) Evaluate(leaf *x509.Certificate, scts []Checked, now time.Time) Re
 		return noSCT(name)
 	}
 	// The earliest valid SCT decides for every Retired log. Only SCTs
-	// whose signature verified from a listed log take part: a forged SCT
-	// must not move the date back.
+	// whose signature verified, from a listed log in a state that counts,
+	// not dated in the future, take part: neither a forged SCT nor a
+	// backdated one from a rejected log (say, after a key compromise) may
+	// move the date back.
 	var earliest time.Time
 	for _, c := range scts {
-		if c.SCT != nil && c.Log != nil && c.Err == nil {
+		if c.SCT != nil && c.Log != nil && c.Err == nil && countingState(c.Log.State) && !c.SCT.Time().After(now.Add(ClockSkew)) {
 			if t := c.SCT.Time(); earliest.IsZero() || t.Before(earliest) {
 				earliest = t
 			}

@@ -241,3 +241,13 @@ func lifetimeDays(leaf *x509.Certificate) int {
 	}
 	return days
 }
+
+// countingState reports whether an SCT from a log in state st can count
+// under some policy: Qualified, Usable, ReadOnly or Retired.
+func countingState(st loglist.State) bool {
+	switch st {
+	case loglist.Qualified, loglist.Usable, loglist.ReadOnly, loglist.Retired:
+		return true
+	}
+	return false
+}

@@ -187,6 +187,8 @@ func TestPolicies(t *testing.T) {
 		{"chrome retired logs only", 90 * oneDay, []sctSpec{{log: "X1"}}, "chrome", false, nil, "1 valid embedded SCT"},
 		{"chrome retired log, earliest SCT decides", 90 * oneDay, []sctSpec{{log: "X1", at: retiredAt.Add(oneDay)}, {log: "A1"}}, "chrome", true, []int{0, 1}, ""},
 		{"chrome retired log after retirement", 90 * oneDay, []sctSpec{{log: "X1", at: retiredAt}, {log: "A1", at: retiredAt.Add(time.Hour)}}, "chrome", false, nil, "not older than the log's retirement"},
+		{"chrome retired log: a backdated SCT from a rejected log does not move the date back", 90 * oneDay,
+			[]sctSpec{{log: "X1", at: retiredAt}, {log: "A1", at: retiredAt.Add(time.Hour)}, {log: "J1", at: notBefore}}, "chrome", false, nil, "not older than the log's retirement"},
 		{"chrome SCT from the future", 90 * oneDay, []sctSpec{{log: "G1"}, {log: "A1", at: now.Add(time.Hour)}}, "chrome", false, nil, "in the future"},
 		{"chrome SCT within skew", 90 * oneDay, []sctSpec{{log: "G1"}, {log: "A1", at: now.Add(time.Minute)}}, "chrome", true, []int{0, 1}, ""},
 		{"chrome no SCT", 90 * oneDay, nil, "chrome", false, nil, "Chrome CT policy: no SCT (embedded, TLS or OCSP)"},

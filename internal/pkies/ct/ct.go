@@ -504,6 +504,11 @@ func (v *Verifier) bySCTs(ctx context.Context, req *pkie.VerifyRequest, leaf *x5
 		if label := policyLabel(res.Policy); strings.HasPrefix(reason, label+": ") {
 			reason = label + " not met: " + strings.TrimPrefix(reason, label+": ")
 		}
+		if embeddedWithoutIssuer(scts, issuer) {
+			// Missing data is no evidence against the certificate.
+			return pkie.Assertion{Status: pkie.Unknown, Reason: "the embedded SCTs could not be checked: they sign the precertificate, " +
+				"which names the issuer's key, and no issuer came with the chain (" + reason + ")" + collectNote(errs)}
+		}
 		return pkie.Assertion{Status: pkie.Fail, Reason: reason + collectNote(errs)}
 	}
 	found := v.inclusions(ctx, res.Counted, scts, checked, entries, body, bodyErr, now)
@@ -568,6 +573,20 @@ func (v *Verifier) withoutUnknown(leaf *x509.Certificate, res sctpolicy.Result, 
 // withoutUnknown must not count.
 var errInclusionUnknown = errors.New("inclusion unknown")
 
+// embeddedWithoutIssuer reports whether scts hold an embedded SCT that
+// could not be checked for want of the leaf's issuer.
+func embeddedWithoutIssuer(scts []*sct.SCT, issuer *x509.Certificate) bool {
+	if issuer != nil {
+		return false
+	}
+	for _, s := range scts {
+		if s.Source == sct.Embedded {
+			return true
+		}
+	}
+	return false
+}
+
 // issuerOf returns the leaf's issuer for rebuilding a precertificate entry:
 // from the chain classic validation verified when there is one, else the
 // second certificate the server sent. Taking the unverified one is safe
@@ -622,8 +641,8 @@ func (v *Verifier) inclusions(ctx context.Context, counted []int, scts []*sct.SC
 			// A policy counts only SCTs whose signature verified, which
 			// needs the entry; this is a policy's bug, not evidence.
 			in.state, in.why = unknown, fmt.Sprintf("the policy counted an SCT from log %s that was not verified", name)
-		case fetchErrs[k] != nil:
-			in.state, in.why = unknown, fmt.Sprintf("fetching from log %s failed: %v", name, fetchErrs[k])
+		case fetchErrs[k] != nil && ev == nil:
+			in.state, in.why = unknown, fmt.Sprintf("fetching from log %s failed: %v", name, printable(fetchErrs[k].Error()))
 		case ev == nil && bodyErr != nil:
 			in.state, in.why = unknown, fmt.Sprintf("no evidence for log %s (the CT proof was refused: %v)", name, bodyErr)
 		case ev == nil && body == nil:

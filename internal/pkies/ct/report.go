@@ -143,12 +143,12 @@ func inclusionReport(ctx context.Context, f *ctinclusion.Fetcher, w *ctinclusion
 		return out
 	case err != nil || e == nil:
 		out.Status = "unknown"
-		out.Detail = fmt.Sprintf("could not ask log %s: %v", log.Name(), err)
+		out.Detail = fmt.Sprintf("could not ask log %s: %v", log.Name(), printable(fmt.Sprint(err)))
 		return out
 	}
 	res, err := ctinclusion.VerifyWith(e, log, leafHash, ctinclusion.VerifyOptions{Witnesses: w})
 	if err != nil {
-		out.Status, out.Detail = "unknown", fmt.Sprintf("log %s's answer does not verify: %v", log.Name(), err)
+		out.Status, out.Detail = "unknown", fmt.Sprintf("log %s's answer does not verify: %v", log.Name(), printable(err.Error()))
 		return out
 	}
 	out.LeafIndex, out.TreeSize, out.CheckpointTime = e.LeafIndex, res.TreeSize, res.CheckpointTime
@@ -170,7 +170,7 @@ func inclusionReport(ctx context.Context, f *ctinclusion.Fetcher, w *ctinclusion
 			out.Detail = fmt.Sprintf("not in log %s's latest checkpoint (%d entries, signed %s), past its maximum merge delay", log.Name(), res.TreeSize,
 				res.CheckpointTime.UTC().Format(time.RFC3339))
 		} else {
-			out.Detail = fmt.Sprintf("log %s: %s: %s", log.Name(), res.Status, e.Message)
+			out.Detail = fmt.Sprintf("log %s: %s: %s", log.Name(), res.Status, printable(e.Message))
 		}
 	}
 	return out
