@@ -42,6 +42,11 @@ func Judge(r *Result, log *loglist.Log, sctTime, now time.Time) Finding {
 	case Included:
 		return Shown
 	case NotYet:
+		if log.MMD <= 0 {
+			// A list that names no merge delay sets no deadline: neither a
+			// promise nor a broken one can be told.
+			return Unshown
+		}
 		switch {
 		case log.Kind == loglist.Static && r.CheckpointTime.After(deadline):
 			return Broken

@@ -28,6 +28,7 @@ func TestJudge(t *testing.T) {
 		{"an RFC 6962 tree head proves no absence", rfc, Result{Status: NotYet, CheckpointTime: after}, after, Unshown},
 		{"a clock behind the checkpoint does not excuse it", static, Result{Status: NotYet, CheckpointTime: after}, before, Broken},
 		{"lookup failed", static, Result{Status: LookupFailed}, before, Unshown},
+		{"no merge delay in the list: no deadline to break", &loglist.Log{Kind: loglist.Static}, Result{Status: NotYet, CheckpointTime: after}, after, Unshown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Judge(&tc.r, tc.log, sctTime, tc.now); got != tc.want {

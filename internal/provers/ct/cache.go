@@ -3,6 +3,7 @@ package ct
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -39,6 +40,17 @@ type evidenceCache struct {
 	items    map[evidenceKey]*list.Element
 	inflight map[evidenceKey]*call
 }
+
+// maxInflight bounds the lookups at logs under way at once, for all
+// clients together: each distinct SCT starts its own, which outlives its
+// request, so without a bound one client sending many real SCTs could hold
+// the cloud's outbound connections and memory (and its standing with the
+// logs) for everyone.
+const maxInflight = 64
+
+// errLookupsFull is do's answer when maxInflight lookups are under way:
+// the cloud is busy, which says nothing about the log.
+var errLookupsFull = fmt.Errorf("the cloud has %d lookups at logs under way and starts no more until one ends", maxInflight)
 
 type cached struct {
 	key     evidenceKey
@@ -130,6 +142,10 @@ func (c *evidenceCache) do(ctx context.Context, k evidenceKey, fetch func() (*ct
 	}
 	cl, ok := c.inflight[k]
 	if !ok {
+		if len(c.inflight) >= maxInflight {
+			c.mu.Unlock()
+			return nil, errLookupsFull
+		}
 		cl = &call{done: make(chan struct{})}
 		c.inflight[k] = cl
 		go func() {

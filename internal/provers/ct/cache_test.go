@@ -90,3 +90,33 @@ func TestEvidenceCacheDo(t *testing.T) {
 		t.Error("the fetched evidence was not stored")
 	}
 }
+
+// TestEvidenceCacheBoundsLookups: no more than maxInflight lookups run at
+// once, whoever asks; the next distinct one is refused at once, and a key
+// already under way is still joined.
+func TestEvidenceCacheBoundsLookups(t *testing.T) {
+	c := newEvidenceCache(1000, time.Hour, time.Second, time.Now)
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	fetch := func() (*ctinclusion.Evidence, error) {
+		started.Done()
+		<-release
+		return ev(ctinclusion.Included), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := range maxInflight {
+		started.Add(1)
+		go c.do(ctx, key(byte(i)), fetch)
+	}
+	started.Wait()
+	if _, err := c.do(context.Background(), key(byte(maxInflight)), fetch); !errors.Is(err, errLookupsFull) {
+		t.Errorf("lookup %d: %v, want errLookupsFull", maxInflight+1, err)
+	}
+	cancel()
+	joined := make(chan error, 1)
+	go func() { _, err := c.do(context.Background(), key(0), fetch); joined <- err }()
+	close(release)
+	if err := <-joined; err != nil {
+		t.Errorf("joining a lookup under way: %v", err)
+	}
+}

@@ -542,10 +542,20 @@ func (p *Prover) lookup(ctx context.Context, l *loglist.Log, s *sct.SCT, k evide
 		err = errors.New(ev.Message)
 	}
 	if err != nil || ev == nil {
-		if err == nil {
-			err = errors.New("no evidence")
+		switch {
+		case errors.Is(err, errLookupsFull):
+			// The cloud is busy, not the log: not counted against it.
+		case err != nil && ctx.Err() != nil:
+			// The request's time ran out before the log answered; the
+			// lookup goes on, for the next request, and the log is not
+			// blamed for the cloud's own limit.
+			err = errors.New("the cloud stopped waiting at the request's deadline; the lookup goes on")
+		default:
+			if err == nil {
+				err = errors.New("no evidence")
+			}
+			p.failed(l, err)
 		}
-		p.failed(l, err)
 		if stale != nil {
 			return about(stale, s)
 		}
