@@ -37,8 +37,6 @@ const (
 	// MaxSCTs bounds the SCTs proved for one request (embedded and sent
 	// together), which is also how many evidences a body carries.
 	MaxSCTs = ctpkie.MaxInclusions
-	// maxMessage bounds a LookupFailed evidence's message.
-	maxMessage = 256
 )
 
 // Defaults of the SCT half's configuration.
@@ -602,8 +600,8 @@ func (p *Prover) failed(l *loglist.Log, err error) {
 func failed(s *sct.SCT, l *loglist.Log, why string) *ctinclusion.Evidence {
 	e := &ctinclusion.Evidence{SCTHash: s.Hash(), LogID: l.ID, Status: ctinclusion.LookupFailed}
 	msg := fmt.Sprintf("log %s: %s", logName(l), why)
-	if len(msg) > maxMessage {
-		msg = strings.ToValidUTF8(msg[:maxMessage-len("…")], "") + "…"
+	if len(msg) > ctinclusion.MaxMessage {
+		msg = strings.ToValidUTF8(msg[:ctinclusion.MaxMessage-len("…")], "") + "…"
 	}
 	e.Message = msg
 	return e
